@@ -1,0 +1,47 @@
+"""The one door to TensorFlow, for export/ and server/ only."""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from types import ModuleType
+
+
+@contextlib.contextmanager
+def _captured_stderr_fd() -> Iterator[None]:
+    """TF's C++ start-up lines (oneDNN, cuInit) are written before absl logging is
+    initialised, so TF_CPP_MIN_LOG_LEVEL cannot hide them; hold fd 2 aside and
+    replay it only when the import fails."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        except BaseException:
+            os.dup2(saved, 2)
+            sink.seek(0)
+            sys.stderr.write(sink.read().decode(errors="replace"))
+            raise
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+
+
+@functools.cache
+def import_tensorflow() -> ModuleType:
+    """Import TensorFlow quietly (its start-up logs are noise in a CLI)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        with _captured_stderr_fd():
+            import tensorflow as tf
+
+            tf.get_logger().setLevel("ERROR")
+            tf.config.list_physical_devices()  # device discovery logs cuInit failures
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("TensorFlow is needed here: pip install 'tensorflow==2.21.0'") from exc
+    return tf

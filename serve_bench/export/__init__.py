@@ -1,0 +1,39 @@
+"""Model export: the catalogue, SavedModels in TF Serving's layout, warm-up records, models.config.
+
+Importing this package is cheap; TensorFlow is imported when a model is built.
+"""
+
+from serve_bench.export._catalogue import CATALOGUE, ModelSpec, get_spec
+from serve_bench.export._config import models_config_text, parse_models_config, write_models_config
+from serve_bench.export._export import (
+    DEFAULT_WARMUP_BATCH_SIZES,
+    ExportResult,
+    ModelFacts,
+    export_model,
+    model_facts,
+    parse_batch_sizes,
+)
+from serve_bench.export._layout import METADATA_FILE, WARMUP_FILE, list_models, list_versions, read_metadata
+from serve_bench.export._warmup import read_warmup_records, warmup_requests
+
+__all__ = [
+    "CATALOGUE",
+    "DEFAULT_WARMUP_BATCH_SIZES",
+    "ExportResult",
+    "METADATA_FILE",
+    "ModelFacts",
+    "ModelSpec",
+    "WARMUP_FILE",
+    "export_model",
+    "get_spec",
+    "list_models",
+    "list_versions",
+    "model_facts",
+    "models_config_text",
+    "parse_batch_sizes",
+    "parse_models_config",
+    "read_metadata",
+    "read_warmup_records",
+    "warmup_requests",
+    "write_models_config",
+]

@@ -1,0 +1,258 @@
+"""Export a catalogue model as a SavedModel in TF Serving's layout.
+
+Everything is written into a staging directory beside the destination and
+renamed into place at the end, so an interrupted or failed export never leaves
+a half-written version where TF Serving (or the local server) would load it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from serve_bench._tf import import_tensorflow
+from serve_bench.errors import UserError
+from serve_bench.export._catalogue import ModelSpec, get_spec
+from serve_bench.export._config import write_models_config
+from serve_bench.export._layout import METADATA_FILE, WARMUP_FILE, list_versions
+
+__all__ = ["ExportResult", "ModelFacts", "export_model", "model_facts", "parse_batch_sizes"]
+
+DEFAULT_WARMUP_BATCH_SIZES = (1, 8, 32)
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What later stages need to know about an exported model, counted from its graph."""
+
+    model: str
+    input_shape: tuple[int, int, int]
+    feature_size: int
+    parameters: int
+    flops_per_image: int
+    weights: str
+    tensorflow_version: str
+    warmup_batch_sizes: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    path: Path
+    version: int
+    facts: ModelFacts
+    models_config: Path
+
+
+def parse_batch_sizes(text: str, what: str = "--warmup-batch-sizes") -> tuple[int, ...]:
+    sizes: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            value = int(part)
+        except ValueError:
+            value = 0
+        if value <= 0 or str(value) != part.lstrip("+"):
+            raise UserError(f"{what}: {part!r} is not a positive integer; give e.g. 1,8,32")
+        sizes.append(value)
+    if not sizes:
+        raise UserError(f"{what}: no batch sizes given; give e.g. 1,8,32")
+    if len(sizes) > 1000:
+        raise UserError(f"{what}: at most 1000 warm-up batch sizes (TF Serving's limit)")
+    return tuple(sizes)
+
+
+def _build_keras(tf: Any, spec: ModelSpec, weights: str) -> Any:
+    if weights == "random":
+        return spec.build(tf, None)
+    if weights == "imagenet":
+        if not spec.has_imagenet_weights:
+            raise UserError(f"model {spec.name!r} has no ImageNet weights; use --weights random")
+        try:
+            return spec.build(tf, "imagenet")
+        except Exception as exc:  # urllib/HTTP/OS errors from keras' downloader
+            reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise UserError(
+                f"could not download ImageNet weights for {spec.name} ({reason}); "
+                "without network access use --weights random (timing does not depend on weight values)"
+            ) from exc
+    path = Path(weights)
+    if not path.is_file():
+        raise UserError(f"--weights {weights!r}: no such file; give imagenet, random or a path to a Keras weights file")
+    model = spec.build(tf, None)
+    try:
+        model.load_weights(str(path))
+    except Exception as exc:
+        reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UserError(
+            f"--weights {weights}: not a usable Keras weights file for {spec.name} ({reason}); "
+            "give a .weights.h5 saved from this architecture"
+        ) from exc
+    return model
+
+
+def _make_servable(tf: Any, spec: ModelSpec, keras_model: Any) -> Any:
+    height, width = spec.height, spec.width
+
+    class Servable(tf.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = keras_model
+
+        @tf.function(input_signature=[tf.TensorSpec([None, height, width, 3], tf.float32, name="images")])
+        def serve(self, images: Any) -> dict[str, Any]:
+            features = self.model(spec.preprocess(tf, images), training=False)
+            return {"features": tf.cast(features, tf.float32)}
+
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="image_bytes")])
+        def serve_bytes(self, image_bytes: Any) -> dict[str, Any]:
+            def decode(data: Any) -> Any:
+                image = tf.io.decode_image(data, channels=3, expand_animations=False, dtype=tf.uint8)
+                image.set_shape([None, None, 3])
+                return tf.image.resize(tf.cast(image, tf.float32), [height, width])
+
+            images = tf.map_fn(
+                decode, image_bytes, fn_output_signature=tf.TensorSpec([height, width, 3], tf.float32)
+            )
+            return self.serve(images)
+
+    return Servable()
+
+
+def count_flops_per_image(tf: Any, keras_model: Any, spec: ModelSpec) -> int:
+    """Float operations for one image, counted by TensorFlow's profiler on the frozen graph.
+
+    Traced at batch 1 (not through ``serve``, whose batch dimension is None:
+    the profiler skips ops whose shapes are not fully known).
+    """
+    import contextlib
+    import io
+
+    from tensorflow.python.framework.convert_to_constants import (
+        convert_variables_to_constants_v2_as_graph,
+    )
+
+    forward = tf.function(lambda images: keras_model(spec.preprocess(tf, images), training=False))
+    concrete = forward.get_concrete_function(tf.TensorSpec([1, spec.height, spec.width, 3], tf.float32))
+    _, graph_def = convert_variables_to_constants_v2_as_graph(concrete)
+    options = tf.compat.v1.profiler.ProfileOptionBuilder.float_operation()
+    options["output"] = "none"
+    with tf.Graph().as_default() as graph:
+        tf.graph_util.import_graph_def(graph_def, name="")
+        noise = io.StringIO()  # the v1 profiler prints deprecation chatter
+        with contextlib.redirect_stdout(noise), contextlib.redirect_stderr(noise):
+            profile = tf.compat.v1.profiler.profile(
+                graph=graph, run_meta=tf.compat.v1.RunMetadata(), cmd="op", options=options
+            )
+    return int(profile.total_float_ops)
+
+
+def model_facts(name: str, weights: str = "random") -> ModelFacts:
+    """Build the model in memory and count its parameters and FLOPs (for ``export --list``)."""
+    tf = import_tensorflow()
+    spec = get_spec(name)
+    keras_model = _build_keras(tf, spec, weights)
+    return ModelFacts(
+        model=spec.name,
+        input_shape=spec.input_shape,
+        feature_size=spec.feature_size,
+        parameters=int(keras_model.count_params()),
+        flops_per_image=count_flops_per_image(tf, keras_model, spec),
+        weights=weights,
+        tensorflow_version=tf.__version__,
+    )
+
+
+def _check_writable(out: Path) -> None:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(dir=out, prefix=".write-test-", delete=True)
+        probe.close()
+    except OSError as exc:
+        raise UserError(
+            f"cannot write to output directory {str(out)!r} ({exc.strerror or exc}); choose another with --out"
+        ) from exc
+
+
+def export_model(
+    name: str,
+    *,
+    weights: str = "random",
+    version: int | None = None,
+    out: str | os.PathLike[str] = "exported_models",
+    warmup_batch_sizes: tuple[int, ...] = DEFAULT_WARMUP_BATCH_SIZES,
+    force: bool = False,
+) -> ExportResult:
+    spec = get_spec(name)
+    if version is not None and version <= 0:
+        raise UserError(f"--version must be a positive integer, got {version}")
+    for size in warmup_batch_sizes:
+        if not isinstance(size, int) or size <= 0:
+            raise UserError(f"warm-up batch size {size!r} is not a positive integer")
+    out = Path(out)
+    _check_writable(out)
+    model_dir = out / spec.name
+    existing = list_versions(model_dir)
+    if version is None:
+        version = (max(existing) + 1) if existing else 1
+    destination = model_dir / str(version)
+    if destination.exists() and not force:
+        raise UserError(
+            f"{destination} already exists; pass --force to replace it, or omit --version to use the next free one"
+        )
+
+    tf = import_tensorflow()
+    keras_model = _build_keras(tf, spec, weights)
+    servable = _make_servable(tf, spec, keras_model)
+
+    staging_root = out / ".staging"
+    staging_root.mkdir(exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f"{spec.name}-{version}-", dir=staging_root))
+    try:
+        tf.saved_model.save(
+            servable,
+            str(staging),
+            signatures={
+                "serving_default": servable.serve.get_concrete_function(),
+                "serving_bytes": servable.serve_bytes.get_concrete_function(),
+            },
+        )
+        facts = ModelFacts(
+            model=spec.name,
+            input_shape=spec.input_shape,
+            feature_size=spec.feature_size,
+            parameters=int(keras_model.count_params()),
+            flops_per_image=count_flops_per_image(tf, keras_model, spec),
+            weights=weights if weights in ("random", "imagenet") else f"file:{Path(weights).resolve()}",
+            tensorflow_version=tf.__version__,
+            warmup_batch_sizes=tuple(warmup_batch_sizes),
+        )
+        extra = staging / "assets.extra"
+        extra.mkdir(exist_ok=True)
+        from serve_bench.export._warmup import write_warmup_records
+
+        write_warmup_records(extra / WARMUP_FILE, spec, warmup_batch_sizes)
+        (extra / METADATA_FILE).write_text(json.dumps(asdict(facts), indent=2) + "\n")
+
+        model_dir.mkdir(parents=True, exist_ok=True)
+        if destination.exists():  # --force: swap the old version out, then delete it
+            retired = staging_root / f"retired-{spec.name}-{version}-{os.getpid()}"
+            os.rename(destination, retired)
+            os.rename(staging, destination)
+            shutil.rmtree(retired, ignore_errors=True)
+        else:
+            os.rename(staging, destination)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        try:
+            staging_root.rmdir()
+        except OSError:
+            pass
+    config_path = write_models_config(out)
+    return ExportResult(path=destination, version=version, facts=facts, models_config=config_path)

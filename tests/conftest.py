@@ -1,0 +1,34 @@
+"""Shared fixtures: models exported once per session into a temporary directory."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """exported_models/ with `tiny` (version 1), exported with random weights."""
+    from serve_bench.export import export_model
+
+    out = tmp_path_factory.mktemp("exported_models")
+    export_model("tiny", weights="random", out=out, warmup_batch_sizes=(1, 4))
+    return out
+
+
+@pytest.fixture(scope="session")
+def inception_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A models directory holding InceptionV3 (random weights), for the few end-to-end tests."""
+    from serve_bench.export import export_model
+
+    out = tmp_path_factory.mktemp("inception_models")
+    export_model("inception_v3", weights="random", out=out, warmup_batch_sizes=(1, 2))
+    return out

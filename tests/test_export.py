@@ -1,0 +1,201 @@
+"""Export: real SavedModels loaded back with TensorFlow, and every bad input."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from serve_bench import export
+from serve_bench.cli import main
+
+
+@pytest.fixture(scope="module")
+def tf():
+    from serve_bench._tf import import_tensorflow
+
+    return import_tensorflow()
+
+
+def _png(image: np.ndarray) -> bytes:
+    from PIL import Image
+
+    buf = io.BytesIO()
+    Image.fromarray(image.astype(np.uint8)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("model_fixture, name", [("models_dir", "tiny"), ("inception_dir", "inception_v3")])
+def test_exported_model_loads_and_signatures_agree(request, tf, model_fixture, name):
+    out: Path = request.getfixturevalue(model_fixture)
+    spec = export.get_spec(name)
+    version_dir = out / name / "1"
+    assert (version_dir / "saved_model.pb").exists() and (version_dir / "variables").is_dir()
+
+    loaded = tf.saved_model.load(str(version_dir))
+    assert set(loaded.signatures) == {"serving_default", "serving_bytes"}
+
+    default = loaded.signatures["serving_default"]
+    (_, kwargs) = default.structured_input_signature
+    assert list(kwargs) == ["images"]
+    assert kwargs["images"].dtype == tf.float32
+    assert kwargs["images"].shape.as_list() == [None, spec.height, spec.width, 3]
+    assert default.structured_outputs["features"].dtype == tf.float32
+    assert default.structured_outputs["features"].shape.as_list() == [None, spec.feature_size]
+
+    by_bytes = loaded.signatures["serving_bytes"]
+    (_, kwargs) = by_bytes.structured_input_signature
+    assert list(kwargs) == ["image_bytes"]
+    assert kwargs["image_bytes"].dtype == tf.string and kwargs["image_bytes"].shape.as_list() == [None]
+
+    rng = np.random.default_rng(7)
+    images = rng.integers(0, 256, size=(2, spec.height, spec.width, 3)).astype(np.float32)
+    from_pixels = default(images=tf.constant(images))["features"].numpy()
+    from_png = by_bytes(image_bytes=tf.constant([_png(im) for im in images]))["features"].numpy()
+    assert from_pixels.shape == (2, spec.feature_size)
+    np.testing.assert_allclose(from_png, from_pixels, rtol=1e-4, atol=1e-4)
+    assert np.isfinite(from_pixels).all()
+
+
+def test_warmup_records_parse_as_prediction_log(models_dir):
+    from tensorflow_serving.apis import prediction_log_pb2
+
+    from serve_bench._tf import import_tensorflow
+
+    tf = import_tensorflow()
+    path = models_dir / "tiny" / "1" / "assets.extra" / export.WARMUP_FILE
+    records = [prediction_log_pb2.PredictionLog.FromString(r.numpy()) for r in tf.data.TFRecordDataset(str(path))]
+    assert [r.predict_log.request.inputs["images"].tensor_shape.dim[0].size for r in records] == [1, 4]
+    for record in records:
+        request = record.predict_log.request
+        assert request.model_spec.name == "tiny"
+        assert request.model_spec.signature_name == "serving_default"
+        tensor = request.inputs["images"]
+        assert tensor.dtype == 1  # DT_FLOAT
+        shape = [d.size for d in tensor.tensor_shape.dim]
+        assert shape[1:] == [64, 64, 3]
+        assert len(tensor.tensor_content) == 4 * int(np.prod(shape))
+    # our own reader (used by the local server) agrees
+    assert len(export.read_warmup_records(path)) == 2
+
+
+def test_metadata_file_holds_counted_facts(models_dir, inception_dir):
+    tiny = export.read_metadata(models_dir / "tiny" / "1")
+    assert tiny["model"] == "tiny" and tiny["weights"] == "random"
+    assert tiny["input_shape"] == [64, 64, 3] and tiny["feature_size"] == 32
+    assert tiny["parameters"] == 1936 and tiny["flops_per_image"] > 0
+    inception = export.read_metadata(inception_dir / "inception_v3" / "1")
+    assert inception["parameters"] == 21_802_784
+    # InceptionV3 is ~5.7 G multiply-adds per 299x299 image = ~11.5 GFLOPs
+    assert 11.0e9 < inception["flops_per_image"] < 12.0e9
+
+
+def test_models_config_parses_as_model_server_config(models_dir):
+    from google.protobuf import text_format
+    from tensorflow_serving.config import model_server_config_pb2
+
+    text = (models_dir / "models.config").read_text()
+    config = text_format.Parse(text, model_server_config_pb2.ModelServerConfig())
+    entries = {c.name: c for c in config.model_config_list.config}
+    assert set(entries) == {"tiny"}
+    assert entries["tiny"].base_path == "/models/tiny"
+    assert entries["tiny"].model_platform == "tensorflow"
+
+
+def test_next_free_version_and_force(tmp_path, capsys):
+    assert main(["export", "tiny", "--weights", "random", "--out", str(tmp_path), "--warmup-batch-sizes", "1"]) == 0
+    assert main(["export", "tiny", "--weights", "random", "--out", str(tmp_path), "--warmup-batch-sizes", "1"]) == 0
+    assert export.list_versions(tmp_path / "tiny") == [1, 2]
+    out = capsys.readouterr().out
+    assert "version 2" in out and "random" in out
+
+    before = (tmp_path / "tiny" / "1" / "saved_model.pb").stat().st_mtime_ns
+    assert main(["export", "tiny", "--weights", "random", "--out", str(tmp_path), "--version", "1",
+                 "--force", "--warmup-batch-sizes", "1"]) == 0
+    assert (tmp_path / "tiny" / "1" / "saved_model.pb").stat().st_mtime_ns != before
+    assert not (tmp_path / ".staging").exists()
+
+
+def _one_line_error(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err
+    return err
+
+
+def test_unknown_model_lists_valid_names(tmp_path, capsys):
+    assert main(["export", "resnet9000", "--out", str(tmp_path)]) == 2
+    err = _one_line_error(capsys)
+    assert "resnet9000" in err and "inception_v3" in err and "tiny" in err
+
+
+def test_unwritable_output_directory(tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    assert main(["export", "tiny", "--weights", "random", "--out", str(blocker / "models")]) == 2
+    err = _one_line_error(capsys)
+    assert "cannot write" in err and "--out" in err
+
+
+def test_existing_version_without_force(tmp_path, capsys):
+    assert main(["export", "tiny", "--weights", "random", "--out", str(tmp_path), "--warmup-batch-sizes", "1"]) == 0
+    capsys.readouterr()
+    assert main(["export", "tiny", "--weights", "random", "--out", str(tmp_path), "--version", "1"]) == 2
+    err = _one_line_error(capsys)
+    assert "already exists" in err and "--force" in err
+
+
+def test_corrupt_weights_file_leaves_nothing_behind(tmp_path, capsys):
+    weights = tmp_path / "broken.weights.h5"
+    weights.write_bytes(b"this is not HDF5")
+    out = tmp_path / "models"
+    assert main(["export", "tiny", "--weights", str(weights), "--out", str(out)]) == 2
+    err = _one_line_error(capsys)
+    assert "broken.weights.h5" in err
+    assert export.list_versions(out / "tiny") == []
+    assert not (out / ".staging").exists()
+
+
+def test_missing_weights_file(tmp_path, capsys):
+    assert main(["export", "tiny", "--weights", str(tmp_path / "nope.h5"), "--out", str(tmp_path)]) == 2
+    assert "no such file" in _one_line_error(capsys)
+
+
+def test_weights_file_round_trip(tmp_path, tf):
+    spec = export.get_spec("tiny")
+    model = spec.build(tf, None)
+    path = tmp_path / "tiny.weights.h5"
+    model.save_weights(str(path))
+    result = export.export_model("tiny", weights=str(path), out=tmp_path / "m", warmup_batch_sizes=(1,))
+    assert result.facts.weights.startswith("file:")
+
+
+@pytest.mark.parametrize("sizes", ["0", "-1", "1,x", "2.5", ""])
+def test_bad_warmup_batch_size(tmp_path, capsys, sizes):
+    assert main(["export", "tiny", "--weights", "random", "--out", str(tmp_path), "--warmup-batch-sizes", sizes]) == 2
+    assert "--warmup-batch-sizes" in _one_line_error(capsys)
+    assert not (tmp_path / "tiny").exists()
+
+
+def test_imagenet_download_failure_suggests_random(tmp_path, capsys, monkeypatch):
+    # No network in CI: make the failure immediate and deterministic rather than
+    # depending on how this machine's resolver fails.
+    spec = export.get_spec("mobilenet_v2")
+
+    def offline_build(tf, weights):
+        if weights == "imagenet":
+            raise OSError("URL fetch failure on https://storage.googleapis.com/...: [Errno -3] name resolution")
+        return spec.build(tf, weights)
+
+    monkeypatch.setitem(export.CATALOGUE, "mobilenet_v2", spec.__class__(**{**spec.__dict__, "build": offline_build}))
+    assert main(["export", "mobilenet_v2", "--weights", "imagenet", "--out", str(tmp_path)]) == 2
+    err = _one_line_error(capsys)
+    assert "ImageNet" in err and "--weights random" in err
+    assert not (tmp_path / "mobilenet_v2").exists()
+
+
+def test_tiny_has_no_imagenet_weights(tmp_path, capsys):
+    assert main(["export", "tiny", "--weights", "imagenet", "--out", str(tmp_path)]) == 2
+    assert "--weights random" in _one_line_error(capsys)
