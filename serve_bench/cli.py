@@ -123,4 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run through the imported module so subcommands register in one table.
+    from serve_bench.cli import main as _main
+
+    sys.exit(_main())

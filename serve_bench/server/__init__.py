@@ -1,0 +1,32 @@
+"""The local TF-Serving-compatible server: ``serve-bench serve``.
+
+It speaks TF Serving's gRPC and REST APIs, takes tensorflow_model_server's
+flags and config files, batches as TF Serving's batching guide describes, and
+exports TF Serving's metric names. It never claims to be TF Serving: results
+record it as ``serve-bench-local``.
+"""
+
+from serve_bench.server._app import SERVER_KIND, LocalServer
+from serve_bench.server._config import (
+    BatchingParams,
+    ModelEntry,
+    ServerConfig,
+    build_arg_parser,
+    config_from_args,
+    parse_batching_parameters,
+    parse_monitoring_config,
+)
+from serve_bench.server._errors import ServingError
+
+__all__ = [
+    "SERVER_KIND",
+    "BatchingParams",
+    "LocalServer",
+    "ModelEntry",
+    "ServerConfig",
+    "ServingError",
+    "build_arg_parser",
+    "config_from_args",
+    "parse_batching_parameters",
+    "parse_monitoring_config",
+]

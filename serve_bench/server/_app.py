@@ -1,0 +1,127 @@
+"""The local server's lifecycle: load models, bind gRPC and REST, drain on shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from dataclasses import dataclass
+
+from aiohttp import web
+from grpc import aio
+
+from serve_bench._tf import import_tensorflow
+from serve_bench.errors import UserError
+from serve_bench.server._config import ServerConfig
+from serve_bench.server._core import ServingCore
+from serve_bench.server._errors import ServingError
+from serve_bench.server._grpc import SERVER_OPTIONS, add_services
+from serve_bench.server._metrics import Metrics
+from serve_bench.server._rest import make_app
+from serve_bench.server._runtime import Model, ModelRegistry
+
+__all__ = ["LocalServer", "SERVER_KIND"]
+
+log = logging.getLogger("serve_bench.server")
+SERVER_KIND = "serve-bench-local"
+
+
+@dataclass(frozen=True)
+class BoundPorts:
+    grpc: int
+    rest: int  # 0 when REST is disabled
+
+
+class LocalServer:
+    """A TF-Serving-compatible server in this process.
+
+    ``await server.start()`` loads every model (replaying warm-up records) and
+    binds the ports (0 picks a free port; see ``server.ports``);
+    ``await server.stop()`` stops accepting, finishes in-flight requests and
+    releases everything.
+    """
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.metrics = Metrics()
+        self.core: ServingCore | None = None
+        self.ports: BoundPorts | None = None
+        self._grpc: aio.Server | None = None
+        self._runner: web.AppRunner | None = None
+
+    def load(self) -> ModelRegistry:
+        tf = import_tensorflow()
+        if self.config.intra_op_threads:
+            tf.config.threading.set_intra_op_parallelism_threads(self.config.intra_op_threads)
+        if self.config.inter_op_threads:
+            tf.config.threading.set_inter_op_parallelism_threads(self.config.inter_op_threads)
+        models = {}
+        for entry in self.config.models:
+            try:
+                model = Model(entry, tf)
+            except ServingError as exc:
+                raise UserError(f"cannot load model {entry.name!r}: {exc.message}") from exc
+            if self.config.enable_model_warmup:
+                for servable in model.servables.values():
+                    count = servable.warm_up()
+                    if count:
+                        log.info("replayed %d warm-up requests for %s version %d", count, entry.name, servable.version)
+            models[entry.name] = model
+        return ModelRegistry(models)
+
+    async def start(self) -> BoundPorts:
+        loop = asyncio.get_running_loop()
+        registry = await loop.run_in_executor(None, self.load)
+        self.core = ServingCore(self.config, registry, self.metrics)
+        self._grpc = aio.server(options=SERVER_OPTIONS)
+        add_services(self._grpc, self.core)
+        grpc_port = self._grpc.add_insecure_port(f"{self.config.host}:{self.config.port}")
+        if grpc_port == 0:
+            raise UserError(f"cannot bind gRPC to {self.config.host}:{self.config.port} (in use?); choose --port")
+        await self._grpc.start()
+        rest_port = 0
+        if self.config.rest_api_port:
+            self._runner = web.AppRunner(make_app(self.core, self.config.metrics_path), access_log=None,
+                                         handle_signals=False, shutdown_timeout=60)
+            await self._runner.setup()
+            site = web.TCPSite(self._runner, self.config.host, self.config.rest_api_port
+                               if self.config.rest_api_port > 0 else 0)
+            try:
+                await site.start()
+            except OSError as exc:
+                await self._grpc.stop(None)
+                raise UserError(f"cannot bind REST to {self.config.host}:{self.config.rest_api_port} "
+                                f"({exc.strerror}); choose --rest_api_port") from exc
+            rest_port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.ports = BoundPorts(grpc_port, rest_port)
+        return self.ports
+
+    async def stop(self, grace: float = 30.0) -> None:
+        """Stop accepting, let in-flight requests finish (up to ``grace`` seconds), release."""
+        if self._grpc is not None:
+            await self._grpc.stop(grace)
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self.core is not None:
+            await asyncio.wait_for(self.core.drain(), timeout=grace)
+            self.core.close()
+
+    async def serve_forever(self) -> None:
+        """Run until SIGINT or SIGTERM, then drain and return (the CLI exits 0)."""
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        ports = await self.start()
+        names = ", ".join(self.core.registry.models) if self.core else ""
+        rest = f"http://{self.config.host}:{ports.rest}" if ports.rest else "disabled"
+        print(f"serve-bench local server ({SERVER_KIND}) serving {names}: grpc://{self.config.host}:{ports.grpc}, "
+              f"REST {rest}" + (f", metrics {self.config.metrics_path}" if self.config.metrics_path else "")
+              + (f", batching {self.config.batching}" if self.config.batching else ""), flush=True)
+        if self.config.ignored_flags:
+            print("accepted but not acted on by the local server: "
+                  + ", ".join(f"--{f}" for f in self.config.ignored_flags), file=sys.stderr, flush=True)
+        await stop.wait()
+        print("shutting down: finishing in-flight requests", flush=True)
+        await self.stop()

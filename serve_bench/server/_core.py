@@ -1,0 +1,111 @@
+"""The serving core shared by the gRPC and REST front ends: resolve, validate, run, count."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from serve_bench.server._batching import BatchScheduler
+from serve_bench.server._config import ServerConfig
+from serve_bench.server._errors import ServingError
+from serve_bench.server._metrics import Metrics
+from serve_bench.server._runtime import ModelRegistry, Servable, Signature
+
+__all__ = ["ServingCore"]
+
+
+class ServingCore:
+    def __init__(self, config: ServerConfig, registry: ModelRegistry, metrics: Metrics) -> None:
+        self.config = config
+        self.registry = registry
+        self.metrics = metrics
+        self._executor = ThreadPoolExecutor(config.unbatched_threads, thread_name_prefix="predict")
+        self._schedulers: dict[tuple[str, int, str], BatchScheduler] = {}
+        self.in_flight = 0
+
+    def scheduler(self, servable: Servable, signature: Signature) -> BatchScheduler | None:
+        """One scheduler per model version and signature, as TF Serving's BatchingSession keeps."""
+        if self.config.batching is None:
+            return None
+        key = (servable.name, servable.version, signature.name)
+        scheduler = self._schedulers.get(key)
+        if scheduler is None:
+            scheduler = BatchScheduler(
+                lambda inputs: self._timed_run(servable, signature, inputs),
+                self.config.batching, self.metrics, servable.name,
+            )
+            self._schedulers[key] = scheduler
+        return scheduler
+
+    def _timed_run(self, servable: Servable, signature: Signature, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        started = time.perf_counter()
+        try:
+            return servable.run(signature, inputs)
+        finally:
+            self.metrics.observe("runtime_latency", (time.perf_counter() - started) * 1e6,
+                                 (servable.name, "predict", "TF2"))
+
+    async def predict(
+        self,
+        model: str,
+        version: int | None,
+        label: str | None,
+        signature_name: str,
+        inputs: dict[str, np.ndarray],
+        output_filter: list[str],
+        entrypoint: str,
+    ) -> tuple[Servable, dict[str, np.ndarray]]:
+        started = time.perf_counter()
+        self.in_flight += 1
+        status = "OK"
+        try:
+            servable = self.registry.get(model, version, label)
+            signature = servable.signature(signature_name)
+            outputs_wanted = signature.output_names(output_filter)
+            size = signature.validate(inputs)
+            scheduler = self.scheduler(servable, signature)
+            if scheduler is not None:
+                outputs = await scheduler.submit(inputs, size)
+            else:
+                loop = asyncio.get_running_loop()
+                outputs = await loop.run_in_executor(self._executor, self._timed_run, servable, signature, inputs)
+            return servable, {alias: outputs[alias] for alias in outputs_wanted}
+        except ServingError as exc:
+            status = exc.code
+            raise
+        except asyncio.CancelledError:
+            status = "CANCELLED"
+            raise
+        finally:
+            self.in_flight -= 1
+            self.metrics.inc("request_count", (model, status))
+            self.metrics.observe("request_latency", (time.perf_counter() - started) * 1e6,
+                                 (model, "predict", entrypoint))
+
+    def status(self, model: str, version: int | None, label: str | None) -> list[tuple[int, str]]:
+        """(version, state) pairs as GetModelStatus reports them."""
+        if version is not None or label:
+            servable = self.registry.get(model, version, label)
+            return [(servable.version, "AVAILABLE")]
+        if model not in self.registry.models:
+            raise ServingError("NOT_FOUND", f"Could not find any versions of model {model}")
+        return [(v, "AVAILABLE") for v in sorted(self.registry.models[model].servables)]
+
+    def signature_defs(self, model: str, version: int | None, label: str | None) -> tuple[Servable, dict[str, Any]]:
+        servable = self.registry.get(model, version, label)
+        return servable, servable.signature_defs
+
+    async def drain(self) -> None:
+        for scheduler in self._schedulers.values():
+            await scheduler.drain()
+        while self.in_flight:
+            await asyncio.sleep(0.005)
+
+    def close(self) -> None:
+        for scheduler in self._schedulers.values():
+            scheduler.close()
+        self._executor.shutdown(wait=True)

@@ -1,0 +1,122 @@
+"""TF Serving's gRPC API: PredictionService.Predict/GetModelMetadata, ModelService.GetModelStatus.
+
+Methods not registered here (Classify, Regress, MultiInference,
+HandleReloadConfigRequest, ...) answer UNIMPLEMENTED, which grpc does for any
+unknown method.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import grpc
+from grpc import aio
+
+from serve_bench import _protos
+from serve_bench.client._codec import CodecError, from_tensor_proto, to_tensor_proto
+from serve_bench.server._core import ServingCore
+from serve_bench.server._errors import ServingError
+
+__all__ = ["add_services", "SERVER_OPTIONS"]
+
+# No server-side message size limit (TF Serving's own default is unlimited too).
+SERVER_OPTIONS = [
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.max_send_message_length", -1),
+    ("grpc.so_reuseport", 0),
+]
+
+
+def _version(spec: Any) -> tuple[int | None, str | None]:
+    choice = spec.WhichOneof("version_choice")
+    if choice == "version":
+        return spec.version.value, None
+    if choice == "version_label":
+        return None, spec.version_label
+    return None, None
+
+
+class _Service:
+    def __init__(self, core: ServingCore) -> None:
+        self.core = core
+        self.predict_response = _protos.message("tensorflow.serving.PredictResponse")
+        self.metadata_response = _protos.message("tensorflow.serving.GetModelMetadataResponse")
+        self.status_response = _protos.message("tensorflow.serving.GetModelStatusResponse")
+        self.signature_map = _protos.message("tensorflow.serving.SignatureDefMap")
+
+    async def predict(self, request: Any, context: aio.ServicerContext) -> Any:
+        spec = request.model_spec
+        version, label = _version(spec)
+        try:
+            try:
+                inputs = {alias: from_tensor_proto(tensor) for alias, tensor in request.inputs.items()}
+            except CodecError as exc:
+                raise ServingError("INVALID_ARGUMENT", str(exc)) from exc
+            servable, outputs = await self.core.predict(
+                spec.name, version, label, spec.signature_name, inputs, list(request.output_filter), "GRPC"
+            )
+        except ServingError as exc:
+            await context.abort(getattr(grpc.StatusCode, exc.code), exc.message)
+        response = self.predict_response()
+        response.model_spec.name = spec.name
+        response.model_spec.version.value = servable.version
+        response.model_spec.signature_name = spec.signature_name or "serving_default"
+        for alias, array in outputs.items():
+            to_tensor_proto(array, response.outputs[alias])
+        return response
+
+    async def get_model_metadata(self, request: Any, context: aio.ServicerContext) -> Any:
+        spec = request.model_spec
+        version, label = _version(spec)
+        fields = list(request.metadata_field)
+        try:
+            if fields != ["signature_def"]:
+                raise ServingError("INVALID_ARGUMENT", "Metadata field(s) other than signature_def are not supported"
+                                   if fields else "GetModelMetadataRequest must specify at least one metadata_field")
+            servable, defs = self.core.signature_defs(spec.name, version, label)
+        except ServingError as exc:
+            await context.abort(getattr(grpc.StatusCode, exc.code), exc.message)
+        response = self.metadata_response()
+        response.model_spec.name = spec.name
+        response.model_spec.version.value = servable.version
+        signature_map = self.signature_map()
+        for key, sig in defs.items():
+            signature_map.signature_def[key].CopyFrom(sig)
+        response.metadata["signature_def"].Pack(signature_map)
+        return response
+
+    async def get_model_status(self, request: Any, context: aio.ServicerContext) -> Any:
+        spec = request.model_spec
+        version, label = _version(spec)
+        try:
+            states = self.core.status(spec.name, version, label)
+        except ServingError as exc:
+            await context.abort(getattr(grpc.StatusCode, exc.code), exc.message)
+        response = self.status_response()
+        available = _protos.enum_value("tensorflow.serving.ModelVersionStatus.State", "AVAILABLE")
+        for number, _state in states:
+            entry = response.model_version_status.add(version=number, state=available)
+            entry.status.error_code = 0
+        return response
+
+
+def add_services(server: aio.Server, core: ServingCore) -> None:
+    service = _Service(core)
+
+    def handler(method: Any, request_name: str, response_name: str) -> grpc.RpcMethodHandler:
+        return grpc.unary_unary_rpc_method_handler(
+            method,
+            request_deserializer=_protos.message(request_name).FromString,
+            response_serializer=_protos.message(response_name).SerializeToString,
+        )
+
+    prediction = grpc.method_handlers_generic_handler("tensorflow.serving.PredictionService", {
+        "Predict": handler(service.predict, "tensorflow.serving.PredictRequest", "tensorflow.serving.PredictResponse"),
+        "GetModelMetadata": handler(service.get_model_metadata, "tensorflow.serving.GetModelMetadataRequest",
+                                    "tensorflow.serving.GetModelMetadataResponse"),
+    })
+    model = grpc.method_handlers_generic_handler("tensorflow.serving.ModelService", {
+        "GetModelStatus": handler(service.get_model_status, "tensorflow.serving.GetModelStatusRequest",
+                                  "tensorflow.serving.GetModelStatusResponse"),
+    })
+    server.add_generic_rpc_handlers((prediction, model))

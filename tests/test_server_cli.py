@@ -1,0 +1,114 @@
+"""`serve-bench serve` as a process: start-up errors, and draining on SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from serve_bench.cli import main
+from tests.conftest import free_port
+
+
+def _one_line(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "Traceback" not in err
+    return err
+
+
+def test_missing_model_directory_exits_2(tmp_path, capsys):
+    code = main(["serve", "--model_name", "x", "--model_base_path", str(tmp_path / "nowhere")])
+    assert code == 2
+    err = _one_line(capsys)
+    assert "nowhere" in err and "does not exist" in err
+
+
+def test_models_config_resolves_container_paths(models_dir, capsys):
+    # /models/tiny does not exist here; it resolves under --models_dir. A bad
+    # batching file then stops the start-up with the line it fails on.
+    bad = models_dir.parent / "bad_batching.txt"
+    bad.write_text("max_batch_size { value: 8 }\nbatch_timeout_micros { value: 0 }\nmax_batch_sise { value: 3 }\n")
+    code = main(["serve", "--model_config_file", str(models_dir / "models.config"), "--models_dir", str(models_dir),
+                 "--enable_batching", "--batching_parameters_file", str(bad)])
+    assert code == 2
+    err = _one_line(capsys)
+    assert "line 3" in err and "max_batch_sise" in err
+
+
+def test_bad_monitoring_config(models_dir, tmp_path, capsys):
+    bad = tmp_path / "monitoring.config"
+    bad.write_text("prometheus_config { enable: maybe }\n")
+    code = main(["serve", "--model_name", "tiny", "--model_base_path", str(models_dir / "tiny"),
+                 "--monitoring_config_file", str(bad)])
+    assert code == 2
+    assert "line 1" in _one_line(capsys)
+
+
+def test_allowed_batch_sizes_must_end_at_max(tmp_path, models_dir, capsys):
+    params = tmp_path / "batching.txt"
+    params.write_text("max_batch_size { value: 8 }\nallowed_batch_sizes: 2\nallowed_batch_sizes: 4\n")
+    code = main(["serve", "--model_name", "tiny", "--model_base_path", str(models_dir / "tiny"),
+                 "--enable_batching=true", "--batching_parameters_file", str(params)])
+    assert code == 2
+    assert "max_batch_size" in _one_line(capsys)
+
+
+def _wait_ready(url: str, process: subprocess.Popen, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"server exited early: {process.stdout.read() if process.stdout else ''}")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.2)
+    raise AssertionError("server did not become ready")
+
+
+def test_sigterm_finishes_in_flight_requests_and_exits_0(models_dir, tmp_path):
+    # A 1.5 s batch timeout holds the request in the queue while SIGTERM arrives.
+    params = tmp_path / "batching.txt"
+    params.write_text("max_batch_size { value: 8 }\nbatch_timeout_micros { value: 1500000 }\nnum_batch_threads { value: 1 }\n")
+    grpc_port, rest_port = free_port(), free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "serve_bench", "serve", "--model_name", "tiny",
+         "--model_base_path", str(models_dir / "tiny"), "--port", str(grpc_port), "--rest_api_port", str(rest_port),
+         "--enable_batching", "--batching_parameters_file", str(params)],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=Path(__file__).parent.parent,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    try:
+        _wait_ready(f"http://127.0.0.1:{rest_port}/v1/models/tiny", process)
+        result: dict = {}
+
+        def send() -> None:
+            body = json.dumps({"instances": np.zeros((1, 64, 64, 3)).tolist()}).encode()
+            request = urllib.request.Request(f"http://127.0.0.1:{rest_port}/v1/models/tiny:predict", data=body)
+            with urllib.request.urlopen(request, timeout=30) as response:
+                result["status"] = response.status
+                result["body"] = json.loads(response.read())
+
+        sender = threading.Thread(target=send)
+        sender.start()
+        time.sleep(0.5)  # the request is now waiting in the batch queue
+        process.send_signal(signal.SIGTERM)
+        sender.join(timeout=30)
+        assert result.get("status") == 200
+        assert len(result["body"]["predictions"][0]) == 32
+        assert process.wait(timeout=30) == 0
+        output = process.stdout.read()
+        assert "shutting down" in output
+    finally:
+        if process.poll() is None:
+            process.kill()
