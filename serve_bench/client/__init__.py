@@ -1,0 +1,48 @@
+"""serve_bench.client: async gRPC and REST clients for TF Serving (and the local server).
+
+    async with connect("grpc://localhost:8500", "inception_v3") as client:
+        features = (await client.predict({"images": batch}))["features"]
+
+Importing this package does not import TensorFlow.
+"""
+
+from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo, TensorInfo, Transport
+from serve_bench.client._client import Client, Response, connect, parse_target
+from serve_bench.client._errors import (
+    ConnectError,
+    InvalidArgument,
+    NotFound,
+    RequestTimeout,
+    ServeBenchError,
+    ServerError,
+    Unavailable,
+)
+from serve_bench.client._fake import FakeTransport
+from serve_bench.client._pipeline import BatchFailed, BatchResult, StreamStats, predict_stream
+from serve_bench.client._sync import SyncClient, connect_sync
+
+__all__ = [
+    "BatchFailed",
+    "BatchResult",
+    "Client",
+    "ConnectError",
+    "FakeTransport",
+    "InvalidArgument",
+    "ModelStatus",
+    "NotFound",
+    "PreparedRequest",
+    "RequestTimeout",
+    "Response",
+    "ServeBenchError",
+    "ServerError",
+    "SignatureInfo",
+    "StreamStats",
+    "SyncClient",
+    "TensorInfo",
+    "Transport",
+    "Unavailable",
+    "connect",
+    "connect_sync",
+    "parse_target",
+    "predict_stream",
+]

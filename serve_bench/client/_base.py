@@ -1,0 +1,64 @@
+"""The seam every transport implements, and the values that cross it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+__all__ = ["TensorInfo", "SignatureInfo", "PreparedRequest", "ModelStatus", "Transport"]
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    dtype: int  # tensorflow.DataType number
+    shape: tuple[int, ...] | None  # -1 for an unknown dimension; None for unknown rank
+
+
+@dataclass(frozen=True)
+class SignatureInfo:
+    name: str
+    inputs: dict[str, TensorInfo]
+    outputs: dict[str, TensorInfo]
+
+
+@dataclass(frozen=True)
+class ModelStatus:
+    versions: dict[int, str]  # version -> state ("AVAILABLE", ...)
+
+
+@dataclass(frozen=True)
+class PreparedRequest:
+    """A request encoded once, ahead of the timed region; send it as often as you like."""
+
+    payload: Any  # bytes for both transports
+    items: int  # images in the batch (the first dimension)
+    nbytes: int  # size on the wire
+    encode_seconds: float
+    signature: str = "serving_default"
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Transport(Protocol):
+    """One small async interface per seam: gRPC, REST and the in-memory fake implement it."""
+
+    url: str
+
+    async def send(self, request: PreparedRequest, timeout: float | None) -> Any:
+        """Send a prepared request; return the raw (undecoded) response."""
+
+    def decode(self, raw: Any) -> dict[str, np.ndarray]:
+        """Turn a raw response into output arrays (timed separately from ``send``)."""
+
+    def encode(self, inputs: dict[str, np.ndarray], signature: str) -> Any:
+        """Encode inputs into this transport's wire payload."""
+
+    async def metadata(self, timeout: float | None) -> dict[str, SignatureInfo]:
+        ...
+
+    async def status(self, timeout: float | None) -> ModelStatus:
+        ...
+
+    async def aclose(self) -> None:
+        ...

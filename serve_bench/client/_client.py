@@ -1,0 +1,192 @@
+"""connect(): one async client over any transport, with inputs checked against the signature."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import numpy as np
+
+from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo, Transport
+from serve_bench.client._codec import DT_STRING, DTYPE_TO_NUMPY, dtype_name
+from serve_bench.client._errors import ConnectError, InvalidArgument, NotFound, ServeBenchError
+
+__all__ = ["Client", "Response", "connect", "parse_target"]
+
+DEFAULT_TIMEOUT = 30.0
+
+
+@dataclass(frozen=True)
+class Response:
+    outputs: dict[str, np.ndarray]
+    send_seconds: float  # from send until the raw response was received
+    decode_seconds: float
+    nbytes: int
+
+
+def parse_target(url: str) -> tuple[str, str, int]:
+    """('grpc'|'http'|'https', host, port) from a target URL."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme not in ("grpc", "http", "https"):
+        raise ServeBenchError(
+            f"unknown scheme in target {url!r}; use grpc://host:8500 or http://host:8501", url=url
+        )
+    if not parts.hostname:
+        raise ServeBenchError(f"target {url!r} has no host; use e.g. grpc://localhost:8500", url=url)
+    try:
+        port = parts.port or {"grpc": 8500, "http": 8501, "https": 443}[scheme]
+    except ValueError as exc:
+        raise ServeBenchError(f"target {url!r} has a bad port: {exc}", url=url) from None
+    return scheme, parts.hostname, port
+
+
+class Client:
+    """An async client for one model on one server.
+
+    ``predict(inputs)`` encodes, sends and decodes. For load generation,
+    ``prepare(inputs)`` encodes once and ``predict_prepared(prepared)`` sends it
+    again and again, reporting send and decode times apart.
+    """
+
+    def __init__(self, transport: Transport, model: str, signature: str = "serving_default",
+                 version: int | None = None, timeout: float | None = DEFAULT_TIMEOUT) -> None:
+        self.transport = transport
+        self.url = transport.url
+        self.model = model
+        self.signature = signature
+        self.version = version
+        self.timeout = timeout
+        self.signatures: dict[str, SignatureInfo] = {}
+
+    async def open(self, fetch_metadata: bool = True) -> "Client":
+        """Check the target answers (within the timeout) and learn the signature."""
+        if fetch_metadata:
+            try:
+                self.signatures = await self.transport.metadata(self.timeout)
+            except NotFound:
+                raise
+            except ConnectError:
+                await self.aclose()
+                raise
+            except ServeBenchError:
+                # A server without GetModelMetadata: requests are sent unchecked.
+                self.signatures = {}
+            if self.signatures and self.signature not in self.signatures:
+                raise InvalidArgument(
+                    f"{self.url}: model {self.model!r} has no signature {self.signature!r}; "
+                    f"it has {', '.join(sorted(self.signatures))}", url=self.url)
+            info = self.signatures.get(self.signature)
+            if info is not None and hasattr(self.transport, "output_dtypes"):
+                self.transport.output_dtypes = {k: v.dtype for k, v in info.outputs.items()}  # type: ignore[attr-defined]
+        return self
+
+    @property
+    def signature_info(self) -> SignatureInfo | None:
+        return self.signatures.get(self.signature)
+
+    def check(self, inputs: dict[str, np.ndarray]) -> int:
+        """Refuse wrong names, dtypes or shapes before sending; return the batch size."""
+        if not inputs:
+            raise InvalidArgument("no inputs given", url=self.url)
+        info = self.signature_info
+        if info is not None:
+            if set(inputs) != set(info.inputs):
+                raise InvalidArgument(
+                    f"inputs {sorted(inputs)} do not match signature {self.signature!r} of {self.model!r}, "
+                    f"which takes {sorted(info.inputs)}", url=self.url)
+            for alias, array in inputs.items():
+                spec = info.inputs[alias]
+                if spec.dtype == DT_STRING:
+                    ok = array.dtype == object or array.dtype.kind in ("S", "U")
+                else:
+                    ok = array.dtype == DTYPE_TO_NUMPY.get(spec.dtype)
+                if not ok:
+                    raise InvalidArgument(f"input {alias!r} is {array.dtype}; the signature wants "
+                                          f"{dtype_name(spec.dtype)}", url=self.url)
+                if spec.shape is not None and (
+                    len(spec.shape) != array.ndim
+                    or any(w not in (-1, g) for w, g in zip(spec.shape, array.shape))
+                ):
+                    want = ["?" if d == -1 else d for d in spec.shape]
+                    raise InvalidArgument(f"input {alias!r} has shape {list(array.shape)}; the signature wants "
+                                          f"{want}", url=self.url)
+        sizes = {np.shape(a)[0] if np.ndim(a) else 1 for a in inputs.values()}
+        if len(sizes) != 1:
+            raise InvalidArgument(f"inputs disagree on the batch size: {sorted(sizes)}", url=self.url)
+        return sizes.pop()
+
+    def prepare(self, inputs: dict[str, Any]) -> PreparedRequest:
+        arrays = {k: np.asarray(v) for k, v in inputs.items()}
+        items = self.check(arrays)
+        started = time.perf_counter()
+        payload = self.transport.encode(arrays, self.signature)
+        return PreparedRequest(payload, items, len(payload), time.perf_counter() - started, self.signature)
+
+    async def predict_prepared(self, prepared: PreparedRequest, timeout: float | None = None) -> Response:
+        started = time.perf_counter()
+        raw = await self.transport.send(prepared, timeout if timeout is not None else self.timeout)
+        received = time.perf_counter()
+        outputs = self.transport.decode(raw)
+        return Response(outputs, received - started, time.perf_counter() - received, prepared.nbytes)
+
+    async def predict(self, inputs: dict[str, Any], timeout: float | None = None) -> dict[str, np.ndarray]:
+        return (await self.predict_prepared(self.prepare(inputs), timeout)).outputs
+
+    async def metadata(self) -> dict[str, SignatureInfo]:
+        self.signatures = await self.transport.metadata(self.timeout)
+        return self.signatures
+
+    async def status(self) -> ModelStatus:
+        return await self.transport.status(self.timeout)
+
+    async def aclose(self) -> None:
+        await self.transport.aclose()
+
+    async def __aenter__(self) -> "Client":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+class _Connecting:
+    """``await connect(...)`` or ``async with connect(...) as client``."""
+
+    def __init__(self, client: Client, fetch_metadata: bool) -> None:
+        self._client = client
+        self._fetch = fetch_metadata
+
+    def __await__(self) -> Generator[Any, None, Client]:
+        return self._client.open(self._fetch).__await__()
+
+    async def __aenter__(self) -> Client:
+        return await self._client.open(self._fetch)
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._client.aclose()
+
+
+def connect(url: str, model: str, signature: str = "serving_default", version: int | None = None,
+            timeout: float | None = DEFAULT_TIMEOUT, *, row_format: bool = False, connection_limit: int = 100,
+            fetch_metadata: bool = True) -> _Connecting:
+    """A client for ``model`` at ``grpc://host:port`` or ``http(s)://host:port``.
+
+    Opening fetches the model's signatures (NotFound for an unknown model,
+    ConnectError naming the URL when nothing answers within ``timeout``).
+    """
+    scheme, host, port = parse_target(url)
+    transport: Transport
+    if scheme == "grpc":
+        from serve_bench.client._grpc import GrpcTransport
+
+        transport = GrpcTransport(host, port, model, version, url)
+    else:
+        from serve_bench.client._rest import RestTransport
+
+        transport = RestTransport(f"{scheme}://{host}:{port}", model, version, row_format=row_format,
+                                  connection_limit=connection_limit)
+    return _Connecting(Client(transport, model, signature, version, timeout), fetch_metadata)

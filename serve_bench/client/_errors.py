@@ -1,0 +1,97 @@
+"""The client's errors, translated once from gRPC status codes and HTTP statuses.
+
+    ServeBenchError                  every error a client call raises
+    ├── ConnectError                 the target could not be reached (refused, DNS, TLS)
+    ├── RequestTimeout               no answer within the deadline
+    ├── NotFound                     unknown model, version or label (gRPC NOT_FOUND, HTTP 404)
+    ├── InvalidArgument              the request is wrong: input name, dtype, shape, signature
+    │                                (gRPC INVALID_ARGUMENT / FAILED_PRECONDITION, HTTP 400, 413)
+    ├── Unavailable                  the server is overloaded or shutting down; retry later
+    │                                (gRPC UNAVAILABLE / RESOURCE_EXHAUSTED, HTTP 503, 429)
+    └── ServerError                  anything else the server reports (INTERNAL, UNIMPLEMENTED, 5xx)
+
+Each carries ``status`` (the gRPC code name or the HTTP status as text) and
+``url``; the transport's own exception is chained as ``__cause__``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ServeBenchError",
+    "ConnectError",
+    "RequestTimeout",
+    "NotFound",
+    "InvalidArgument",
+    "Unavailable",
+    "ServerError",
+    "error_for_grpc",
+    "error_for_http",
+]
+
+
+class ServeBenchError(Exception):
+    def __init__(self, message: str, *, status: str = "", url: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.url = url
+
+
+class ConnectError(ServeBenchError):
+    pass
+
+
+class RequestTimeout(ServeBenchError):
+    pass
+
+
+class NotFound(ServeBenchError):
+    pass
+
+
+class InvalidArgument(ServeBenchError):
+    pass
+
+
+class Unavailable(ServeBenchError):
+    pass
+
+
+class ServerError(ServeBenchError):
+    pass
+
+
+_GRPC = {
+    "NOT_FOUND": NotFound,
+    "INVALID_ARGUMENT": InvalidArgument,
+    "FAILED_PRECONDITION": InvalidArgument,
+    "OUT_OF_RANGE": InvalidArgument,
+    "UNAVAILABLE": Unavailable,
+    "RESOURCE_EXHAUSTED": Unavailable,
+    "DEADLINE_EXCEEDED": RequestTimeout,
+}
+_CONNECT_HINTS = ("failed to connect", "connection refused", "dns resolution failed", "name resolution",
+                  "no address", "connect failed", "socket closed", "connection reset", "ssl")
+
+
+def error_for_grpc(code_name: str, details: str, url: str) -> ServeBenchError:
+    """Map a gRPC status (``grpc.StatusCode.X.name``) to serve-bench's tree."""
+    lowered = details.lower()
+    if code_name == "UNAVAILABLE" and any(hint in lowered for hint in _CONNECT_HINTS):
+        return ConnectError(f"cannot reach {url}: {details}", status=code_name, url=url)
+    cls = _GRPC.get(code_name, ServerError)
+    return cls(f"{url}: {code_name}: {details}", status=code_name, url=url)
+
+
+def error_for_http(status: int, message: str, url: str) -> ServeBenchError:
+    """Map an HTTP status and TF Serving's ``{"error": ...}`` text to serve-bench's tree."""
+    if status == 404:
+        cls: type[ServeBenchError] = NotFound
+    elif status in (400, 413, 422):
+        cls = InvalidArgument
+    elif status in (429, 503):
+        cls = Unavailable
+    elif status == 504:
+        cls = RequestTimeout
+    else:
+        cls = ServerError
+    return cls(f"{url}: HTTP {status}: {message}", status=str(status), url=url)

@@ -1,0 +1,117 @@
+"""REST transport: one aiohttp session with a connection limit; orjson for numpy both ways."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import aiohttp
+import numpy as np
+import orjson
+
+from serve_bench import _protos
+from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo, TensorInfo
+from serve_bench.client._codec import array_to_json_value, json_value_to_array
+from serve_bench.client._errors import ConnectError, RequestTimeout, ServeBenchError, error_for_http
+
+__all__ = ["RestTransport"]
+
+
+def _tensor_info(value: dict[str, Any]) -> TensorInfo:
+    dtype = _protos.enum_value("tensorflow.DataType", value.get("dtype", "DT_INVALID"))
+    shape_json = value.get("tensor_shape", {})
+    if shape_json.get("unknown_rank"):
+        return TensorInfo(dtype, None)
+    return TensorInfo(dtype, tuple(int(d.get("size", -1)) for d in shape_json.get("dim", [])))
+
+
+class RestTransport:
+    def __init__(self, base_url: str, model: str, version: int | None, signature_outputs: dict[str, int] | None = None,
+                 *, row_format: bool = False, connection_limit: int = 100) -> None:
+        self.url = base_url
+        self.model = model
+        self.version = version
+        self.row_format = row_format
+        path = f"/v1/models/{model}" + (f"/versions/{version}" if version is not None else "")
+        self._model_url = base_url + path
+        self._predict_url = self._model_url + ":predict"
+        self._session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=connection_limit),
+            json_serialize=lambda v: orjson.dumps(v).decode(),
+        )
+        self.output_dtypes: dict[str, int] = dict(signature_outputs or {})
+        self.input_dtypes: dict[str, int] = {}
+
+    def encode(self, inputs: dict[str, np.ndarray], signature: str) -> bytes:
+        values = {alias: array_to_json_value(array, binary=True) for alias, array in inputs.items()}
+        body: dict[str, Any] = {"signature_name": signature}
+        if self.row_format:
+            count = len(next(iter(inputs.values())))
+            if len(values) == 1:
+                (array,) = inputs.values()
+                body["instances"] = array_to_json_value(array, binary=True)
+            else:
+                body["instances"] = [{alias: array_to_json_value(a[i], binary=True) for alias, a in inputs.items()}
+                                     for i in range(count)]
+        else:
+            body["inputs"] = values
+        return orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
+
+    async def _request(self, method: str, url: str, data: bytes | None, timeout: float | None) -> bytes:
+        client_timeout = aiohttp.ClientTimeout(total=timeout)
+        try:
+            async with self._session.request(method, url, data=data, timeout=client_timeout,
+                                             headers={"Content-Type": "application/json"} if data else None) as resp:
+                body = await resp.read()
+                if resp.status != 200:
+                    try:
+                        message = orjson.loads(body).get("error", "")
+                    except (orjson.JSONDecodeError, AttributeError):
+                        message = body[:200].decode(errors="replace")
+                    raise error_for_http(resp.status, message, self.url)
+                return body
+        except ServeBenchError:
+            raise
+        except aiohttp.ClientConnectorError as exc:
+            raise ConnectError(f"cannot reach {self.url}: {exc.os_error or exc}", url=self.url) from exc
+        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
+            raise RequestTimeout(f"{self.url}: no answer within {timeout} s", url=self.url) from exc
+        except aiohttp.ClientError as exc:
+            raise ConnectError(f"{self.url}: connection failed: {exc}", url=self.url) from exc
+
+    async def send(self, request: PreparedRequest, timeout: float | None) -> bytes:
+        return await self._request("POST", self._predict_url, request.payload, timeout)
+
+    def decode(self, raw: bytes) -> dict[str, np.ndarray]:
+        body = orjson.loads(raw)
+        if "outputs" in body:
+            outputs = body["outputs"]
+            if not isinstance(outputs, dict) or len(self.output_dtypes) == 1 and set(outputs) != set(self.output_dtypes):
+                name = next(iter(self.output_dtypes), "output")
+                outputs = {name: outputs}
+            columns = outputs
+        elif "predictions" in body:
+            rows = body["predictions"]
+            if rows and isinstance(rows[0], dict):
+                columns = {k: [row[k] for row in rows] for k in rows[0]}
+            else:
+                columns = {next(iter(self.output_dtypes), "predictions"): rows}
+        else:
+            raise ServeBenchError(f"{self.url}: response holds neither 'outputs' nor 'predictions'", url=self.url)
+        return {alias: json_value_to_array(value, self.output_dtypes.get(alias, 1)) for alias, value in columns.items()}
+
+    async def metadata(self, timeout: float | None) -> dict[str, SignatureInfo]:
+        body = orjson.loads(await self._request("GET", self._model_url + "/metadata", None, timeout))
+        defs = body.get("metadata", {}).get("signature_def", {}).get("signature_def", {})
+        result = {}
+        for key, value in defs.items():
+            result[key] = SignatureInfo(key, {k: _tensor_info(v) for k, v in value.get("inputs", {}).items()},
+                                        {k: _tensor_info(v) for k, v in value.get("outputs", {}).items()})
+        return result
+
+    async def status(self, timeout: float | None) -> ModelStatus:
+        body = orjson.loads(await self._request("GET", self._model_url, None, timeout))
+        return ModelStatus({int(s["version"]): s["state"] for s in body.get("model_version_status", [])})
+
+    async def aclose(self) -> None:
+        await self._session.close()

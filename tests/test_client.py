@@ -1,0 +1,202 @@
+"""The client against the real local server, over gRPC and REST."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from serve_bench.client import (
+    ConnectError,
+    InvalidArgument,
+    NotFound,
+    ServeBenchError,
+    connect,
+    connect_sync,
+    predict_stream,
+)
+from serve_bench.client._pipeline import StreamStats
+from tests._servers import local_server
+from tests.conftest import free_port
+
+
+@pytest.fixture(scope="module")
+def tf():
+    from serve_bench._tf import import_tensorflow
+
+    return import_tensorflow()
+
+
+@pytest.fixture(scope="module")
+def reference(tf, models_dir):
+    loaded = tf.saved_model.load(str(models_dir / "tiny" / "1"))
+    return lambda images: loaded.signatures["serving_default"](images=tf.constant(images))["features"].numpy()
+
+
+@pytest.fixture(scope="module")
+def server(models_dir):
+    with local_server(models_dir) as running:
+        yield running
+
+
+@pytest.fixture(params=["grpc", "rest", "rest-rows"])
+def target(request, server):
+    if request.param == "grpc":
+        return server.grpc_url, {}
+    return server.rest_url, {"row_format": request.param == "rest-rows"}
+
+
+def _images(n: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, size=(n, 64, 64, 3)).astype(np.float32)
+
+
+def test_import_does_not_import_tensorflow():
+    code = "import sys, serve_bench.client; assert 'tensorflow' not in sys.modules, 'tensorflow imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+async def test_predict_equals_in_process(target, reference):
+    url, options = target
+    async with connect(url, "tiny", **options) as client:
+        images = _images(3)
+        outputs = await client.predict({"images": images})
+        assert outputs["features"].dtype == np.float32
+        np.testing.assert_allclose(outputs["features"], reference(images), rtol=1e-5, atol=1e-6)
+        status = await client.status()
+        assert status.versions == {1: "AVAILABLE"}
+        signatures = await client.metadata()
+        assert signatures["serving_default"].inputs["images"].shape == (-1, 64, 64, 3)
+
+
+async def test_serving_bytes_over_both_transports(server, reference):
+    import io
+
+    from PIL import Image
+
+    images = _images(2, seed=8)
+    pngs = []
+    for image in images:
+        buf = io.BytesIO()
+        Image.fromarray(image.astype(np.uint8)).save(buf, format="PNG")
+        pngs.append(buf.getvalue())
+    for url in (server.grpc_url, server.rest_url):
+        async with connect(url, "tiny", signature="serving_bytes") as client:
+            outputs = await client.predict({"image_bytes": np.array(pngs, dtype=object)})
+            np.testing.assert_allclose(outputs["features"], reference(images), rtol=1e-4, atol=1e-5)
+
+
+async def test_order_preserved_under_concurrency(target, reference):
+    url, options = target
+    async with connect(url, "tiny", **options) as client:
+        batches = [_images(1 + i % 3, seed=i) for i in range(24)]
+        results = await asyncio.gather(*(client.predict({"images": b}) for b in batches))
+        for batch, result in zip(batches, results):
+            np.testing.assert_allclose(result["features"], reference(batch), rtol=1e-5, atol=1e-6)
+
+
+async def test_prepared_requests_time_encode_and_decode_apart(target):
+    url, options = target
+    async with connect(url, "tiny", **options) as client:
+        prepared = client.prepare({"images": _images(2)})
+        assert prepared.items == 2 and prepared.nbytes > 2 * 64 * 64 * 3 and prepared.encode_seconds > 0
+        first = await client.predict_prepared(prepared)
+        second = await client.predict_prepared(prepared)  # a prepared request is reusable
+        np.testing.assert_array_equal(first.outputs["features"], second.outputs["features"])
+        assert first.send_seconds > 0 and first.decode_seconds > 0
+
+
+async def test_stream_results_in_order_and_in_flight_bounded(target, reference):
+    url, options = target
+    async with connect(url, "tiny", **options) as client:
+        frames = list(_images(37, seed=11))
+        send = client.transport.send
+        live, peak = 0, 0
+
+        async def counting_send(request, timeout):
+            nonlocal live, peak
+            live += 1
+            peak = max(peak, live)
+            try:
+                await asyncio.sleep(0.01)  # make overlap likely
+                return await send(request, timeout)
+            finally:
+                live -= 1
+
+        client.transport.send = counting_send
+        stats = StreamStats()
+        results = [r async for r in predict_stream(client, frames, batch_size=4, max_delay_ms=20, max_in_flight=3,
+                                                  stats=stats)]
+        assert [r.first_index for r in results] == list(range(0, 37, 4))
+        features = np.concatenate([r.outputs["features"] for r in results])
+        np.testing.assert_allclose(features, reference(np.stack(frames)), rtol=1e-5, atol=1e-6)
+        assert 1 <= peak <= 3 and stats.peak_in_flight <= 3
+
+
+def test_sync_wrapper(server, reference):
+    with connect_sync(server.grpc_url, "tiny") as client:
+        images = _images(2, seed=3)
+        np.testing.assert_allclose(client.predict({"images": images})["features"], reference(images),
+                                   rtol=1e-5, atol=1e-6)
+        assert client.status().versions == {1: "AVAILABLE"}
+
+
+@pytest.mark.slow
+async def test_inception_batch_4_exceeds_default_grpc_limit(inception_dir):
+    # 4 x 299 x 299 x 3 float32 = 4.3 MB > gRPC's default 4 MiB message limit
+    with local_server(inception_dir, models=("inception_v3",), warmup=False) as running:
+        async with connect(running.grpc_url, "inception_v3", timeout=120) as client:
+            images = np.random.default_rng(0).integers(0, 256, (4, 299, 299, 3)).astype(np.float32)
+            assert images.nbytes > 4 * 1024 * 1024
+            outputs = await client.predict({"images": images})
+            assert outputs["features"].shape == (4, 2048)
+
+
+# --- bad input ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scheme", ["grpc", "http"])
+async def test_unreachable_target_names_the_url_within_timeout(scheme):
+    url = f"{scheme}://127.0.0.1:{free_port()}"
+    started = time.perf_counter()
+    with pytest.raises(ConnectError) as info:
+        await connect(url, "tiny", timeout=3)
+    assert time.perf_counter() - started < 5
+    assert url in str(info.value)
+
+
+def test_unknown_scheme():
+    with pytest.raises(ServeBenchError, match="unknown scheme"):
+        connect("ftp://localhost:21", "tiny")
+
+
+async def test_unknown_model(target):
+    url, options = target
+    with pytest.raises(NotFound):
+        await connect(url, "no_such_model", **options)
+
+
+@pytest.mark.parametrize("inputs, words", [
+    ({"pixels": np.zeros((1, 64, 64, 3), np.float32)}, "pixels"),
+    ({"images": np.zeros((1, 64, 64, 3), np.float64)}, "float64"),
+    ({"images": np.zeros((1, 32, 32, 3), np.float32)}, "shape"),
+], ids=["name", "dtype", "shape"])
+async def test_wrong_inputs_refused_before_sending(server, inputs, words):
+    async with connect(server.grpc_url, "tiny") as client:
+        sent = []
+        original = client.transport.send
+        client.transport.send = lambda *a: sent.append(a) or original(*a)
+        with pytest.raises(InvalidArgument, match=words):
+            await client.predict(inputs)
+        assert sent == []
+
+
+async def test_server_side_invalid_argument_without_metadata(server):
+    # With metadata skipped, the server's INVALID_ARGUMENT maps into the same error.
+    for url in (server.grpc_url, server.rest_url):
+        async with connect(url, "tiny", fetch_metadata=False) as client:
+            with pytest.raises(InvalidArgument):
+                await client.predict({"images": np.zeros((1, 32, 32, 3), np.float32)})
