@@ -49,6 +49,7 @@ class GrpcTransport:
         self._predict = self._channel.unary_unary(_PREDICT)
         self._metadata = self._channel.unary_unary(_METADATA)
         self._status = self._channel.unary_unary(_STATUS)
+        self.server_identity = ""
         self._request_type = _protos.message("tensorflow.serving.PredictRequest")
         self._response_type = _protos.message("tensorflow.serving.PredictResponse")
 
@@ -66,8 +67,13 @@ class GrpcTransport:
             to_tensor_proto(array, request.inputs[alias])
         return request.SerializeToString()
 
-    async def _call(self, method: Any, payload: bytes, timeout: float | None) -> bytes:
+    async def _call(self, method: Any, payload: bytes, timeout: float | None, identify: bool = False) -> bytes:
         try:
+            if identify:
+                call = method(payload, timeout=timeout)
+                metadata = await call.initial_metadata()
+                self.server_identity = dict(metadata or ()).get("x-serve-bench-server", "")
+                return await call
             return await method(payload, timeout=timeout)
         except aio.AioRpcError as exc:
             code = exc.code()
@@ -87,7 +93,7 @@ class GrpcTransport:
         request = _protos.message("tensorflow.serving.GetModelMetadataRequest")()
         self._model_spec(request.model_spec)
         request.metadata_field.append("signature_def")
-        raw = await self._call(self._metadata, request.SerializeToString(), timeout)
+        raw = await self._call(self._metadata, request.SerializeToString(), timeout, identify=True)
         response = _protos.message("tensorflow.serving.GetModelMetadataResponse").FromString(raw)
         signature_map = _protos.message("tensorflow.serving.SignatureDefMap")()
         if not response.metadata["signature_def"].Unpack(signature_map):

@@ -40,7 +40,7 @@ class RestTransport:
             json_serialize=lambda v: orjson.dumps(v).decode(),
         )
         self.output_dtypes: dict[str, int] = dict(signature_outputs or {})
-        self.input_dtypes: dict[str, int] = {}
+        self.server_identity = ""
 
     def encode(self, inputs: dict[str, np.ndarray], signature: str) -> bytes:
         values = {alias: array_to_json_value(array, binary=True) for alias, array in inputs.items()}
@@ -63,6 +63,8 @@ class RestTransport:
             async with self._session.request(method, url, data=data, timeout=client_timeout,
                                              headers={"Content-Type": "application/json"} if data else None) as resp:
                 body = await resp.read()
+                if data is None:  # metadata and status calls: note who answered
+                    self.server_identity = resp.headers.get("Server", "")
                 if resp.status != 200:
                     try:
                         message = orjson.loads(body).get("error", "")

@@ -12,12 +12,15 @@ from typing import Any
 import grpc
 from grpc import aio
 
-from serve_bench import _protos
+from serve_bench import __version__, _protos
 from serve_bench.client._codec import CodecError, from_tensor_proto, to_tensor_proto
 from serve_bench.server._core import ServingCore
 from serve_bench.server._errors import ServingError
 
-__all__ = ["add_services", "SERVER_OPTIONS"]
+__all__ = ["add_services", "SERVER_OPTIONS", "IDENTITY"]
+
+# Sent on metadata and status calls (not Predict), so results can say which server they measured.
+IDENTITY = (("x-serve-bench-server", f"serve-bench-local/{__version__}"),)
 
 # No server-side message size limit (TF Serving's own default is unlimited too).
 SERVER_OPTIONS = [
@@ -66,6 +69,7 @@ class _Service:
         return response
 
     async def get_model_metadata(self, request: Any, context: aio.ServicerContext) -> Any:
+        await context.send_initial_metadata(IDENTITY)
         spec = request.model_spec
         version, label = _version(spec)
         fields = list(request.metadata_field)
@@ -86,6 +90,7 @@ class _Service:
         return response
 
     async def get_model_status(self, request: Any, context: aio.ServicerContext) -> Any:
+        await context.send_initial_metadata(IDENTITY)
         spec = request.model_spec
         version, label = _version(spec)
         try:

@@ -17,6 +17,7 @@ import orjson
 from aiohttp import web
 from google.protobuf import json_format
 
+from serve_bench import __version__
 from serve_bench.client._codec import CodecError, array_to_json_value, json_value_to_array
 from serve_bench.server._core import ServingCore
 from serve_bench.server._errors import ServingError, invalid
@@ -166,8 +167,13 @@ class _Handlers:
         return web.Response(text=self.core.metrics.render(), content_type="text/plain")
 
 
+async def _identify(request: web.Request, response: web.StreamResponse) -> None:
+    response.headers["Server"] = f"serve-bench-local/{__version__}"
+
+
 def make_app(core: ServingCore, metrics_path: str | None) -> web.Application:
     app = web.Application(client_max_size=core.config.max_body_bytes)
+    app.on_response_prepare.append(_identify)
     handlers = _Handlers(core, metrics_path)
     if metrics_path:
         app.router.add_get(metrics_path, handlers.metrics)

@@ -1,0 +1,24 @@
+"""Load generation: closed loop (concurrency), open loop (seeded Poisson/constant schedule), payloads."""
+
+from serve_bench.load._analysis import analyze, is_stable, window_stats
+from serve_bench.load._generators import LoadRun, PointSettings, run_closed_loop, run_open_loop
+from serve_bench.load._multiproc import run_in_processes, split
+from serve_bench.load._payload import PAYLOADS, make_inputs, signature_for_payload
+from serve_bench.load._schedule import ARRIVALS, arrival_offsets
+
+__all__ = [
+    "ARRIVALS",
+    "PAYLOADS",
+    "LoadRun",
+    "PointSettings",
+    "analyze",
+    "arrival_offsets",
+    "is_stable",
+    "make_inputs",
+    "run_closed_loop",
+    "run_in_processes",
+    "run_open_loop",
+    "signature_for_payload",
+    "split",
+    "window_stats",
+]

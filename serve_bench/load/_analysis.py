@@ -1,0 +1,127 @@
+"""From records to a point's figures: throughput, latency, lag, stability, client limits."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from serve_bench.load._generators import LoadRun, PointSettings
+from serve_bench.stats import OK, RequestRecord, encode, histogram_of, summarize
+
+__all__ = ["analyze", "window_stats", "is_stable"]
+
+LOOP_BUSY_LIMIT = 0.90  # event loop busy > 90% of the window: the client, not the server, set the pace
+LAG_LIMIT_US = 5_000  # open loop: sends more than 5 ms late at p99 have fallen behind
+
+
+def _arrays(records: list[RequestRecord]) -> dict[str, np.ndarray]:
+    if not records:
+        empty = np.zeros(0)
+        return {"intended": empty, "sent": empty, "done": empty, "ok": np.zeros(0, bool), "items": empty,
+                "decode": empty}
+    intended, sent, done, status, items, _, decode = zip(*records)
+    return {"intended": np.array(intended), "sent": np.array(sent), "done": np.array(done),
+            "ok": np.array([s == OK for s in status]), "items": np.array(items, dtype=np.int64),
+            "decode": np.array(decode)}
+
+
+def window_stats(done: np.ndarray, latency_s: np.ndarray, items: np.ndarray, start: float, end: float,
+                 windows: int) -> list[dict[str, float]]:
+    """items/s and mean latency in each of ``windows`` equal slices of [start, end)."""
+    edges = np.linspace(start, end, windows + 1)
+    result = []
+    for lo, hi in zip(edges[:-1], edges[1:]):
+        mask = (done >= lo) & (done < hi)
+        span = max(hi - lo, 1e-9)
+        result.append({
+            "items_per_s": float(items[mask].sum() / span),
+            "mean_latency_us": float(latency_s[mask].mean() * 1e6) if mask.any() else 0.0,
+        })
+    return result
+
+
+def _spread(values: list[float]) -> float:
+    mean = float(np.mean(values)) if values else 0.0
+    return float((max(values) - min(values)) / mean) if mean > 0 else 0.0
+
+
+def is_stable(records: list[RequestRecord], start: float, end: float, windows: int, tolerance: float) -> bool:
+    arrays = _arrays([r for r in records if r.status == OK and start <= r.done < end])
+    stats = window_stats(arrays["done"], arrays["done"] - arrays["intended"], arrays["items"], start, end, windows)
+    return (all(w["items_per_s"] > 0 for w in stats)
+            and _spread([w["items_per_s"] for w in stats]) <= tolerance
+            and _spread([w["mean_latency_us"] for w in stats]) <= tolerance)
+
+
+def analyze(run: LoadRun, mode: str, settings: PointSettings) -> dict[str, Any]:
+    a = _arrays(run.records)
+    start, end = run.window_start, run.window_end
+    if mode == "open":
+        # every request scheduled inside the window counts, however late its answer
+        in_window = (a["intended"] >= start) & (a["intended"] < end)
+    else:
+        in_window = (a["done"] >= start) & (a["done"] < end)
+    ok = in_window & a["ok"]
+    duration = end - start
+    if mode == "open" and ok.any():
+        duration = max(duration, float(a["done"][ok].max()) - start)  # a server that lags is not credited
+    duration = max(duration, 1e-9)
+
+    latency_s = a["done"] - a["intended"]
+    histogram = histogram_of(latency_s[ok] * 1e6)
+    latency = summarize(histogram)
+    uncorrected = lag = None
+    if mode == "open":
+        uncorrected = summarize(histogram_of((a["done"] - a["sent"])[ok] * 1e6))
+        lag = summarize(histogram_of(np.maximum(a["sent"] - a["intended"], 0)[in_window] * 1e6))
+
+    statuses = Counter(s.status for s, w in zip(run.records, in_window) if w and s.status != OK)
+    requests_ok = int(ok.sum())
+    items_ok = int(a["items"][ok].sum())
+    throughput = {"requests_per_s": requests_ok / duration, "items_per_s": items_ok / duration}
+    span = max(end - start, 1e-9)
+    if mode == "open":
+        # scheduled: due inside the window; achieved: actually sent inside it
+        throughput["requested_rate"] = float(run.requested_rate or 0.0)
+        throughput["scheduled_rate"] = int(in_window.sum()) / span
+        throughput["achieved_rate"] = int(((a["sent"] >= start) & (a["sent"] < end)).sum()) / span
+
+    windows = window_stats(a["done"][ok], latency_s[ok], a["items"][ok], start, start + (end - start),
+                           settings.windows)
+    spreads = {"items_per_s": _spread([w["items_per_s"] for w in windows]),
+               "mean_latency": _spread([w["mean_latency_us"] for w in windows])}
+    stable = all(v <= settings.tolerance for v in spreads.values()) and requests_ok > 0
+
+    loop_busy = run.loop_cpu_seconds / max(end - start, 1e-9)
+    reasons = []
+    if loop_busy > LOOP_BUSY_LIMIT:
+        reasons.append(f"event loop busy {loop_busy:.0%} of the window")
+    if mode == "open" and lag is not None and run.safety_cap_hits == 0:
+        if lag["p99"] > LAG_LIMIT_US:
+            reasons.append(f"sends fell behind schedule (lag p99 {lag['p99'] / 1000:.1f} ms)")
+        scheduled = throughput["scheduled_rate"]
+        if scheduled and throughput["achieved_rate"] < 0.98 * scheduled:
+            reasons.append(f"sent {throughput['achieved_rate']:.1f} req/s of {scheduled:.1f} scheduled")
+    decode = a["decode"][ok]
+    return {
+        "duration_s": round(duration, 4),
+        "counts": {"requests": int(in_window.sum()), "ok": requests_ok, "items": items_ok,
+                   "errors": dict(sorted(statuses.items()))},
+        "throughput": throughput,
+        "latency_us": latency,
+        "latency_uncorrected_us": uncorrected,
+        "histogram": encode(histogram),
+        "schedule_lag_us": lag,
+        "decode_us_mean": float(decode.mean() * 1e6) if len(decode) else 0.0,
+        "client": {
+            "loop_cpu_percent": round(100 * loop_busy, 1),
+            "process_cpu_percent": round(100 * run.process_cpu_seconds / max(end - start, 1e-9), 1),
+            "limited": bool(reasons),
+            "reasons": reasons,
+            "safety_cap_hits": run.safety_cap_hits,
+        },
+        "stability": {"windows": windows, "spread": spreads, "stable": stable, "tolerance": settings.tolerance},
+        "notes": list(run.notes),
+    }

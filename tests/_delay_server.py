@@ -1,0 +1,150 @@
+"""A TF-Serving-shaped test server with a known service time that can stall on command.
+
+It answers Predict (gRPC and REST), GetModelMetadata and model status for one
+model with a [-1, 4] float input and a [-1, 2] output, after ``delay`` seconds;
+``stall(seconds)`` makes every request arriving in that window wait until it
+ends. No TensorFlow: it measures the measurer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import grpc
+import numpy as np
+import orjson
+from aiohttp import web
+from grpc import aio
+
+from serve_bench import _protos
+from serve_bench.client._codec import from_tensor_proto, to_tensor_proto
+from tests.conftest import free_port
+
+MODEL = "delay"
+
+
+class DelayServer:
+    def __init__(self, delay: float = 0.02) -> None:
+        self.delay = delay
+        self.stall_until = 0.0
+        self.requests = 0
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.grpc_port = free_port()
+        self.rest_port = free_port()
+
+    # --- control -------------------------------------------------------------
+    def stall(self, seconds: float) -> None:
+        self.stall_until = time.perf_counter() + seconds
+
+    @property
+    def grpc_url(self) -> str:
+        return f"grpc://127.0.0.1:{self.grpc_port}"
+
+    @property
+    def rest_url(self) -> str:
+        return f"http://127.0.0.1:{self.rest_port}"
+
+    # --- behaviour -----------------------------------------------------------
+    async def _serve_time(self) -> None:
+        self.requests += 1
+        wait = self.stall_until - time.perf_counter()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        await asyncio.sleep(self.delay)
+
+    @staticmethod
+    def _outputs(x: np.ndarray) -> np.ndarray:
+        return np.stack([x.sum(axis=1), x.max(axis=1)], axis=1).astype(np.float32)
+
+    def _signature_map(self):
+        signature_map = _protos.message("tensorflow.serving.SignatureDefMap")()
+        sig = signature_map.signature_def["serving_default"]
+        sig.method_name = "tensorflow/serving/predict"
+        x = sig.inputs["x"]
+        x.dtype = 1
+        x.tensor_shape.dim.add(size=-1)
+        x.tensor_shape.dim.add(size=4)
+        y = sig.outputs["y"]
+        y.dtype = 1
+        y.tensor_shape.dim.add(size=-1)
+        y.tensor_shape.dim.add(size=2)
+        return signature_map
+
+    async def _predict(self, request, context):
+        if request.model_spec.name != MODEL:
+            await context.abort(grpc.StatusCode.NOT_FOUND, f"Servable not found for request: Latest({request.model_spec.name})")
+        await self._serve_time()
+        response = _protos.message("tensorflow.serving.PredictResponse")()
+        to_tensor_proto(self._outputs(from_tensor_proto(request.inputs["x"])), response.outputs["y"])
+        return response
+
+    async def _metadata(self, request, context):
+        response = _protos.message("tensorflow.serving.GetModelMetadataResponse")()
+        response.model_spec.name = MODEL
+        response.metadata["signature_def"].Pack(self._signature_map())
+        return response
+
+    async def _rest(self, request: web.Request) -> web.Response:
+        path = request.path
+        if path.endswith(":predict"):
+            body = orjson.loads(await request.read())
+            x = np.asarray(body["inputs"]["x"] if isinstance(body["inputs"], dict) else body["inputs"], np.float32)
+            await self._serve_time()
+            return web.Response(body=orjson.dumps({"outputs": self._outputs(x)}, option=orjson.OPT_SERIALIZE_NUMPY),
+                                content_type="application/json")
+        if path.endswith("/metadata"):
+            from google.protobuf import json_format
+
+            defs = {k: json_format.MessageToDict(v, preserving_proto_field_name=True)
+                    for k, v in self._signature_map().signature_def.items()}
+            return web.json_response({"model_spec": {"name": MODEL, "version": "1"},
+                                      "metadata": {"signature_def": {"signature_def": defs}}})
+        return web.json_response({"model_version_status": [{"version": "1", "state": "AVAILABLE"}]})
+
+    # --- lifecycle -----------------------------------------------------------
+    async def _start(self) -> None:
+        self._grpc = aio.server()
+
+        def handler(method, req, resp):
+            return grpc.unary_unary_rpc_method_handler(
+                method, request_deserializer=_protos.message(req).FromString,
+                response_serializer=_protos.message(resp).SerializeToString)
+
+        self._grpc.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+            "tensorflow.serving.PredictionService", {
+                "Predict": handler(self._predict, "tensorflow.serving.PredictRequest",
+                                   "tensorflow.serving.PredictResponse"),
+                "GetModelMetadata": handler(self._metadata, "tensorflow.serving.GetModelMetadataRequest",
+                                            "tensorflow.serving.GetModelMetadataResponse"),
+            }),))
+        self._grpc.add_insecure_port(f"127.0.0.1:{self.grpc_port}")
+        await self._grpc.start()
+        app = web.Application()
+        app.router.add_route("*", "/v1/models/{tail:.*}", self._rest)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, "127.0.0.1", self.rest_port).start()
+
+    async def _stop(self) -> None:
+        await self._grpc.stop(0)
+        await self._runner.cleanup()
+
+    def start(self) -> "DelayServer":
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(timeout=30)
+        return self
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            asyncio.run_coroutine_threadsafe(self._stop(), self.loop).result(timeout=30)
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self._thread.join(timeout=10)
+
+    def __enter__(self) -> "DelayServer":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
