@@ -1,0 +1,161 @@
+"""Sweeps: spec validation, resume, unreachable and dying targets, interruption."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from serve_bench.cli import main
+from serve_bench.errors import UserError
+from serve_bench.stats import read_points
+from serve_bench.sweep import load_spec, parse_spec, plan_points, run_sweep
+from tests._delay_server import MODEL, DelayServer
+from tests.conftest import free_port
+
+ROOT = Path(__file__).parent.parent
+
+
+def _spec(url: str, **extra: str) -> str:
+    text = f"""
+name = "t"
+model = "{MODEL}"
+batch_sizes = [1, 2]
+[load]
+concurrency = [1, 2]
+[durations]
+warmup_s = 0.1
+min_duration_s = 0.4
+min_requests = 3
+[[targets]]
+name = "delay"
+url = "{url}"
+metrics = ""
+"""
+    for key, value in extra.items():
+        text = text.replace(f"{key} = ", f"{key} = {value} #", 1) if f"{key} = " in text else text + value
+    return text
+
+
+def test_shipped_specs_parse():
+    for path in sorted((ROOT / "loadtests" / "sweeps").glob("*.toml")):
+        spec = load_spec(path)
+        assert spec.targets and plan_points(spec)
+    assert {t.device for t in load_spec(ROOT / "loadtests/sweeps/cpu-vs-gpu.toml").targets} == {"cpu", "gpu"}
+
+
+@pytest.mark.parametrize("text, words", [
+    ("model = 'x'\nbatch_sizes = [1]\n[[targets]]\nname='a'\nurl='grpc://h:1'\n[load]\nconcurency = [1]\n",
+     ["concurency", "[load]", "concurrency"]),
+    ("model = 'x'\nbatch_size = [1]\n[[targets]]\nname='a'\nurl='grpc://h:1'\n", ["batch_size", "batch_sizes"]),
+    ("model = 'x'\nbatch_sizes = [1]\n[[targets]]\nname='a'\nurl='grpc://h:1'\ndevise='gpu'\n",
+     ["devise", "targets", "#1"]),
+    ("model = 'x'\nbatch_sizes = [1,,2]\nname = 'a'\n", ["not valid TOML", "line 2"]),
+    ("model = 'x'\nbatch_sizes = [0]\n[[targets]]\nname='a'\nurl='grpc://h:1'\n", ["positive"]),
+    ("model = 'x'\nbatch_sizes = [1]\n[[targets]]\nname='a'\nurl='ftp://h:1'\n", ["grpc://"]),
+    ("model = 'x'\nbatch_sizes = [1]\n", ["targets"]),
+    ("model = 'x'\nbatch_sizes = [1]\n[[targets]]\nname='a'\nurl='grpc://h:1'\n[slo]\npercentile='p42'\n", ["p99"]),
+], ids=["load-key", "top-key", "target-key", "toml-syntax", "zero-batch", "scheme", "no-targets", "percentile"])
+def test_bad_specs_say_what_and_where(text, words):
+    with pytest.raises(UserError) as info:
+        parse_spec(text, "spec.toml")
+    message = str(info.value)
+    assert "\n" not in message
+    for word in words:
+        assert word in message
+
+
+def test_cli_reports_spec_errors_in_one_line(tmp_path, capsys):
+    spec = tmp_path / "bad.toml"
+    spec.write_text("model = 'x'\nbatch_sizes = [1]\n[[targets]]\nname='a'\nurl='grpc://h:1'\nspeed = 3\n")
+    assert main(["sweep", str(spec)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "speed" in err and "\n" not in err
+
+
+async def test_sweep_writes_every_point_and_resume_skips_them(tmp_path):
+    with DelayServer(delay=0.002) as server:
+        spec = parse_spec(_spec(server.grpc_url))
+        run_dir = tmp_path / "run"
+        outcome = await run_sweep(spec, run_dir)
+        assert len(outcome.measured) == 4
+        points = read_points(run_dir)
+        assert [p.key for p in points] == [p.key for p in plan_points(spec)]
+        assert all(p.counts["ok"] > 0 and p.schema_version == 1 for p in points)
+        run = json.loads((run_dir / "run.json").read_text())
+        assert run["config_hash"] and run["cpu_model"] and "grpcio" in run["libraries"]
+
+        # a second run with --resume measures nothing new
+        again = await run_sweep(spec, run_dir, resume=True)
+        assert again.measured == [] and again.skipped == 4
+        # a run extended by one batch size measures only the new points
+        bigger = parse_spec(_spec(server.grpc_url).replace("batch_sizes = [1, 2]", "batch_sizes = [1, 2, 4]"))
+        extended = await run_sweep(bigger, run_dir, resume=True)
+        assert extended.skipped == 4 and len(extended.measured) == 2
+        assert len(read_points(run_dir)) == 6
+
+
+async def test_unreachable_target_fails_before_measuring(tmp_path):
+    spec = parse_spec(_spec(f"grpc://127.0.0.1:{free_port()}"))
+    with pytest.raises(UserError) as info:
+        await run_sweep(spec, tmp_path / "run")
+    assert "delay" in str(info.value) and "not usable" in str(info.value)
+    assert not (tmp_path / "run" / "points.jsonl").exists()
+
+
+async def test_target_dying_mid_sweep_keeps_points_and_skips_the_rest(tmp_path):
+    server = DelayServer(delay=0.002).start()
+    spec = parse_spec(_spec(server.grpc_url))
+    seen = []
+
+    def on_point(plan, point, done, total, eta):
+        if point is not None:
+            seen.append(point)
+            if len(seen) == 1:
+                server.stop()  # the server dies after the first point
+
+    outcome = await run_sweep(spec, tmp_path / "run", on_point=on_point)
+    points = read_points(tmp_path / "run")
+    assert points[0].counts["ok"] > 0
+    assert len(points) == 2  # the point that met the dead server records its errors
+    assert points[1].counts["ok"] == 0 and points[1].error_count > 0
+    assert "delay" in outcome.failed_targets
+
+
+def test_unwritable_results_directory(tmp_path, capsys):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with DelayServer(delay=0.002) as server:
+        spec = tmp_path / "spec.toml"
+        spec.write_text(_spec(server.grpc_url))
+        assert main(["sweep", str(spec), "--run-dir", str(blocker / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot write results" in err
+
+
+def test_ctrl_c_keeps_finished_points(tmp_path):
+    with DelayServer(delay=0.002) as server:
+        spec = tmp_path / "spec.toml"
+        spec.write_text(_spec(server.grpc_url).replace("min_duration_s = 0.4", "min_duration_s = 1.0"))
+        run_dir = tmp_path / "run"
+        process = subprocess.Popen([sys.executable, "-m", "serve_bench", "sweep", str(spec), "--run-dir",
+                                    str(run_dir), "--no-progress"], stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+                                   env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if (run_dir / "points.jsonl").exists() and (run_dir / "points.jsonl").read_text().count("\n") >= 1:
+                break
+            time.sleep(0.1)
+        process.send_signal(signal.SIGINT)
+        output, _ = process.communicate(timeout=60)
+    assert process.returncode == 130, output
+    assert "--resume" in output and "Traceback" not in output
+    kept = read_points(run_dir)
+    assert 1 <= len(kept) < 4
