@@ -11,6 +11,7 @@ from serve_bench.cli import command
 
 def _demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="exported_models", help="models directory")
+    p.add_argument("--results", default="results", help="where the runs are written")
 
 
 @command("demo", "the README's first command: export, serve, sweep, report")(_demo_args)
@@ -221,3 +222,112 @@ def _run_sweep_with_progress(spec, run_dir, resume: bool, bar: bool) -> int:  # 
         console.print(f"[red]target {name} stopped answering[/red]: {why}; its remaining points were skipped")
     console.print(f"{len(outcome.measured)} points measured -> {run_dir / 'points.jsonl'}")
     return 1 if outcome.failed_targets else 0
+
+
+# --- report / compare -----------------------------------------------------------
+
+
+def _parse_slo(text: str | None):  # type: ignore[no-untyped-def]
+    if not text:
+        return None
+    from serve_bench.errors import UserError
+    from serve_bench.report import Slo
+
+    percentile, _, value = text.partition("=")
+    if percentile not in ("p50", "p90", "p95", "p99", "p99_9") or not value:
+        raise UserError(f"--slo {text!r}: write it as p99=100 (percentile=milliseconds)")
+    try:
+        return Slo(percentile, float(value))
+    except ValueError:
+        raise UserError(f"--slo {text!r}: {value!r} is not a number of milliseconds") from None
+
+
+def _report_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run", help="results/<run> directory")
+    p.add_argument("--slo", default=None, help="latency objective, e.g. p99=100 (default: the sweep spec's)")
+    p.add_argument("--models-dir", default="exported_models", help="where to read the model's FLOPs per image")
+    p.add_argument("--no-plots", action="store_true")
+
+
+@command("report", "analyse a run: terminal summary, summary.csv, plots/*.png, report.html")(_report_args)
+def _report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from serve_bench.report import build_report, print_summary
+
+    output = build_report(Path(args.run), slo=_parse_slo(args.slo), models_dir=Path(args.models_dir),
+                          plots=not args.no_plots)
+    print_summary(output.analysis)
+    print(f"report: {output.html}\nsummary: {output.csv}" + (f"\nplots: {output.html.parent / 'plots'}"
+                                                              if output.plots else ""))
+    return 0
+
+
+def _compare_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("run_a")
+    p.add_argument("run_b")
+    p.add_argument("--allow-mismatch", action="store_true", help="compare runs measured with different settings")
+
+
+@command("compare", "two runs side by side: B/A ratio of images/s and p99 per matching point")(_compare_args)
+def _compare(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from serve_bench.report import compare_runs, format_ratio
+
+    result = compare_runs(Path(args.run_a), Path(args.run_b), allow_mismatch=args.allow_mismatch)
+    table = Table(title=f"B = {args.run_b} vs A = {args.run_a}")
+    for column in ("configuration", "A target", "B target", "A images/s", "B images/s", "B/A images/s",
+                   "A p99 ms", "B p99 ms", "B/A p99"):
+        table.add_column(column, justify="right")
+    for row in result.rows:
+        a, b = row["a"], row["b"]
+        table.add_row(row["config"], f"{a.target.name} ({a.target.server_kind})",
+                      f"{b.target.name} ({b.target.server_kind})", f"{a.throughput['items_per_s']:.1f}",
+                      f"{b.throughput['items_per_s']:.1f}", format_ratio(row["items_ratio"]),
+                      f"{a.latency_us['p99'] / 1000:.1f}", f"{b.latency_us['p99'] / 1000:.1f}",
+                      format_ratio(row["p99_ratio"]))
+    console = Console()
+    console.print(table)
+    for difference in result.differences:
+        console.print(f"[yellow]measured differently:[/yellow] {difference}")
+    if result.only_a or result.only_b:
+        console.print(f"unmatched: {len(result.only_a)} points only in A, {len(result.only_b)} only in B")
+    return 0
+
+
+# --- import-locust --------------------------------------------------------------
+
+
+def _import_locust_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("prefix", help="the --csv PREFIX Locust wrote (PREFIX_stats.csv, PREFIX_stats_history.csv)")
+    p.add_argument("--out", default=None, help="run directory (default results/locust-<time>)")
+    p.add_argument("--target-name", default="locust")
+    p.add_argument("--url", default="", help="the --host Locust ran against")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--server", default="unknown", help="tensorflow-serving or serve-bench-local")
+    p.add_argument("--model", default=None, help="default: read from the request name 'predict <model> b<N>'")
+    p.add_argument("--batch-size", type=int, default=None, help="default: read from the request name")
+    p.add_argument("--payload", default="float", choices=("float", "jpeg"))
+
+
+@command("import-locust", "turn Locust CSV output into a serve-bench run that `report` reads")(_import_locust_args)
+def _import_locust(args: argparse.Namespace) -> int:
+    import datetime as _dt
+    from pathlib import Path
+
+    from serve_bench.stats import ResultsWriter, collect_run_metadata, import_locust
+
+    points = import_locust(args.prefix, target_name=args.target_name, url=args.url, device=args.device,
+                           server=args.server, model=args.model, batch_size=args.batch_size, payload=args.payload)
+    out = Path(args.out or f"results/locust-{_dt.datetime.now():%Y%m%d-%H%M%S}")
+    with ResultsWriter(out) as writer:
+        for point in points:
+            writer.append(point)
+        writer.write_run(collect_run_metadata(source=f"locust csv {args.prefix}", command="import-locust"))
+    print(f"{len(points)} points imported from {args.prefix}_stats.csv -> {out / 'points.jsonl'} "
+          "(closed loop by Locust users; Locust's latency resolution is coarser)")
+    return 0

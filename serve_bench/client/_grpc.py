@@ -13,7 +13,7 @@ from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo
 from serve_bench.client._codec import from_tensor_proto, to_tensor_proto
 from serve_bench.client._errors import RequestTimeout, ServeBenchError, error_for_grpc
 
-__all__ = ["GrpcTransport", "CHANNEL_OPTIONS"]
+__all__ = ["GrpcTransport", "CHANNEL_OPTIONS", "encode_predict_request"]
 
 # InceptionV3 at batch 4 is ~4.3 MB of float32, past gRPC's 4 MiB default: lift the limits.
 CHANNEL_OPTIONS = [
@@ -38,6 +38,19 @@ def _signature_info(name: str, sig_def: Any) -> SignatureInfo:
                          {k: info(v) for k, v in sig_def.outputs.items()})
 
 
+def encode_predict_request(model: str, version: int | None, signature: str, inputs: dict[str, np.ndarray]) -> bytes:
+    """A serialized PredictRequest, tensors as tensor_content straight from numpy."""
+    request = _protos.message("tensorflow.serving.PredictRequest")()
+    request.model_spec.name = model
+    if version is not None:
+        request.model_spec.version.value = version
+    if signature:
+        request.model_spec.signature_name = signature
+    for alias, array in inputs.items():
+        to_tensor_proto(array, request.inputs[alias])
+    return request.SerializeToString()
+
+
 class GrpcTransport:
     def __init__(self, host: str, port: int, model: str, version: int | None, url: str,
                  channel: aio.Channel | None = None) -> None:
@@ -50,7 +63,6 @@ class GrpcTransport:
         self._metadata = self._channel.unary_unary(_METADATA)
         self._status = self._channel.unary_unary(_STATUS)
         self.server_identity = ""
-        self._request_type = _protos.message("tensorflow.serving.PredictRequest")
         self._response_type = _protos.message("tensorflow.serving.PredictResponse")
 
     def _model_spec(self, spec: Any, signature: str | None = None) -> None:
@@ -61,11 +73,7 @@ class GrpcTransport:
             spec.signature_name = signature
 
     def encode(self, inputs: dict[str, np.ndarray], signature: str) -> bytes:
-        request = self._request_type()
-        self._model_spec(request.model_spec, signature)
-        for alias, array in inputs.items():
-            to_tensor_proto(array, request.inputs[alias])
-        return request.SerializeToString()
+        return encode_predict_request(self.model, self.version, signature, inputs)
 
     async def _call(self, method: Any, payload: bytes, timeout: float | None, identify: bool = False) -> bytes:
         try:

@@ -14,7 +14,7 @@ from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo
 from serve_bench.client._codec import array_to_json_value, json_value_to_array
 from serve_bench.client._errors import ConnectError, RequestTimeout, ServeBenchError, error_for_http
 
-__all__ = ["RestTransport"]
+__all__ = ["RestTransport", "encode_rest_body"]
 
 
 def _tensor_info(value: dict[str, Any]) -> TensorInfo:
@@ -23,6 +23,22 @@ def _tensor_info(value: dict[str, Any]) -> TensorInfo:
     if shape_json.get("unknown_rank"):
         return TensorInfo(dtype, None)
     return TensorInfo(dtype, tuple(int(d.get("size", -1)) for d in shape_json.get("dim", [])))
+
+
+def encode_rest_body(inputs: dict[str, np.ndarray], signature: str, row_format: bool = False) -> bytes:
+    """A :predict body: columnar ("inputs", smaller) or row ("instances"); strings as {"b64": ...}."""
+    body: dict[str, Any] = {"signature_name": signature}
+    if row_format:
+        if len(inputs) == 1:
+            (array,) = inputs.values()
+            body["instances"] = array_to_json_value(array, binary=True)
+        else:
+            count = len(next(iter(inputs.values())))
+            body["instances"] = [{alias: array_to_json_value(a[i], binary=True) for alias, a in inputs.items()}
+                                 for i in range(count)]
+    else:
+        body["inputs"] = {alias: array_to_json_value(array, binary=True) for alias, array in inputs.items()}
+    return orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
 class RestTransport:
@@ -43,19 +59,7 @@ class RestTransport:
         self.server_identity = ""
 
     def encode(self, inputs: dict[str, np.ndarray], signature: str) -> bytes:
-        values = {alias: array_to_json_value(array, binary=True) for alias, array in inputs.items()}
-        body: dict[str, Any] = {"signature_name": signature}
-        if self.row_format:
-            count = len(next(iter(inputs.values())))
-            if len(values) == 1:
-                (array,) = inputs.values()
-                body["instances"] = array_to_json_value(array, binary=True)
-            else:
-                body["instances"] = [{alias: array_to_json_value(a[i], binary=True) for alias, a in inputs.items()}
-                                     for i in range(count)]
-        else:
-            body["inputs"] = values
-        return orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
+        return encode_rest_body(inputs, signature, self.row_format)
 
     async def _request(self, method: str, url: str, data: bytes | None, timeout: float | None) -> bytes:
         client_timeout = aiohttp.ClientTimeout(total=timeout)

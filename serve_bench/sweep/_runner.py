@@ -39,6 +39,9 @@ def plan_points(spec: SweepSpec) -> list[PointPlan]:
                 levels = [LoadInfo("closed", concurrency=c, processes=spec.processes) for c in spec.concurrency]
                 levels += [LoadInfo("open", rate=float(r), arrival=spec.arrival, processes=spec.processes)
                            for r in spec.rates]
+                if batch == 1:
+                    levels += [LoadInfo("closed", concurrency=c, processes=spec.processes)
+                               for c in spec.server_batching_concurrency if c not in spec.concurrency]
                 for load in levels:
                     for repeat in range(spec.repeats):
                         plans.append(PointPlan(target, spec.model, signature, payload, batch, load, repeat,
@@ -80,6 +83,15 @@ async def _open_clients(spec: SweepSpec) -> dict[tuple[str, str], Client]:
     return clients
 
 
+def _local_model_facts(model: str) -> dict | None:  # type: ignore[type-arg]
+    """The export's facts (FLOPs per image, weights) when the model was exported on this machine."""
+    from serve_bench.export._layout import list_versions, read_metadata
+
+    base = Path("exported_models") / model
+    versions = list_versions(base)
+    return read_metadata(base / str(versions[-1])) if versions else None
+
+
 def _slo_value(point: Point, percentile: str) -> float:
     return point.latency_us.get(percentile, float("inf")) / 1000.0
 
@@ -105,7 +117,7 @@ async def run_sweep(spec: SweepSpec, run_dir: Path, *, resume: bool = False,
         writer.write_run(collect_run_metadata(
             spec.text, spec_name=spec.name, model=spec.model, run_dir=str(run_dir),
             targets=[t.__dict__ for t in spec.targets], slo=spec.slo.__dict__ if spec.slo else None,
-            settings=spec.settings.__dict__))
+            settings=spec.settings.__dict__, model_facts=_local_model_facts(spec.model)))
         remaining = sum(_estimate(p, spec) for p in todo)
         for index, plan in enumerate(todo):
             if plan.target.name in outcome.failed_targets:

@@ -6,6 +6,7 @@
     payloads = ["float"]          # float | jpeg
     [load]
     concurrency = [1, 4]          # closed-loop points
+    server_batching_concurrency = [8]   # batch-1 points only: the server's own batching
     rates = [5, 10]               # open-loop points (requests/s)
     arrival = "poisson"
     [durations]
@@ -57,6 +58,8 @@ class SweepSpec:
     signature: str = ""
     version: int | None = None
     concurrency: tuple[int, ...] = ()
+    # extra closed-loop points at batch size 1 only: the server's batching of concurrent single images
+    server_batching_concurrency: tuple[int, ...] = ()
     rates: tuple[float, ...] = ()
     arrival: str = "poisson"
     processes: int = 1
@@ -100,7 +103,7 @@ def _list(value: Any, kind: Any, where: str, source: str, positive: bool = True)
 _TOP = {"name": str, "model": str, "signature": str, "version": int, "batch_sizes": list, "payloads": list,
         "repeats": int, "seed": int, "stop_on_error": bool, "out": str, "load": dict, "durations": dict, "slo": dict,
         "targets": list}
-_LOAD = {"concurrency": list, "rates": list, "arrival": str, "processes": int}
+_LOAD = {"concurrency": list, "rates": list, "arrival": str, "processes": int, "server_batching_concurrency": list}
 _DURATIONS = {"warmup_s": (int, float), "min_duration_s": (int, float), "min_requests": int, "windows": int,
               "tolerance": (int, float), "until_stable": bool, "max_duration_s": (int, float),
               "timeout_s": (int, float), "safety_cap": int, "drain_s": (int, float)}
@@ -132,6 +135,8 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
 
     concurrency = _list(load.get("concurrency", []), int, "load.concurrency", source)
     rates = _list(load.get("rates", []), (int, float), "load.rates", source)
+    server_batching = _list(load.get("server_batching_concurrency", []), int, "load.server_batching_concurrency",
+                            source)
     if not concurrency and not rates:
         concurrency = (1,)
     arrival = _typed(load.get("arrival", "poisson"), str, "load.arrival", source)
@@ -180,6 +185,7 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
         name=data.get("name", "sweep"), model=data["model"], targets=tuple(targets),
         batch_sizes=_list(data["batch_sizes"], int, "batch_sizes", source), payloads=payloads,
         signature=data.get("signature", ""), version=data.get("version"), concurrency=concurrency, rates=rates,
+        server_batching_concurrency=server_batching,
         arrival=arrival, processes=processes, repeats=_typed(data.get("repeats", 1), int, "repeats", source),
         seed=data.get("seed", 0), settings=settings, slo=slo, stop_on_error=data.get("stop_on_error", False),
         out=data.get("out", "results"), text=text,

@@ -1,0 +1,39 @@
+"""Payloads for the Locust users, built with serve-bench's encoders (no TensorFlow import)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from serve_bench.client._base import SignatureInfo, TensorInfo
+from serve_bench.client._grpc import encode_predict_request
+from serve_bench.client._rest import encode_rest_body
+from serve_bench.load import make_inputs, signature_for_payload
+
+# Input sizes of the catalogue, so a user needs no metadata round trip to build its payload.
+_INPUT_SIZE = {"inception_v3": (299, 299), "resnet50": (224, 224), "mobilenet_v2": (224, 224), "tiny": (64, 64)}
+
+
+def request_name(options: Any) -> str:
+    return f"predict {options.model} b{options.batch_size}"
+
+
+def _inputs(options: Any) -> tuple[str, dict[str, np.ndarray]]:
+    signature = signature_for_payload(options.payload, options.signature)
+    height, width = _INPUT_SIZE.get(options.model, (299, 299))
+    if options.payload == "float":
+        info = SignatureInfo(signature, {"images": TensorInfo(1, (-1, height, width, 3))}, {})
+    else:
+        info = SignatureInfo(signature, {"image_bytes": TensorInfo(7, (-1,))}, {})
+    return signature, make_inputs(options.payload, options.batch_size, info, image_size=(height, width))
+
+
+def build_grpc_request(options: Any) -> tuple[bytes, int]:
+    signature, inputs = _inputs(options)
+    return encode_predict_request(options.model, None, signature, inputs), options.batch_size
+
+
+def build_rest_body(options: Any) -> tuple[bytes, int]:
+    signature, inputs = _inputs(options)
+    return encode_rest_body(inputs, signature), options.batch_size

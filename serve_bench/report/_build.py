@@ -1,0 +1,135 @@
+"""`serve-bench report RUN` and `serve-bench compare RUN_A RUN_B`."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from serve_bench.errors import UserError
+from serve_bench.export._layout import list_versions, read_metadata
+from serve_bench.report._analysis import Analysis, Slo, analyze_run
+from serve_bench.stats import Point, read_points
+
+__all__ = ["ReportOutput", "build_report", "Comparison", "compare_runs", "load_run_metadata", "find_model_facts"]
+
+
+@dataclass
+class ReportOutput:
+    analysis: Analysis
+    points: list[Point]
+    html: Path
+    csv: Path
+    plots: dict[str, Path]
+
+
+def load_run_metadata(run_dir: Path) -> dict[str, Any]:
+    try:
+        return json.loads((run_dir / "run.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def find_model_facts(model: str, models_dir: Path) -> dict[str, Any] | None:
+    versions = list_versions(models_dir / model)
+    return read_metadata(models_dir / model / str(versions[-1])) if versions else None
+
+
+def build_report(run_dir: Path, *, slo: Slo | None = None, models_dir: Path = Path("exported_models"),
+                 plots: bool = True) -> ReportOutput:
+    from serve_bench.report._html import write_html
+    from serve_bench.report._tables import write_summary_csv
+
+    if not run_dir.is_dir():
+        raise UserError(f"{run_dir} is not a results directory; give results/<run>")
+    points = read_points(run_dir)
+    if not points:
+        raise UserError(f"{run_dir} holds no measured points yet")
+    metadata = load_run_metadata(run_dir)
+    if slo is None and metadata.get("slo"):
+        slo = Slo(metadata["slo"].get("percentile", "p99"), float(metadata["slo"].get("max_ms", 100)))
+    facts = metadata.get("model_facts") or find_model_facts(points[0].model, models_dir)
+    if facts:
+        metadata["model_facts"] = facts
+    flops = float(facts["flops_per_image"]) if facts and facts.get("flops_per_image") else None
+    analysis = analyze_run(points, slo, flops)
+    drawn = {}
+    if plots:
+        from serve_bench.report._plots import draw_plots
+
+        drawn = draw_plots(analysis, run_dir / "plots", points[0].model)
+    csv_path = write_summary_csv(points, run_dir / "summary.csv")
+    html_path = write_html(analysis, points, drawn, metadata, run_dir / "report.html",
+                           f"serve-bench: {points[0].model} — {run_dir.name}")
+    return ReportOutput(analysis, points, html_path, csv_path, drawn)
+
+
+@dataclass
+class Comparison:
+    rows: list[dict[str, Any]]
+    only_a: list[str] = field(default_factory=list)
+    only_b: list[str] = field(default_factory=list)
+    differences: list[str] = field(default_factory=list)
+
+
+def _config_key(point: Point) -> tuple[Any, ...]:
+    load = point.load
+    return (point.target.protocol, point.model, point.signature, point.payload, point.batch_size, load.mode,
+            load.concurrency, load.rate, load.arrival, point.repeat)
+
+
+_COMPARED_SETTINGS = ("warmup_s", "min_duration_s", "min_requests", "windows", "tolerance", "timeout_s")
+
+
+def compare_runs(run_a: Path, run_b: Path, *, allow_mismatch: bool = False) -> Comparison:
+    """Ratio B/A per matching point. Points match by configuration (protocol, model, payload,
+    batch, load), not by target name, so TF Serving can be set beside the local server."""
+    points_a, points_b = read_points(run_a), read_points(run_b)
+    meta_a, meta_b = load_run_metadata(run_a), load_run_metadata(run_b)
+    differences = []
+    settings_a, settings_b = meta_a.get("settings", {}), meta_b.get("settings", {})
+    for key in _COMPARED_SETTINGS:
+        if key in settings_a and key in settings_b and settings_a[key] != settings_b[key]:
+            differences.append(f"{key}: {settings_a[key]} vs {settings_b[key]}")
+    models = {p.model for p in points_a} ^ {p.model for p in points_b}
+    if models:
+        differences.append(f"models differ: {sorted(models)}")
+    if differences and not allow_mismatch:
+        raise UserError("the runs were measured differently (" + "; ".join(differences)
+                        + "); pass --allow-mismatch to compare them anyway")
+
+    def index(points: list[Point]) -> dict[tuple[Any, ...], list[Point]]:
+        table: dict[tuple[Any, ...], list[Point]] = {}
+        for point in points:
+            table.setdefault(_config_key(point), []).append(point)
+        return table
+
+    a_index, b_index = index(points_a), index(points_b)
+    rows, only_a, only_b = [], [], []
+    for key, a_group in a_index.items():
+        b_group = b_index.get(key, [])
+        if len(a_group) == 1 and len(b_group) == 1:
+            pairs = [(a_group[0], b_group[0])]
+        else:  # several targets share a configuration: pair by target name
+            b_by_name = {p.target.name: p for p in b_group}
+            pairs = [(a, b_by_name[a.target.name]) for a in a_group if a.target.name in b_by_name]
+        matched_a = {id(a) for a, _ in pairs}
+        matched_b = {id(b) for _, b in pairs}
+        only_a += [p.key for p in a_group if id(p) not in matched_a]
+        only_b += [p.key for p in b_group if id(p) not in matched_b]
+        for a, b in pairs:
+            ia, ib = a.throughput["items_per_s"], b.throughput["items_per_s"]
+            rows.append({
+                "config": f"{a.target.protocol} b{a.batch_size} {a.load.mode} "
+                          f"{a.load.concurrency or ''}{f'{a.load.rate:g}/s' if a.load.rate else ''}",
+                "a": a, "b": b, "items_ratio": ib / ia if ia else None,
+                "p99_ratio": b.latency_us["p99"] / a.latency_us["p99"] if a.latency_us["p99"] else None,
+            })
+    for key, b_group in b_index.items():
+        if key not in a_index:
+            only_b += [p.key for p in b_group]
+    if not rows:
+        raise UserError(f"no points of {run_a} match a point of {run_b} (same protocol, model, payload, batch "
+                        "size and load)")
+    return Comparison(rows, only_a, only_b, differences)

@@ -1,0 +1,137 @@
+"""Import Locust's CSV output (--csv PREFIX) as serve-bench points.
+
+Locust users are a closed loop (each waits for its answer). Locust keeps
+response times in its own rounded buckets (2 significant digits above 100 ms)
+and reports percentiles from them, so imported latencies are coarser than
+serve-bench's HdrHistogram (3 digits); every imported point says so. With a
+step load shape, each user-count step of the stats history becomes one point.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+from typing import Any
+
+from serve_bench.errors import UserError
+from serve_bench.stats._histogram import encode, new_histogram
+from serve_bench.stats._point import LoadInfo, Point, TargetInfo, point_key
+
+__all__ = ["import_locust", "LOCUST_NOTE"]
+
+LOCUST_NOTE = ("imported from Locust: closed loop of Locust users; latencies from Locust's rounded buckets "
+               "(2 significant digits above 100 ms), coarser than serve-bench's 3-digit histograms")
+_NAME = re.compile(r"predict (?P<model>\S+) b(?P<batch>\d+)")
+_PERCENTILES = {"p50": "50%", "p90": "90%", "p95": "95%", "p99": "99%", "p99_9": "99.9%"}
+
+
+def _read(path: Path) -> list[dict[str, str]]:
+    try:
+        with path.open(newline="") as f:
+            return list(csv.DictReader(f))
+    except OSError as exc:
+        raise UserError(f"cannot read {path} ({exc.strerror or exc}); give the --csv PREFIX Locust wrote") from None
+
+
+def _number(row: dict[str, str], key: str) -> float:
+    value = row.get(key, "") or "0"
+    try:
+        return float(value)
+    except ValueError:
+        return 0.0
+
+
+def _approximate_histogram(latency_ms: dict[str, float], count: int) -> str:
+    """An HdrHistogram holding the percentile values in their proportions (Locust keeps no raw values)."""
+    histogram = new_histogram()
+    marks = [(50.0, latency_ms["p50"]), (40.0, latency_ms["p90"]), (5.0, latency_ms["p95"]),
+             (4.0, latency_ms["p99"]), (0.9, latency_ms["p99_9"]), (0.1, latency_ms["max"])]
+    for share, value in marks:
+        n = max(1, int(round(count * share / 100)))
+        histogram.record_value(max(1, int(value * 1000)), n)
+    return encode(histogram)
+
+
+def _point(name: str, request_type: str, users: int, requests: float, failures: float, duration: float,
+           latency_ms: dict[str, float], options: dict[str, Any]) -> Point:
+    match = _NAME.search(name)
+    model = options.get("model") or (match["model"] if match else "unknown")
+    batch = int(options.get("batch_size") or (match["batch"] if match else 1))
+    protocol = "grpc" if request_type.lower() == "grpc" else "rest"
+    load = LoadInfo("locust", concurrency=users)
+    ok = int(requests - failures)
+    rps = ok / duration if duration > 0 else 0.0
+    latency = {k: v * 1000 for k, v in latency_ms.items()}
+    latency["count"] = ok
+    target = options.get("target_name") or "locust"
+    signature = options.get("signature") or "serving_default"
+    return Point(
+        target=TargetInfo(target, options.get("url", ""), protocol, options.get("device", "cpu"),
+                          options.get("server", "unknown")),
+        model=model, signature=signature, payload=options.get("payload", "float"), batch_size=batch, load=load,
+        duration_s=round(duration, 3),
+        counts={"requests": int(requests), "ok": ok, "items": ok * batch,
+                "errors": {"locust-failure": int(failures)} if failures else {}},
+        throughput={"requests_per_s": rps, "items_per_s": rps * batch},
+        latency_us=latency, latency_uncorrected_us=None, histogram=_approximate_histogram(latency_ms, max(ok, 1)),
+        schedule_lag_us=None, codec_us={}, client={"limited": False, "reasons": [], "locust_users": users},
+        server={"available": False, "reason": "imported from Locust"},
+        stability={"windows": [], "spread": {}, "stable": True, "tolerance": None},
+        key=point_key(target, model, signature, options.get("payload", "float"), batch, load, 0),
+        notes=[LOCUST_NOTE],
+    )
+
+
+def _latencies(row: dict[str, str], prefix: str = "") -> dict[str, float]:
+    values = {k: _number(row, column) for k, column in _PERCENTILES.items()}
+    values["max"] = _number(row, f"{prefix}Max Response Time") or _number(row, "100%")
+    values["mean"] = _number(row, f"{prefix}Average Response Time")
+    return values
+
+
+def import_locust(prefix: str, **options: Any) -> list[Point]:
+    stats = _read(Path(f"{prefix}_stats.csv"))
+    history_path = Path(f"{prefix}_stats_history.csv")
+    history = _read(history_path) if history_path.exists() else []
+    requests_rows = [r for r in stats if r.get("Name") != "Aggregated" and _number(r, "Request Count") > 0]
+    if not requests_rows:
+        raise UserError(f"{prefix}_stats.csv holds no requests; did the Locust run send any?")
+    aggregated = [r for r in history if r.get("Name") == "Aggregated"]
+    steps: list[tuple[int, list[dict[str, str]]]] = []
+    for row in aggregated:
+        users = int(_number(row, "User Count"))
+        if users <= 0:
+            continue
+        if steps and steps[-1][0] == users:
+            steps[-1][1].append(row)
+        else:
+            steps.append((users, [row]))
+    points = []
+    if len(requests_rows) == 1 and len(steps) > 1:
+        (row,) = requests_rows
+        previous_total = 0.0
+        previous_failures = 0.0
+        previous_time = _number(steps[0][1][0], "Timestamp")
+        for users, rows in steps:
+            last = rows[-1]
+            total, failures = _number(last, "Total Request Count"), _number(last, "Total Failure Count")
+            now = _number(last, "Timestamp")
+            duration = max(now - previous_time, 1.0)
+            point = _point(row["Name"], row.get("Type", ""), users, total - previous_total,
+                           failures - previous_failures, duration, _latencies(last, "Total "), options)
+            point.notes.append("one step of a step load shape; percentiles are Locust's rolling window at the "
+                               "step's end")
+            points.append(point)
+            previous_total, previous_failures, previous_time = total, failures, now
+        return points
+    users = max((u for u, _ in steps), default=int(options.get("users") or 1))
+    duration = (_number(aggregated[-1], "Timestamp") - _number(aggregated[0], "Timestamp")) if len(aggregated) > 1 \
+        else 0.0
+    for row in requests_rows:
+        requests = _number(row, "Request Count")
+        rps = _number(row, "Requests/s")
+        span = duration if duration > 0 else (requests / rps if rps else 1.0)
+        points.append(_point(row["Name"], row.get("Type", ""), users, requests, _number(row, "Failure Count"), span,
+                             _latencies(row), options))
+    return points

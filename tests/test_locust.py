@@ -1,0 +1,117 @@
+"""Real Locust processes against the local server: gRPC, REST, step shape, master + 2 workers."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from serve_bench.cli import main
+from serve_bench.server import BatchingParams
+from serve_bench.stats import read_points
+from tests._servers import local_server
+from tests.conftest import free_port
+
+ROOT = Path(__file__).parent.parent
+LOCUST = [sys.executable, "-m", "locust"]
+
+
+@pytest.fixture(scope="module")
+def server(models_dir):
+    with local_server(models_dir, batching=BatchingParams(max_batch_size=8, num_batch_threads=1)) as running:
+        yield running
+
+
+def _run(args: list[str], timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(LOCUST + args, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def _stats(prefix: Path) -> dict[str, dict[str, str]]:
+    with open(f"{prefix}_stats.csv", newline="") as f:
+        return {row["Name"]: row for row in csv.DictReader(f)}
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "rest"])
+def test_headless_run_has_requests_and_no_failures(server, tmp_path, protocol):
+    host = server.grpc_url if protocol == "grpc" else server.rest_url
+    prefix = tmp_path / protocol
+    result = _run(["-f", "loadtests/locustfile.py", "--headless", "-u", "2", "-r", "2", "-t", "4s", "--host", host,
+                   "--protocol", protocol, "--model", "tiny", "--batch-size", "2", "--csv", str(prefix),
+                   "--only-summary", "--stop-timeout", "5"])
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = _stats(prefix)
+    row = rows["predict tiny b2"]
+    assert int(row["Request Count"]) > 10
+    assert int(row["Failure Count"]) == 0
+    assert row["Type"] == ("grpc" if protocol == "grpc" else "POST")
+
+
+def test_jpeg_payload(server, tmp_path):
+    prefix = tmp_path / "jpeg"
+    result = _run(["-f", "loadtests/locustfile.py", "--headless", "-u", "1", "-r", "1", "-t", "3s", "--host",
+                   server.grpc_url, "--model", "tiny", "--payload", "jpeg", "--csv", str(prefix), "--only-summary"])
+    assert result.returncode == 0, result.stderr[-2000:]
+    row = _stats(prefix)["predict tiny b1"]
+    assert int(row["Request Count"]) > 0 and int(row["Failure Count"]) == 0
+
+
+def test_step_shape_becomes_one_point_per_step(server, tmp_path):
+    prefix = tmp_path / "steps"
+    result = _run(["-f", "loadtests/locustfile.py,loadtests/step_shape.py", "--headless", "--host", server.grpc_url,
+                   "--model", "tiny", "--steps", "1,3", "--step-seconds", "4", "--csv", str(prefix),
+                   "--only-summary"], timeout=120)
+    assert result.returncode == 0, result.stderr[-2000:]
+    out = tmp_path / "imported"
+    assert main(["import-locust", str(prefix), "--out", str(out), "--url", server.grpc_url]) == 0
+    points = read_points(out)
+    assert [p.load.concurrency for p in points] == [1, 3]
+    assert all(p.load.mode == "locust" and p.counts["ok"] > 0 and p.batch_size == 1 for p in points)
+    assert "Locust" in points[0].notes[0]
+    assert main(["report", str(out), "--no-plots"]) == 0
+
+
+def _server_requests(server) -> float:
+    with urllib.request.urlopen(f"{server.rest_url}/monitoring/prometheus/metrics", timeout=10) as response:
+        text = response.read().decode()
+    total = 0.0
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name.startswith(":tensorflow:serving:request_count") and sample.labels.get("model_name") == "tiny":
+                total += sample.value
+    return total
+
+
+def test_distributed_master_and_two_workers(server, tmp_path):
+    port = free_port()
+    prefix = tmp_path / "distributed"
+    common = ["-f", "loadtests/locustfile.py", "--host", server.grpc_url, "--model", "tiny", "--batch-size", "1"]
+    before = _server_requests(server)
+    master = subprocess.Popen(LOCUST + common + [
+        "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port), "--headless",
+        "--expect-workers", "2", "--expect-workers-max-wait", "60", "-u", "4", "-r", "4", "-t", "6s",
+        "--csv", str(prefix), "--only-summary"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    time.sleep(1)
+    workers = [subprocess.Popen(LOCUST + common + ["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
+                                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(2)]
+    try:
+        output, _ = master.communicate(timeout=150)
+        assert master.returncode == 0, output[-3000:]
+        for worker in workers:
+            worker.wait(timeout=30)
+    finally:
+        for process in [master, *workers]:
+            if process.poll() is None:
+                process.kill()
+    assert "2 workers" in output or "workers connected: 2" in output.lower() or "(2 total)" in output, output[-2000:]
+    row = _stats(prefix)["predict tiny b1"]
+    locust_count = int(row["Request Count"])
+    assert locust_count > 20 and int(row["Failure Count"]) == 0
+    served = _server_requests(server) - before
+    # every request Locust counted reached the server; at most the requests in flight at the stop are extra
+    assert locust_count <= served <= locust_count + 8
