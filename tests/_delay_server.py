@@ -9,8 +9,13 @@ ends. No TensorFlow: it measures the measurer.
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
+from pathlib import Path
 
 import grpc
 import numpy as np
@@ -25,15 +30,17 @@ from tests.conftest import free_port
 MODEL = "delay"
 
 
-class DelayServer:
-    def __init__(self, delay: float = 0.02) -> None:
+class _DelayApp:
+    """Runs inside the server process."""
+
+    def __init__(self, delay: float = 0.02, grpc_port: int = 0, rest_port: int = 0) -> None:
         self.delay = delay
         self.stall_until = 0.0
         self.requests = 0
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.grpc_port = free_port()
-        self.rest_port = free_port()
+        self.grpc_port = grpc_port
+        self.rest_port = rest_port
 
     # --- control -------------------------------------------------------------
     def stall(self, seconds: float) -> None:
@@ -53,7 +60,13 @@ class DelayServer:
         wait = self.stall_until - time.perf_counter()
         if wait > 0:
             await asyncio.sleep(wait)
-        await asyncio.sleep(self.delay)
+        # asyncio's timers round up to whole milliseconds: sleep to within 2 ms of the
+        # deadline, then yield until it (a test server may spend CPU to be exact)
+        deadline = time.perf_counter() + self.delay
+        if self.delay > 0.002:
+            await asyncio.sleep(self.delay - 0.002)
+        while time.perf_counter() < deadline:
+            await asyncio.sleep(0)
 
     @staticmethod
     def _outputs(x: np.ndarray) -> np.ndarray:
@@ -86,6 +99,14 @@ class DelayServer:
         response.model_spec.name = MODEL
         response.metadata["signature_def"].Pack(self._signature_map())
         return response
+
+    async def _control(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        if "delay" in body:
+            self.delay = float(body["delay"])
+        if "stall" in body:
+            self.stall(float(body["stall"]))
+        return web.json_response({"delay": self.delay})
 
     async def _rest(self, request: web.Request) -> web.Response:
         path = request.path
@@ -124,6 +145,7 @@ class DelayServer:
         await self._grpc.start()
         app = web.Application()
         app.router.add_route("*", "/v1/models/{tail:.*}", self._rest)
+        app.router.add_post("/control", self._control)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         await web.TCPSite(self._runner, "127.0.0.1", self.rest_port).start()
@@ -132,19 +154,72 @@ class DelayServer:
         await self._grpc.stop(0)
         await self._runner.cleanup()
 
+    def serve(self) -> None:
+        self.loop.run_until_complete(self._start())
+        print("ready", flush=True)
+        self.loop.run_forever()
+
+
+class DelayServer:
+    """The delay server in its own process (as a real server is): one gRPC-aio loop per process,
+    so the measuring process pays no cross-loop polling cost."""
+
+    def __init__(self, delay: float = 0.02) -> None:
+        self._delay = delay
+        self.grpc_port = free_port()
+        self.rest_port = free_port()
+        self._process: subprocess.Popen[str] | None = None
+
+    @property
+    def grpc_url(self) -> str:
+        return f"grpc://127.0.0.1:{self.grpc_port}"
+
+    @property
+    def rest_url(self) -> str:
+        return f"http://127.0.0.1:{self.rest_port}"
+
+    def _control(self, **values: float) -> None:
+        request = urllib.request.Request(f"{self.rest_url}/control", data=json.dumps(values).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10):
+            pass
+
+    @property
+    def delay(self) -> float:
+        return self._delay
+
+    @delay.setter
+    def delay(self, value: float) -> None:
+        self._delay = value
+        self._control(delay=value)
+
+    def stall(self, seconds: float) -> None:
+        self._control(stall=seconds)
+
     def start(self) -> "DelayServer":
-        self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self.loop).result(timeout=30)
+        root = Path(__file__).resolve().parent.parent
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "tests._delay_server", str(self._delay), str(self.grpc_port), str(self.rest_port)],
+            cwd=root, stdout=subprocess.PIPE, text=True)
+        line = self._process.stdout.readline() if self._process.stdout else ""
+        if line.strip() != "ready":
+            self.stop()
+            raise RuntimeError("delay server did not start")
         return self
 
     def stop(self) -> None:
-        if self._thread.is_alive():
-            asyncio.run_coroutine_threadsafe(self._stop(), self.loop).result(timeout=30)
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self._thread.join(timeout=10)
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.wait(timeout=10)
 
     def __enter__(self) -> "DelayServer":
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+if __name__ == "__main__":
+    # the yield-spin holds the GIL; let gRPC's poller thread in quickly
+    sys.setswitchinterval(0.0001)
+    _DelayApp(float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])).serve()

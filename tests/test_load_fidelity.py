@@ -42,8 +42,10 @@ async def test_open_loop_stall_shows_in_corrected_not_uncorrected(delay_server):
     offsets = arrival_offsets(100, settings.warmup_s + settings.min_duration_s, "constant")
     async with connect(delay_server.grpc_url, MODEL) as client:
         prepared = client.prepare(make_inputs("float", 1, client.signature_info))
-        loop = asyncio.get_running_loop()
-        loop.call_later(2.5, delay_server.stall, 1.0)
+        import threading
+
+        staller = threading.Timer(2.5, delay_server.stall, [1.0])  # the control call blocks: not on the loop
+        staller.start()
         run = await run_open_loop(client, prepared, 100, offsets, settings)
     figures = analyze(run, "open", settings)
     corrected_p99 = figures["latency_us"]["p99"] / 1000

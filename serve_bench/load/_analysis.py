@@ -29,16 +29,24 @@ def _arrays(records: list[RequestRecord]) -> dict[str, np.ndarray]:
 
 def window_stats(done: np.ndarray, latency_s: np.ndarray, items: np.ndarray, start: float, end: float,
                  windows: int) -> list[dict[str, float]]:
-    """items/s and mean latency in each of ``windows`` equal slices of [start, end)."""
-    edges = np.linspace(start, end, windows + 1)
+    """items/s and mean latency in ``windows`` consecutive windows holding equal numbers of requests.
+
+    Equal counts rather than equal times: at low request rates a time slice can
+    hold no completion at all, which says nothing about stability.
+    """
+    order = np.argsort(done)
+    groups = [g for g in np.array_split(order, windows)]
     result = []
-    for lo, hi in zip(edges[:-1], edges[1:]):
-        mask = (done >= lo) & (done < hi)
-        span = max(hi - lo, 1e-9)
+    lower = start
+    for index, group in enumerate(groups):
+        upper = end if index == len(groups) - 1 else (float(done[group[-1]]) if len(group) else lower)
+        span = max(upper - lower, 1e-9)
         result.append({
-            "items_per_s": float(items[mask].sum() / span),
-            "mean_latency_us": float(latency_s[mask].mean() * 1e6) if mask.any() else 0.0,
+            "items_per_s": float(items[group].sum() / span) if len(group) else 0.0,
+            "mean_latency_us": float(latency_s[group].mean() * 1e6) if len(group) else 0.0,
+            "requests": int(len(group)),
         })
+        lower = upper
     return result
 
 
@@ -50,7 +58,7 @@ def _spread(values: list[float]) -> float:
 def is_stable(records: list[RequestRecord], start: float, end: float, windows: int, tolerance: float) -> bool:
     arrays = _arrays([r for r in records if r.status == OK and start <= r.done < end])
     stats = window_stats(arrays["done"], arrays["done"] - arrays["intended"], arrays["items"], start, end, windows)
-    return (all(w["items_per_s"] > 0 for w in stats)
+    return (all(w["requests"] >= 2 for w in stats)
             and _spread([w["items_per_s"] for w in stats]) <= tolerance
             and _spread([w["mean_latency_us"] for w in stats]) <= tolerance)
 
@@ -92,7 +100,8 @@ def analyze(run: LoadRun, mode: str, settings: PointSettings) -> dict[str, Any]:
                            settings.windows)
     spreads = {"items_per_s": _spread([w["items_per_s"] for w in windows]),
                "mean_latency": _spread([w["mean_latency_us"] for w in windows])}
-    stable = all(v <= settings.tolerance for v in spreads.values()) and requests_ok > 0
+    enough = all(w["requests"] >= 2 for w in windows)
+    stable = enough and all(v <= settings.tolerance for v in spreads.values())
 
     loop_busy = run.loop_cpu_seconds / max(end - start, 1e-9)
     reasons = []
@@ -122,6 +131,7 @@ def analyze(run: LoadRun, mode: str, settings: PointSettings) -> dict[str, Any]:
             "reasons": reasons,
             "safety_cap_hits": run.safety_cap_hits,
         },
-        "stability": {"windows": windows, "spread": spreads, "stable": stable, "tolerance": settings.tolerance},
+        "stability": {"windows": windows, "spread": spreads, "stable": stable, "tolerance": settings.tolerance,
+                      "enough_requests": enough},
         "notes": list(run.notes),
     }

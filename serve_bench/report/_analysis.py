@@ -52,11 +52,14 @@ class LatencyModel:
 
 
 def fit_latency_model(batches: list[int], latencies_us: list[float]) -> LatencyModel | None:
+    """Least squares with a >= 0: a negative fixed cost is noise, so refit through the origin."""
     if len(set(batches)) < 2:
         return None
     x = np.asarray(batches, dtype=float)
     y = np.asarray(latencies_us, dtype=float)
     b, a = np.polyfit(x, y, 1)
+    if a < 0:
+        a, b = 0.0, float((x * y).sum() / (x * x).sum())
     predicted = a + b * x
     ss_res = float(((y - predicted) ** 2).sum())
     ss_tot = float(((y - y.mean()) ** 2).sum())
@@ -153,7 +156,10 @@ def _warnings(points: list[Point]) -> list[str]:
     warnings = []
     for point in points:
         label = point.key or f"{point.target.name} b{point.batch_size}"
-        if not point.stability.get("stable", True):
+        if point.stability.get("enough_requests") is False:
+            warnings.append(f"too few requests to judge stability: {label} (fewer than 2 per window; "
+                            "raise min_requests or min_duration_s)")
+        elif not point.stability.get("stable", True):
             spread = point.stability.get("spread", {})
             worst = max(spread.values()) if spread else 0.0
             warnings.append(f"unstable: {label} (windows differ by {worst:.0%}, "
@@ -181,6 +187,8 @@ def _device_pick(targets: list[TargetAnalysis], device: str) -> TargetAnalysis |
 
 def _gain_phrase(target: TargetAnalysis, slo: Slo | None) -> str | None:
     """'9.1× from batch 1 to 64 within p99 ≤ 100 ms' for a target, from its data."""
+    if slo is not None and target.slo_gain is not None and target.slo_gain_batch == 1:
+        return f"{format_ratio(target.slo_gain)} (batch 1 is already its best within {slo.label()})"
     if slo is not None and target.slo_gain is not None:
         return f"{format_ratio(target.slo_gain)} from batch 1 to {target.slo_gain_batch} within {slo.label()}"
     if target.client_gain is not None:
