@@ -38,8 +38,8 @@ class FakeTransport:
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         try:
-            if self.delay:
-                await asyncio.sleep(self.delay)
+            # a real transport always suspends; so does the fake, or callers' loops would starve
+            await asyncio.sleep(self.delay)
             result = self.handler(request.payload.inputs)
             if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
                 result = await result

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 from typing import Any
 
 import aiohttp
@@ -89,6 +90,15 @@ class RestTransport:
         return await self._request("POST", self._predict_url, request.payload, timeout)
 
     def decode(self, raw: bytes) -> dict[str, np.ndarray]:
+        was_enabled = gc.isenabled()
+        gc.disable()  # large answers are many nested lists; nothing here is cyclic
+        try:
+            return self._decode(raw)
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    def _decode(self, raw: bytes) -> dict[str, np.ndarray]:
         body = orjson.loads(raw)
         if "outputs" in body:
             outputs = body["outputs"]

@@ -41,10 +41,12 @@ def default_metrics_url(target_url: str) -> str:
 
 
 def parse(text: str, model: str | None) -> MetricsSnapshot:
-    snapshot: MetricsSnapshot = {}
+    """Sums and counts by metric; the key "_families" counts TF Serving families seen (even empty ones)."""
+    snapshot: MetricsSnapshot = {"_families": 0.0}
     for family in text_string_to_metric_families(text):
         if not family.name.startswith(PREFIX):
             continue
+        snapshot["_families"] += 1
         short = family.name[len(PREFIX):]
         for sample in family.samples:
             if model is not None and "model_name" in sample.labels and sample.labels["model_name"] != model:
@@ -78,7 +80,7 @@ async def scrape(url: str, model: str | None, timeout: float = 5.0) -> tuple[Met
         snapshot = parse(text, model)
     except Exception as exc:  # a page that is not Prometheus text
         return None, f"metrics endpoint {url} did not parse as Prometheus text ({exc})"
-    if not snapshot:
+    if not snapshot.get("_families"):
         return None, f"metrics endpoint {url} has no TF Serving metrics"
     return snapshot, ""
 

@@ -58,8 +58,9 @@ class ServingCore:
         inputs: dict[str, np.ndarray],
         output_filter: list[str],
         entrypoint: str,
+        started: float | None = None,
     ) -> tuple[Servable, dict[str, np.ndarray]]:
-        started = time.perf_counter()
+        started = started if started is not None else time.perf_counter()
         self.in_flight += 1
         status = "OK"
         try:
