@@ -12,7 +12,6 @@ import asyncio
 import json
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -37,26 +36,27 @@ class _DelayApp:
         self.delay = delay
         self.stall_until = 0.0
         self.requests = 0
+        self.capacity = 0  # 0: every request served at once; N: N at a time, the rest queue
+        self._slots: asyncio.Semaphore | None = None
         self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.grpc_port = grpc_port
         self.rest_port = rest_port
 
-    # --- control -------------------------------------------------------------
     def stall(self, seconds: float) -> None:
         self.stall_until = time.perf_counter() + seconds
-
-    @property
-    def grpc_url(self) -> str:
-        return f"grpc://127.0.0.1:{self.grpc_port}"
-
-    @property
-    def rest_url(self) -> str:
-        return f"http://127.0.0.1:{self.rest_port}"
 
     # --- behaviour -----------------------------------------------------------
     async def _serve_time(self) -> None:
         self.requests += 1
+        if self.capacity:
+            if self._slots is None:
+                self._slots = asyncio.Semaphore(int(self.capacity))
+            async with self._slots:  # a queue forms: latency grows with the offered rate
+                await self._service()
+        else:
+            await self._service()
+
+    async def _service(self) -> None:
         wait = self.stall_until - time.perf_counter()
         if wait > 0:
             await asyncio.sleep(wait)
@@ -106,6 +106,8 @@ class _DelayApp:
             self.delay = float(body["delay"])
         if "stall" in body:
             self.stall(float(body["stall"]))
+        if "capacity" in body:
+            self.capacity, self._slots = int(body["capacity"]), None
         return web.json_response({"delay": self.delay})
 
     async def _rest(self, request: web.Request) -> web.Response:
@@ -195,6 +197,9 @@ class DelayServer:
 
     def stall(self, seconds: float) -> None:
         self._control(stall=seconds)
+
+    def set_capacity(self, requests_at_once: int) -> None:
+        self._control(capacity=requests_at_once)
 
     def start(self) -> "DelayServer":
         root = Path(__file__).resolve().parent.parent

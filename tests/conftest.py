@@ -32,3 +32,17 @@ def inception_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("inception_models")
     export_model("inception_v3", weights="random", out=out, warmup_batch_sizes=(1, 2))
     return out
+
+
+@pytest.fixture(scope="session")
+def tf():
+    from serve_bench._tf import import_tensorflow
+
+    return import_tensorflow()
+
+
+@pytest.fixture(scope="session")
+def reference(tf, models_dir):
+    """In-process TensorFlow on the exported `tiny`: what every served answer must equal."""
+    loaded = tf.saved_model.load(str(models_dir / "tiny" / "1"))
+    return lambda images: loaded.signatures["serving_default"](images=tf.constant(images))["features"].numpy()

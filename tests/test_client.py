@@ -25,19 +25,6 @@ from tests.conftest import free_port
 
 
 @pytest.fixture(scope="module")
-def tf():
-    from serve_bench._tf import import_tensorflow
-
-    return import_tensorflow()
-
-
-@pytest.fixture(scope="module")
-def reference(tf, models_dir):
-    loaded = tf.saved_model.load(str(models_dir / "tiny" / "1"))
-    return lambda images: loaded.signatures["serving_default"](images=tf.constant(images))["features"].numpy()
-
-
-@pytest.fixture(scope="module")
 def server(models_dir):
     with local_server(models_dir) as running:
         yield running

@@ -13,13 +13,6 @@ from serve_bench import export
 from serve_bench.cli import main
 
 
-@pytest.fixture(scope="module")
-def tf():
-    from serve_bench._tf import import_tensorflow
-
-    return import_tensorflow()
-
-
 def _png(image: np.ndarray) -> bytes:
     from PIL import Image
 
@@ -199,3 +192,17 @@ def test_imagenet_download_failure_suggests_random(tmp_path, capsys, monkeypatch
 def test_tiny_has_no_imagenet_weights(tmp_path, capsys):
     assert main(["export", "tiny", "--weights", "imagenet", "--out", str(tmp_path)]) == 2
     assert "--weights random" in _one_line_error(capsys)
+
+
+def test_list_counts_from_the_graph(capsys):
+    from rich.console import Console
+
+    import serve_bench.cli  # noqa: F401
+
+    assert main(["export", "--list"]) == 0
+    out = capsys.readouterr().out
+    for name in ("inception_v3", "resnet50", "mobilenet_v2", "tiny"):
+        assert name in out
+    assert "21,802,784" in out and "299x299x3" in out and "2048" in out  # InceptionV3
+    assert "11.4" in out  # GFLOPs per image, counted by the profiler
+    assert Console  # rich renders the table

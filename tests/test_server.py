@@ -18,20 +18,6 @@ from tests._servers import local_server
 
 
 @pytest.fixture(scope="module")
-def tf():
-    from serve_bench._tf import import_tensorflow
-
-    return import_tensorflow()
-
-
-@pytest.fixture(scope="module")
-def reference(tf, models_dir):
-    """In-process TensorFlow: what every served answer must equal."""
-    loaded = tf.saved_model.load(str(models_dir / "tiny" / "1"))
-    return lambda images: loaded.signatures["serving_default"](images=tf.constant(images))["features"].numpy()
-
-
-@pytest.fixture(scope="module")
 def server(models_dir):
     with local_server(models_dir) as running:
         yield running
@@ -367,3 +353,8 @@ def test_metrics_parse_with_prometheus_client(server, tf):
     assert families[":tensorflow:serving:runtime_latency"].type == "histogram"
     latency = _metric(text, ":tensorflow:serving:request_latency", "_count")
     assert latency[(("API", "predict"), ("entrypoint", "GRPC"), ("model_name", "tiny"))] >= 1
+
+
+def test_warmup_records_are_replayed_at_load(server):
+    servable = server.server.core.registry.get("tiny")
+    assert servable.warmup_replayed == 2  # the fixture exported warm-up batch sizes 1 and 4

@@ -93,6 +93,7 @@ class Servable:
         self.path = path
         self._tf = tf
         self.signature_defs = _read_signature_defs(path)
+        self.warmup_replayed = 0
         loaded = tf.saved_model.load(str(path))
         self._loaded = loaded  # keeps the variables alive
         self.signatures: dict[str, Signature] = {}
@@ -141,6 +142,7 @@ class Servable:
             signature.validate(inputs)
             self.run(signature, inputs)
             count += 1
+        self.warmup_replayed = count
         return count
 
 
