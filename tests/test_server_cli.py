@@ -112,3 +112,14 @@ def test_sigterm_finishes_in_flight_requests_and_exits_0(models_dir, tmp_path):
     finally:
         if process.poll() is None:
             process.kill()
+
+
+def test_version_policy_is_reported_not_silently_ignored(models_dir, tmp_path):
+    from serve_bench.server import build_arg_parser, config_from_args
+
+    config = tmp_path / "models.config"
+    config.write_text('model_config_list { config { name: "tiny" base_path: "/models/tiny" model_platform: '
+                      '"tensorflow" model_version_policy { all {} } } }\n')
+    args = build_arg_parser().parse_args(["--model_config_file", str(config), "--models_dir", str(models_dir)])
+    server_config = config_from_args(args)
+    assert any("model_version_policy" in n for n in server_config.notices)

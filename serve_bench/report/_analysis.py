@@ -52,14 +52,16 @@ class LatencyModel:
 
 
 def fit_latency_model(batches: list[int], latencies_us: list[float]) -> LatencyModel | None:
-    """Least squares with a >= 0: a negative fixed cost is noise, so refit through the origin."""
+    """Least squares on relative errors (weights 1/latency), so batch 1 counts as much as batch 64;
+    a >= 0: a negative fixed cost is noise, so then the line goes through the origin."""
     if len(set(batches)) < 2:
         return None
     x = np.asarray(batches, dtype=float)
     y = np.asarray(latencies_us, dtype=float)
-    b, a = np.polyfit(x, y, 1)
+    weights = 1.0 / np.maximum(y, 1e-9)
+    b, a = np.polyfit(x, y, 1, w=weights)
     if a < 0:
-        a, b = 0.0, float((x * y).sum() / (x * x).sum())
+        a, b = 0.0, float((weights**2 * x * y).sum() / (weights**2 * x * x).sum())
     predicted = a + b * x
     ss_res = float(((y - predicted) ** 2).sum())
     ss_tot = float(((y - y.mean()) ** 2).sum())
@@ -188,7 +190,10 @@ def _device_pick(targets: list[TargetAnalysis], device: str) -> TargetAnalysis |
 def _gain_phrase(target: TargetAnalysis, slo: Slo | None) -> str | None:
     """'9.1× from batch 1 to 64 within p99 ≤ 100 ms' for a target, from its data."""
     if slo is not None and target.slo_gain is not None and target.slo_gain_batch == 1:
-        return f"{format_ratio(target.slo_gain)} (batch 1 is already its best within {slo.label()})"
+        best = target.best_under_slo
+        level = f"{best.load.concurrency} requests in flight" if best and best.load.mode != "open" else "its best rate"
+        return (f"1.00× within {slo.label()}: batch 1 stays its best there "
+                f"({format_ratio(target.slo_gain)} over one request at a time, from {level})")
     if slo is not None and target.slo_gain is not None:
         return f"{format_ratio(target.slo_gain)} from batch 1 to {target.slo_gain_batch} within {slo.label()}"
     if target.client_gain is not None:

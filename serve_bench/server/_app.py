@@ -119,6 +119,8 @@ class LocalServer:
         print(f"serve-bench local server ({SERVER_KIND}) serving {names}: grpc://{self.config.host}:{ports.grpc}, "
               f"REST {rest}" + (f", metrics {self.config.metrics_path}" if self.config.metrics_path else "")
               + (f", batching {self.config.batching}" if self.config.batching else ""), flush=True)
+        for notice in self.config.notices:
+            print(notice, file=sys.stderr, flush=True)
         if self.config.ignored_flags:
             print("accepted but not acted on by the local server: "
                   + ", ".join(f"--{f}" for f in self.config.ignored_flags), file=sys.stderr, flush=True)

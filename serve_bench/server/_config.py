@@ -60,6 +60,7 @@ class ServerConfig:
     intra_op_threads: int = 0
     inter_op_threads: int = 0
     ignored_flags: tuple[str, ...] = ()
+    notices: tuple[str, ...] = ()
 
 
 def _parse_text(path: str, message_name: str, what: str) -> Any:
@@ -180,6 +181,7 @@ def build_arg_parser(parser: argparse.ArgumentParser | None = None) -> argparse.
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
     models_dir = Path(args.models_dir)
     entries: list[ModelEntry] = []
+    notices: list[str] = []
     if args.model_config_file:
         if args.model_name or args.model_base_path:
             raise UserError("give either --model_config_file or --model_name/--model_base_path, not both")
@@ -188,6 +190,9 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
             platform = entry.model_platform or "tensorflow"
             if platform != "tensorflow":
                 raise UserError(f"model {entry.name!r}: model_platform {platform!r} is not served here (tensorflow only)")
+            if entry.HasField("model_version_policy") and not entry.model_version_policy.HasField("latest"):
+                notices.append(f"model {entry.name!r}: model_version_policy is not honoured by the local server; "
+                               "it serves the latest version only")
             entries.append(ModelEntry(entry.name, _resolve_base_path(entry.base_path, models_dir, entry.name),
                                       dict(entry.version_labels)))
         if not entries:
@@ -217,5 +222,5 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         models=tuple(entries), host=args.host, port=args.port, rest_api_port=args.rest_api_port,
         batching=batching, metrics_path=metrics_path, enable_model_warmup=args.enable_model_warmup,
         max_body_bytes=args.max_body_bytes, intra_op_threads=args.tensorflow_intra_op_parallelism,
-        inter_op_threads=args.tensorflow_inter_op_parallelism, ignored_flags=ignored,
+        inter_op_threads=args.tensorflow_inter_op_parallelism, ignored_flags=ignored, notices=tuple(notices),
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,18 +119,24 @@ async def run_sweep(spec: SweepSpec, run_dir: Path, *, resume: bool = False,
             spec.text, spec_name=spec.name, model=spec.model, run_dir=str(run_dir),
             targets=[t.__dict__ for t in spec.targets], slo=spec.slo.__dict__ if spec.slo else None,
             settings=spec.settings.__dict__, model_facts=_local_model_facts(spec.model)))
-        remaining = sum(_estimate(p, spec) for p in todo)
+        spent: list[float] = []  # seconds each finished point took: the ETA learns from them
+
+        def eta(left: int) -> float:
+            per_point = sum(spent) / len(spent) if spent else _estimate(todo[0], spec)
+            return per_point * left
+
         for index, plan in enumerate(todo):
             if plan.target.name in outcome.failed_targets:
                 continue
             if on_point:
-                on_point(plan, None, index, len(todo), remaining)
+                on_point(plan, None, index, len(todo), eta(len(todo) - index))
+            started = time.perf_counter()
             point = await measure_point(clients[(plan.target.name, plan.signature)], plan, spec.settings)
+            spent.append(time.perf_counter() - started)
             writer.append(point)
             outcome.measured.append(point)
-            remaining = max(0.0, remaining - _estimate(plan, spec))
             if on_point:
-                on_point(plan, point, index + 1, len(todo), remaining)
+                on_point(plan, point, index + 1, len(todo), eta(len(todo) - index - 1))
             if point.counts["ok"] == 0 and set(point.counts["errors"]) & _DEAD:
                 outcome.failed_targets[plan.target.name] = f"no answers at {plan.key}: {point.counts['errors']}"
                 if spec.stop_on_error:
