@@ -53,6 +53,23 @@ def _decode_cost(client, raw) -> float:  # type: ignore[no-untyped-def]
     return (time.perf_counter() - started) / 2000 * 1e6
 
 
+async def _rounds(bare, client, prepared, seconds: float, concurrency: int,  # type: ignore[no-untyped-def]
+                  rounds: int) -> dict[str, list[float]]:
+    """Alternate the bare loop, serve-bench's predict_prepared, and serve-bench's send path alone."""
+    results: dict[str, list[float]] = {"bare_us": [], "ours_us": [], "bare_rps": [], "ours_rps": [], "send_us": []}
+    for _ in range(rounds):
+        n, cpu, wall = await _loop(bare, seconds, concurrency)
+        results["bare_us"].append(cpu / n * 1e6)
+        results["bare_rps"].append(n / wall)
+        n, cpu, wall = await _loop(lambda: client.predict_prepared(prepared), seconds, concurrency)
+        results["ours_us"].append(cpu / n * 1e6)
+        results["ours_rps"].append(n / wall)
+        n, cpu, wall = await _loop(lambda: client.transport.send(prepared, 10), seconds, concurrency)
+        results["send_us"].append(cpu / n * 1e6)
+    results["decode_us"] = [_decode_cost(client, await client.transport.send(prepared, 10))]
+    return results
+
+
 async def bench_grpc(port: int, seconds: float, concurrency: int, rounds: int) -> dict[str, list[float]]:
     from grpc import aio
 
@@ -60,23 +77,13 @@ async def bench_grpc(port: int, seconds: float, concurrency: int, rounds: int) -
     from serve_bench.client._grpc import CHANNEL_OPTIONS
 
     images = np.zeros((1, 8, 8, 3), np.float32)
-    results: dict[str, list[float]] = {"bare_us": [], "ours_us": [], "bare_rps": [], "ours_rps": [], "send_us": []}
     async with connect(f"grpc://127.0.0.1:{port}", "trivial") as client:
         prepared = client.prepare({"images": images})
         channel = aio.insecure_channel(f"127.0.0.1:{port}", options=CHANNEL_OPTIONS)
         stub = channel.unary_unary("/tensorflow.serving.PredictionService/Predict")
         payload = prepared.payload
         await stub(payload)  # connect
-        for _ in range(rounds):
-            n, cpu, wall = await _loop(lambda: stub(payload, timeout=10), seconds, concurrency)
-            results["bare_us"].append(cpu / n * 1e6)
-            results["bare_rps"].append(n / wall)
-            n, cpu, wall = await _loop(lambda: client.predict_prepared(prepared), seconds, concurrency)
-            results["ours_us"].append(cpu / n * 1e6)
-            results["ours_rps"].append(n / wall)
-            n, cpu, wall = await _loop(lambda: client.transport.send(prepared, 10), seconds, concurrency)
-            results["send_us"].append(cpu / n * 1e6)
-        results["decode_us"] = [_decode_cost(client, await client.transport.send(prepared, 10))]
+        results = await _rounds(lambda: stub(payload, timeout=10), client, prepared, seconds, concurrency, rounds)
         await channel.close()
     return results
 
@@ -87,7 +94,6 @@ async def bench_rest(port: int, seconds: float, concurrency: int, rounds: int) -
     from serve_bench.client import connect
 
     images = np.zeros((1, 8, 8, 3), np.float32)
-    results: dict[str, list[float]] = {"bare_us": [], "ours_us": [], "bare_rps": [], "ours_rps": [], "send_us": []}
     url = f"http://127.0.0.1:{port}"
     async with connect(url, "trivial", fetch_metadata=False, connection_limit=concurrency) as client:
         client.transport.output_dtypes = {"features": 1}
@@ -100,17 +106,7 @@ async def bench_rest(port: int, seconds: float, concurrency: int, rounds: int) -
                                         headers={"Content-Type": "application/json"}) as response:
                     await response.read()
 
-            for _ in range(rounds):
-                n, cpu, wall = await _loop(bare, seconds, concurrency)
-                results["bare_us"].append(cpu / n * 1e6)
-                results["bare_rps"].append(n / wall)
-                n, cpu, wall = await _loop(lambda: client.predict_prepared(prepared), seconds, concurrency)
-                results["ours_us"].append(cpu / n * 1e6)
-                results["ours_rps"].append(n / wall)
-                n, cpu, wall = await _loop(lambda: client.transport.send(prepared, 10), seconds, concurrency)
-                results["send_us"].append(cpu / n * 1e6)
-            results["decode_us"] = [_decode_cost(client, await client.transport.send(prepared, 10))]
-    return results
+            return await _rounds(bare, client, prepared, seconds, concurrency, rounds)
 
 
 def codec_throughput(batch: int = 8, repeats: int = 5) -> list[tuple[str, float, float]]:

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
+import gc
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -23,7 +26,21 @@ __all__ = [
     "from_tensor_proto",
     "json_value_to_array",
     "array_to_json_value",
+    "gc_paused",
 ]
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic GC while building or reading a JSON tensor: it is tens of thousands of
+    nested lists, none cyclic, and full collections over them cost up to ~180 ms per request."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 class CodecError(ValueError):

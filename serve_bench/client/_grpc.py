@@ -38,14 +38,18 @@ def _signature_info(name: str, sig_def: Any) -> SignatureInfo:
                          {k: info(v) for k, v in sig_def.outputs.items()})
 
 
+def _fill_model_spec(spec: Any, model: str, version: int | None, signature: str | None = None) -> None:
+    spec.name = model
+    if version is not None:
+        spec.version.value = version
+    if signature:
+        spec.signature_name = signature
+
+
 def encode_predict_request(model: str, version: int | None, signature: str, inputs: dict[str, np.ndarray]) -> bytes:
     """A serialized PredictRequest, tensors as tensor_content straight from numpy."""
     request = _protos.message("tensorflow.serving.PredictRequest")()
-    request.model_spec.name = model
-    if version is not None:
-        request.model_spec.version.value = version
-    if signature:
-        request.model_spec.signature_name = signature
+    _fill_model_spec(request.model_spec, model, version, signature)
     for alias, array in inputs.items():
         to_tensor_proto(array, request.inputs[alias])
     return request.SerializeToString()
@@ -65,12 +69,8 @@ class GrpcTransport:
         self.server_identity = ""
         self._response_type = _protos.message("tensorflow.serving.PredictResponse")
 
-    def _model_spec(self, spec: Any, signature: str | None = None) -> None:
-        spec.name = self.model
-        if self.version is not None:
-            spec.version.value = self.version
-        if signature:
-            spec.signature_name = signature
+    def _model_spec(self, spec: Any) -> None:
+        _fill_model_spec(spec, self.model, self.version)
 
     def encode(self, inputs: dict[str, np.ndarray], signature: str) -> bytes:
         return encode_predict_request(self.model, self.version, signature, inputs)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 from typing import Any
 
 import aiohttp
@@ -12,7 +11,7 @@ import orjson
 
 from serve_bench import _protos
 from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo, TensorInfo
-from serve_bench.client._codec import array_to_json_value, json_value_to_array
+from serve_bench.client._codec import array_to_json_value, gc_paused, json_value_to_array
 from serve_bench.client._errors import ConnectError, RequestTimeout, ServeBenchError, error_for_http
 
 __all__ = ["RestTransport", "encode_rest_body"]
@@ -43,8 +42,8 @@ def encode_rest_body(inputs: dict[str, np.ndarray], signature: str, row_format: 
 
 
 class RestTransport:
-    def __init__(self, base_url: str, model: str, version: int | None, signature_outputs: dict[str, int] | None = None,
-                 *, row_format: bool = False, connection_limit: int = 100) -> None:
+    def __init__(self, base_url: str, model: str, version: int | None, *, row_format: bool = False,
+                 connection_limit: int = 100) -> None:
         self.url = base_url
         self.model = model
         self.version = version
@@ -56,7 +55,7 @@ class RestTransport:
             connector=aiohttp.TCPConnector(limit=connection_limit),
             json_serialize=lambda v: orjson.dumps(v).decode(),
         )
-        self.output_dtypes: dict[str, int] = dict(signature_outputs or {})
+        self.output_dtypes: dict[str, int] = {}  # learnt from the signature when the client opens
         self.server_identity = ""
 
     def encode(self, inputs: dict[str, np.ndarray], signature: str) -> bytes:
@@ -90,13 +89,8 @@ class RestTransport:
         return await self._request("POST", self._predict_url, request.payload, timeout)
 
     def decode(self, raw: bytes) -> dict[str, np.ndarray]:
-        was_enabled = gc.isenabled()
-        gc.disable()  # large answers are many nested lists; nothing here is cyclic
-        try:
+        with gc_paused():
             return self._decode(raw)
-        finally:
-            if was_enabled:
-                gc.enable()
 
     def _decode(self, raw: bytes) -> dict[str, np.ndarray]:
         body = orjson.loads(raw)

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["WARMUP_FILE", "METADATA_FILE", "list_versions", "read_metadata", "list_models"]
+__all__ = ["WARMUP_FILE", "METADATA_FILE", "latest_metadata", "list_versions", "read_metadata", "list_models"]
 
 WARMUP_FILE = "tf_serving_warmup_requests"
 METADATA_FILE = "serve_bench.json"
@@ -46,3 +46,9 @@ def read_metadata(version_dir: Path) -> dict[str, Any] | None:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+
+
+def latest_metadata(models_dir: Path, model: str) -> dict[str, Any] | None:
+    """The export facts of the latest version of ``model`` under ``models_dir``, or None."""
+    versions = list_versions(models_dir / model)
+    return read_metadata(models_dir / model / str(versions[-1])) if versions else None

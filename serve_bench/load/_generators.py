@@ -49,7 +49,6 @@ class LoadRun:
     process_cpu_seconds: float = 0.0  # CPU of the whole process (gRPC's C threads included)
     safety_cap_hits: int = 0
     requested_rate: float | None = None
-    scheduled: int = 0
     notes: list[str] = field(default_factory=list)
 
 
@@ -204,7 +203,7 @@ async def run_open_loop(client: Client, prepared: PreparedRequest, rate: float, 
         thread.join(timeout=5)
         for task in list(tasks):
             task.cancel()
-    run = LoadRun(records, window_start, window_end, requested_rate=rate, scheduled=len(offsets))
+    run = LoadRun(records, window_start, window_end, requested_rate=rate)
     if cpu_start is not None:
         run.loop_cpu_seconds = cpu_end[0] - cpu_start[0]
         run.process_cpu_seconds = cpu_end[1] - cpu_start[1]

@@ -60,7 +60,7 @@ async def _child_async(plan: ChildPlan) -> dict[str, Any]:
             run = await run_open_loop(client, prepared, rate, offsets, plan.settings, start_at=plan.start_at)
     return {"records": [tuple(r) for r in run.records], "window": (run.window_start, run.window_end),
             "loop_cpu": run.loop_cpu_seconds, "process_cpu": run.process_cpu_seconds,
-            "cap_hits": run.safety_cap_hits, "scheduled": run.scheduled, "notes": run.notes,
+            "cap_hits": run.safety_cap_hits, "notes": run.notes,
             "encode_seconds": prepared.encode_seconds}
 
 
@@ -91,8 +91,7 @@ def run_in_processes(processes: int, url: str, model: str, signature: str, versi
     records.sort(key=lambda r: r.done)
     window_start = max(r["window"][0] for r in results)
     window_end = min(r["window"][1] for r in results)
-    run = LoadRun(records, window_start, window_end, requested_rate=load.rate,
-                  scheduled=sum(r["scheduled"] for r in results))
+    run = LoadRun(records, window_start, window_end, requested_rate=load.rate)
     # the busiest child's loop decides whether the generator was the limit
     run.loop_cpu_seconds = max(r["loop_cpu"] for r in results)
     run.process_cpu_seconds = sum(r["process_cpu"] for r in results)

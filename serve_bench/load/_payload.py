@@ -8,7 +8,7 @@ import numpy as np
 
 from serve_bench.client import SignatureInfo
 
-__all__ = ["PAYLOADS", "make_inputs", "signature_for_payload"]
+__all__ = ["PAYLOADS", "image_size_of", "make_inputs", "signature_for_payload"]
 
 PAYLOADS = ("float", "jpeg")
 
@@ -19,7 +19,8 @@ def signature_for_payload(payload: str, signature: str | None) -> str:
     return "serving_bytes" if payload == "jpeg" else "serving_default"
 
 
-def _image_size(info: SignatureInfo | None, fallback: tuple[int, int]) -> tuple[int, int]:
+def image_size_of(info: SignatureInfo | None, fallback: tuple[int, int] = (299, 299)) -> tuple[int, int]:
+    """(H, W) of the first [-1, H, W, C] input of a signature, else ``fallback``."""
     if info is not None:
         for spec in info.inputs.values():
             if spec.shape is not None and len(spec.shape) == 4 and spec.shape[1] > 0 and spec.shape[2] > 0:
@@ -39,7 +40,7 @@ def make_inputs(payload: str, batch_size: int, info: SignatureInfo | None, *, se
         if spec is not None and spec.shape is not None and len(spec.shape) >= 1 and all(d > 0 for d in spec.shape[1:]):
             shape = (batch_size, *spec.shape[1:])
         else:
-            height, width = _image_size(info, image_size)
+            height, width = image_size_of(info, image_size)
             shape = (batch_size, height, width, 3)
         # pixel values 0..255, as the serving_default contract expects
         return {name or "images": rng.integers(0, 256, size=shape).astype(np.float32)}

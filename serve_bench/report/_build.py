@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from serve_bench.errors import UserError
-from serve_bench.export._layout import list_versions, read_metadata
+from serve_bench.export._layout import latest_metadata
 from serve_bench.report._analysis import Analysis, Slo, analyze_run
 from serve_bench.stats import Point, read_points
 
@@ -32,8 +32,7 @@ def load_run_metadata(run_dir: Path) -> dict[str, Any]:
 
 
 def find_model_facts(model: str, models_dir: Path) -> dict[str, Any] | None:
-    versions = list_versions(models_dir / model)
-    return read_metadata(models_dir / model / str(versions[-1])) if versions else None
+    return latest_metadata(models_dir, model)
 
 
 def build_report(run_dir: Path, *, slo: Slo | None = None, models_dir: Path = Path("exported_models"),

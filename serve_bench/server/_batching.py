@@ -61,11 +61,10 @@ class BatchStats:
 
 
 class BatchScheduler:
-    def __init__(self, run: RunFn, params: BatchingParams, metrics: Metrics, model_name: str) -> None:
+    def __init__(self, run: RunFn, params: BatchingParams, metrics: Metrics) -> None:
         self._run = run
         self.params = params
         self._metrics = metrics
-        self._model_name = model_name
         self._queue: deque[_Batch] = deque()
         self._idle_threads = params.num_batch_threads
         self._executor = ThreadPoolExecutor(params.num_batch_threads, thread_name_prefix=params.thread_pool_name)

@@ -36,7 +36,7 @@ class ServingCore:
         if scheduler is None:
             scheduler = BatchScheduler(
                 lambda inputs: self._timed_run(servable, signature, inputs),
-                self.config.batching, self.metrics, servable.name,
+                self.config.batching, self.metrics,
             )
             self._schedulers[key] = scheduler
         return scheduler

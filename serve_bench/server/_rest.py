@@ -10,11 +10,8 @@ Errors answer {"error": "..."} with TF Serving's HTTP status for the code.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import gc
 import re
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -23,7 +20,7 @@ from aiohttp import web
 from google.protobuf import json_format
 
 from serve_bench import __version__
-from serve_bench.client._codec import CodecError, array_to_json_value, json_value_to_array
+from serve_bench.client._codec import CodecError, array_to_json_value, gc_paused, json_value_to_array
 from serve_bench.server._core import ServingCore
 from serve_bench.server._errors import ServingError, invalid
 
@@ -63,21 +60,8 @@ def _rows_to_columns(instances: Any, signature_inputs: dict[str, Any]) -> dict[s
     return {names[0]: instances}
 
 
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """A JSON tensor is tens of thousands of nested lists; a full GC pass over them
-    mid-parse cost up to ~180 ms here. Nothing parsed is cyclic, so pause the collector."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
 def _parse_body(raw: bytes) -> Any:
-    with _gc_paused():
+    with gc_paused():
         try:
             return orjson.loads(raw)
         except orjson.JSONDecodeError as exc:
@@ -86,7 +70,7 @@ def _parse_body(raw: bytes) -> Any:
 
 def _to_arrays(columns: dict[str, Any], signature: Any) -> dict[str, np.ndarray]:
     inputs: dict[str, np.ndarray] = {}
-    with _gc_paused():
+    with gc_paused():
         for alias, value in columns.items():
             spec = signature.inputs.get(alias)
             if spec is None:

@@ -12,6 +12,7 @@ from serve_bench.load import (
     PointSettings,
     analyze,
     arrival_offsets,
+    image_size_of,
     is_stable,
     make_inputs,
     run_closed_loop,
@@ -69,19 +70,10 @@ def server_kind(client: Client, declared: str) -> tuple[str, str]:
     return (declared or "unknown"), ""
 
 
-def _image_size(client: Client) -> tuple[int, int]:
-    default = client.signatures.get("serving_default")
-    if default is not None:
-        for spec in default.inputs.values():
-            if spec.shape is not None and len(spec.shape) == 4 and spec.shape[1] > 0:
-                return spec.shape[1], spec.shape[2]
-    return 299, 299
-
-
 async def measure_point(client: Client, plan: PointPlan, settings: PointSettings) -> Point:
     """Run one point against an open client (processes > 1 opens its own connections)."""
     target = plan.target
-    image_size = _image_size(client)
+    image_size = image_size_of(client.signatures.get("serving_default"))
     prepared = client.prepare(make_inputs(plan.payload, plan.batch_size, client.signature_info, seed=plan.seed,
                                           image_size=image_size))
     metrics_url = target.resolved_metrics_url

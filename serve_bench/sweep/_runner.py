@@ -11,6 +11,7 @@ from pathlib import Path
 
 from serve_bench.client import Client, ConnectError, ServeBenchError, connect
 from serve_bench.errors import UserError
+from serve_bench.export._layout import latest_metadata
 from serve_bench.load import signature_for_payload
 from serve_bench.stats import LoadInfo, Point, ResultsWriter, collect_run_metadata, read_points
 from serve_bench.sweep._measure import PointPlan, Target, measure_point
@@ -61,7 +62,7 @@ def latest_run_dir(spec: SweepSpec) -> Path | None:
     return runs[-1] if runs else None
 
 
-def _estimate(plan: PointPlan, spec: SweepSpec) -> float:
+def _estimate(spec: SweepSpec) -> float:
     return spec.settings.warmup_s + spec.settings.min_duration_s + 0.5
 
 
@@ -82,15 +83,6 @@ async def _open_clients(spec: SweepSpec) -> dict[tuple[str, str], Client]:
             await client.aclose()
         raise
     return clients
-
-
-def _local_model_facts(model: str) -> dict | None:  # type: ignore[type-arg]
-    """The export's facts (FLOPs per image, weights) when the model was exported on this machine."""
-    from serve_bench.export._layout import list_versions, read_metadata
-
-    base = Path("exported_models") / model
-    versions = list_versions(base)
-    return read_metadata(base / str(versions[-1])) if versions else None
 
 
 def _slo_value(point: Point, percentile: str) -> float:
@@ -118,11 +110,11 @@ async def run_sweep(spec: SweepSpec, run_dir: Path, *, resume: bool = False,
         writer.write_run(collect_run_metadata(
             spec.text, spec_name=spec.name, model=spec.model, run_dir=str(run_dir),
             targets=[t.__dict__ for t in spec.targets], slo=spec.slo.__dict__ if spec.slo else None,
-            settings=spec.settings.__dict__, model_facts=_local_model_facts(spec.model)))
+            settings=spec.settings.__dict__, model_facts=latest_metadata(Path("exported_models"), spec.model)))
         spent: list[float] = []  # seconds each finished point took: the ETA learns from them
 
         def eta(left: int) -> float:
-            per_point = sum(spent) / len(spent) if spent else _estimate(todo[0], spec)
+            per_point = sum(spent) / len(spent) if spent else _estimate(spec)
             return per_point * left
 
         for index, plan in enumerate(todo):
