@@ -187,3 +187,13 @@ async def test_server_side_invalid_argument_without_metadata(server):
         async with connect(url, "tiny", fetch_metadata=False) as client:
             with pytest.raises(InvalidArgument):
                 await client.predict({"images": np.zeros((1, 32, 32, 3), np.float32)})
+
+
+async def test_failed_connect_releases_its_transport(server):
+    from serve_bench.client._client import Client
+    from serve_bench.client._rest import RestTransport
+
+    transport = RestTransport(server.rest_url, "no_such_model", None)
+    with pytest.raises(NotFound):
+        await Client(transport, "no_such_model").open()
+    assert transport._session.closed

@@ -66,23 +66,27 @@ class Client:
         """Check the target answers (within the timeout) and learn the signature."""
         if fetch_metadata:
             try:
-                self.signatures = await self.transport.metadata(self.timeout)
-            except NotFound:
+                await self._learn_signatures()
+            except BaseException:
+                await self.aclose()  # the caller gets no client to close: release the channel/session here
                 raise
-            except ConnectError:
-                await self.aclose()
-                raise
-            except ServeBenchError:
-                # A server without GetModelMetadata: requests are sent unchecked.
-                self.signatures = {}
-            if self.signatures and self.signature not in self.signatures:
-                raise InvalidArgument(
-                    f"{self.url}: model {self.model!r} has no signature {self.signature!r}; "
-                    f"it has {', '.join(sorted(self.signatures))}", url=self.url)
-            info = self.signatures.get(self.signature)
-            if info is not None and hasattr(self.transport, "output_dtypes"):
-                self.transport.output_dtypes = {k: v.dtype for k, v in info.outputs.items()}  # type: ignore[attr-defined]
         return self
+
+    async def _learn_signatures(self) -> None:
+        try:
+            self.signatures = await self.transport.metadata(self.timeout)
+        except (NotFound, ConnectError):
+            raise
+        except ServeBenchError:
+            # A server without GetModelMetadata: requests are sent unchecked.
+            self.signatures = {}
+        if self.signatures and self.signature not in self.signatures:
+            raise InvalidArgument(
+                f"{self.url}: model {self.model!r} has no signature {self.signature!r}; "
+                f"it has {', '.join(sorted(self.signatures))}", url=self.url)
+        info = self.signatures.get(self.signature)
+        if info is not None and hasattr(self.transport, "output_dtypes"):
+            self.transport.output_dtypes = {k: v.dtype for k, v in info.outputs.items()}  # type: ignore[attr-defined]
 
     @property
     def signature_info(self) -> SignatureInfo | None:
