@@ -19,7 +19,7 @@ from aiohttp import web
 from grpc import aio
 
 from serve_bench import _protos
-from serve_bench.client._codec import to_tensor_proto
+from serve_bench.codec import to_tensor_proto
 from serve_bench.client._rest import encode_rest_body
 
 FEATURES = np.zeros((1, 2048), np.float32)

@@ -111,7 +111,7 @@ async def bench_rest(port: int, seconds: float, concurrency: int, rounds: int) -
 
 def codec_throughput(batch: int = 8, repeats: int = 5) -> list[tuple[str, float, float]]:
     from serve_bench import _protos
-    from serve_bench.client._codec import from_tensor_proto, json_value_to_array
+    from serve_bench.codec import from_tensor_proto, json_value_to_array
     from serve_bench.client._grpc import encode_predict_request
     from serve_bench.client._rest import encode_rest_body
 

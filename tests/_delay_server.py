@@ -23,7 +23,7 @@ from aiohttp import web
 from grpc import aio
 
 from serve_bench import _protos
-from serve_bench.client._codec import from_tensor_proto, to_tensor_proto
+from serve_bench.codec import from_tensor_proto, to_tensor_proto
 from tests.conftest import free_port
 
 MODEL = "delay"

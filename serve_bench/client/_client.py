@@ -11,7 +11,7 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo, Transport
-from serve_bench.client._codec import DT_STRING, DTYPE_TO_NUMPY, dtype_name
+from serve_bench.codec import DT_STRING, DTYPE_TO_NUMPY, dtype_name
 from serve_bench.client._errors import ConnectError, InvalidArgument, NotFound, ServeBenchError
 
 __all__ = ["Client", "Response", "connect", "parse_target"]

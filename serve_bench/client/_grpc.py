@@ -10,7 +10,7 @@ from grpc import aio
 
 from serve_bench import _protos
 from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo, TensorInfo
-from serve_bench.client._codec import from_tensor_proto, to_tensor_proto
+from serve_bench.codec import from_tensor_proto, to_tensor_proto
 from serve_bench.client._errors import RequestTimeout, ServeBenchError, error_for_grpc
 
 __all__ = ["GrpcTransport", "CHANNEL_OPTIONS", "encode_predict_request"]

@@ -11,7 +11,7 @@ import orjson
 
 from serve_bench import _protos
 from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo, TensorInfo
-from serve_bench.client._codec import array_to_json_value, gc_paused, json_value_to_array
+from serve_bench.codec import array_to_json_value, gc_paused, json_value_to_array
 from serve_bench.client._errors import ConnectError, RequestTimeout, ServeBenchError, error_for_http
 
 __all__ = ["RestTransport", "encode_rest_body"]

@@ -13,7 +13,7 @@ import grpc
 from grpc import aio
 
 from serve_bench import __version__, _protos
-from serve_bench.client._codec import CodecError, from_tensor_proto, to_tensor_proto
+from serve_bench.codec import CodecError, from_tensor_proto, to_tensor_proto
 from serve_bench.server._core import ServingCore
 from serve_bench.server._errors import ServingError
 

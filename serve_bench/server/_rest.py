@@ -20,7 +20,7 @@ from aiohttp import web
 from google.protobuf import json_format
 
 from serve_bench import __version__
-from serve_bench.client._codec import CodecError, array_to_json_value, gc_paused, json_value_to_array
+from serve_bench.codec import CodecError, array_to_json_value, gc_paused, json_value_to_array
 from serve_bench.server._core import ServingCore
 from serve_bench.server._errors import ServingError, invalid
 

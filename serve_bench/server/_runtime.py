@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from serve_bench import _protos
-from serve_bench.client._codec import DT_STRING, DTYPE_TO_NUMPY, dtype_name
+from serve_bench.codec import DT_STRING, DTYPE_TO_NUMPY, dtype_name
 from serve_bench.export._layout import WARMUP_FILE, list_versions
 from serve_bench.server._config import ModelEntry
 from serve_bench.server._errors import ServingError, invalid, not_found
@@ -131,7 +131,7 @@ class Servable:
         path = self.path / "assets.extra" / WARMUP_FILE
         if not path.exists():
             return 0
-        from serve_bench.client._codec import from_tensor_proto
+        from serve_bench.codec import from_tensor_proto
         from serve_bench.export._warmup import read_warmup_records
 
         count = 0
