@@ -1,0 +1,68 @@
+"""In-process TensorFlow on the same frames: the model with no server, no network, no encoding.
+
+TensorFlow is imported only when this runs, and only if it is installed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = ["InProcessModel", "find_saved_model", "tensorflow_installed"]
+
+
+def tensorflow_installed() -> bool:
+    return importlib.util.find_spec("tensorflow") is not None
+
+
+def find_saved_model(models_dir: Path, model: str) -> Path | None:
+    """``models_dir/model/<highest version>`` if it holds a SavedModel."""
+    base = models_dir / model
+    if not base.is_dir():
+        return None
+    versions = sorted((int(p.name), p) for p in base.iterdir() if p.name.isdigit() and (p / "saved_model.pb").exists())
+    return versions[-1][1] if versions else None
+
+
+@dataclass
+class InProcessModel:
+    """The SavedModel's serving_default, called directly."""
+
+    path: Path
+    _call: Callable[[np.ndarray], np.ndarray] | None = None
+
+    def load(self) -> "InProcessModel":
+        from serve_bench._tf import import_tensorflow
+
+        tf = import_tensorflow()
+        loaded = tf.saved_model.load(str(self.path))
+        function = loaded.signatures["serving_default"]
+        (input_name,) = function.structured_input_signature[1].keys()
+
+        def call(images: np.ndarray) -> np.ndarray:
+            outputs: dict[str, Any] = function(**{input_name: tf.constant(images)})
+            name = "features" if "features" in outputs else next(iter(outputs))
+            return np.asarray(outputs[name].numpy(), dtype=np.float32)
+
+        self._loaded = loaded  # keep the graph alive as long as the function
+        self._call = call
+        return self
+
+    def features(self, frames: np.ndarray, batch_size: int) -> np.ndarray:
+        assert self._call is not None, "load() first"
+        parts = [self._call(frames[i:i + batch_size].astype(np.float32)) for i in range(0, len(frames), batch_size)]
+        return np.concatenate(parts) if parts else np.zeros((0, 0), np.float32)
+
+    def frames_per_s(self, frames: np.ndarray, batch_size: int) -> float:
+        """Frames/s over ``frames`` in batches of ``batch_size``, after one untimed warm-up batch."""
+        assert self._call is not None, "load() first"
+        self._call(frames[:batch_size].astype(np.float32))  # first call per shape traces/allocates
+        started = time.perf_counter()
+        self.features(frames, batch_size)
+        return len(frames) / max(time.perf_counter() - started, 1e-9)
