@@ -77,8 +77,12 @@ class DecodeCounters:
 
 
 def _check_readable(path: Path, what: str) -> None:
-    if not path.exists():
-        raise MediaError(f"no such {what}: {path}")
+    try:
+        path.stat()
+    except FileNotFoundError:
+        raise MediaError(f"no such {what}: {path}") from None
+    except PermissionError:
+        raise MediaError(f"cannot read {path} (permission denied on a directory above it)") from None
     if path.is_dir():
         raise MediaError(f"{path} is a directory, not a {what} file")
     if not os.access(path, os.R_OK):

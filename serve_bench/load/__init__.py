@@ -2,12 +2,14 @@
 
 from serve_bench.load._analysis import analyze, is_stable, window_stats
 from serve_bench.load._generators import LoadRun, PointSettings, run_closed_loop, run_open_loop
+from serve_bench.load._inputs import InputSet, load_input_data
 from serve_bench.load._multiproc import run_in_processes, split
 from serve_bench.load._payload import PAYLOADS, image_size_of, make_inputs, signature_for_payload
 from serve_bench.load._schedule import ARRIVALS, arrival_offsets
 
 __all__ = [
     "ARRIVALS",
+    "InputSet",
     "PAYLOADS",
     "LoadRun",
     "PointSettings",
@@ -15,6 +17,7 @@ __all__ = [
     "arrival_offsets",
     "image_size_of",
     "is_stable",
+    "load_input_data",
     "make_inputs",
     "run_closed_loop",
     "run_in_processes",
