@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import numpy as np
 import pytest
@@ -28,35 +27,168 @@ def _frame(i: int) -> np.ndarray:
     return np.full((4, 4, 3), i, np.float32)
 
 
-async def test_partial_batch_flushes_after_max_delay():
-    client, transport = _client(_double)
+class _Server:
+    """A fake server whose answers the test releases one by one; remembers each batch's frame numbers."""
 
-    async def slow_frames():
-        for i in range(3):
-            yield _frame(i)
-            await asyncio.sleep(0.2)  # longer than max_delay: each frame goes alone
+    def __init__(self) -> None:
+        self.batches: list[list[int]] = []
+        self._answers: list[tuple[asyncio.Future[dict[str, np.ndarray]], dict[str, np.ndarray]]] = []
 
-    results = [r async for r in predict_stream(client, slow_frames(), batch_size=8, max_delay_ms=30)]
-    assert [r.count for r in results] == [1, 1, 1]
-    assert [r.outputs["features"][0, 0] for r in results] == [0, 2, 4]
+    def __call__(self, inputs: dict[str, np.ndarray]) -> asyncio.Future[dict[str, np.ndarray]]:
+        self.batches.append([int(v) for v in inputs["images"][:, 0, 0, 0]])
+        answer: asyncio.Future[dict[str, np.ndarray]] = asyncio.get_running_loop().create_future()
+        self._answers.append((answer, _double(inputs)))
+        return answer
+
+    def release(self, call: int) -> None:
+        future, outputs = self._answers[call]
+        future.set_result(outputs)
 
 
-async def test_slow_server_slows_the_reader():
-    client, transport = _client(_double, delay=0.05)
-    read_times = []
+class _Frames:
+    """An async frame source the test feeds; ``asked`` counts how often the reader asked for a frame."""
 
-    def frames():
-        for i in range(40):
-            read_times.append(time.perf_counter())
-            yield _frame(i)
+    _END = None
 
+    def __init__(self) -> None:
+        self.queue: asyncio.Queue[np.ndarray | None] = asyncio.Queue()
+        self.asked = 0
+
+    def give(self, *numbers: int) -> None:
+        for n in numbers:
+            self.queue.put_nowait(_frame(n))
+
+    def end(self) -> None:
+        self.queue.put_nowait(self._END)
+
+    async def __aiter__(self):
+        while True:
+            self.asked += 1
+            frame = await self.queue.get()
+            if frame is None:
+                return
+            yield frame
+
+
+async def _until(condition, what: str) -> None:
+    """Let the event loop run until ``condition()`` holds (a state, not a time, decides)."""
+    for _ in range(10_000):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError(f"never happened: {what}")
+
+
+async def _settle() -> None:
+    for _ in range(200):  # plenty of loop turns for anything that would happen without new input
+        await asyncio.sleep(0)
+
+
+def _collect(stream) -> tuple[list, asyncio.Task]:
+    results: list = []
+
+    async def run() -> None:
+        async for result in stream:
+            results.append(result)
+
+    return results, asyncio.ensure_future(run())
+
+
+async def test_back_pressured_batch_keeps_filling_instead_of_going_out_partial():
+    # max_delay_ms=0: an idle server gets each frame at once; a busy one gets what piled up, in one batch
+    server = _Server()
+    client, _ = _client(server)
+    frames = _Frames()
+    results, task = _collect(predict_stream(client, frames, batch_size=4, max_delay_ms=0, max_in_flight=1))
+    frames.give(0)
+    await _until(lambda: len(server.batches) == 1, "first frame sent while the server is idle")
+    assert server.batches == [[0]]
+    for n in (1, 2, 3):  # one at a time, each long past max_delay before the next comes
+        frames.give(n)
+        await _until(lambda: frames.asked == n + 2, f"frame {n} read while the one slot is busy")
+        await _settle()
+    assert server.batches == [[0]]  # the oldest waited past max_delay, but no slot: no partial batch went out
+    server.release(0)
+    await _until(lambda: len(server.batches) == 2, "the batch sent when the slot freed")
+    assert server.batches[1] == [1, 2, 3]
+    frames.end()
+    server.release(1)
+    await task
+    assert [r.first_index for r in results] == [0, 1]
+    assert [list(r.outputs["features"][:, 0]) for r in results] == [[0], [2, 4, 6]]
+
+
+async def test_full_batch_with_no_free_slot_pauses_the_reader():
+    server = _Server()
+    client, transport = _client(server)
+    frames = _Frames()
     stats = StreamStats()
-    results = [r async for r in predict_stream(client, frames(), batch_size=2, max_delay_ms=1000, max_in_flight=2,
-                                              stats=stats)]
-    assert sum(r.count for r in results) == 40
-    assert transport.peak_in_flight <= 2 and stats.peak_in_flight <= 2
-    # 20 batches, 2 at a time, 50 ms each: the reader was held back to roughly the server's pace
-    assert read_times[-1] - read_times[0] > 0.3
+    results, task = _collect(predict_stream(client, frames, batch_size=2, max_delay_ms=0, max_in_flight=1,
+                                            stats=stats))
+    frames.give(0, 1, 2, 3, 4)  # all available at once
+    await _until(lambda: frames.asked >= 3, "reading resumed")
+    await _settle()
+    # frame 0 went alone (idle server); [1, 2] is full and waits for the slot; frame 3 stays unread
+    assert server.batches == [[0]]
+    assert frames.asked == 3
+    server.release(0)
+    await _until(lambda: len(server.batches) == 2, "second batch")
+    assert server.batches[1] == [1, 2]
+    frames.end()
+    for call in range(1, 3):
+        await _until(lambda: len(server.batches) > call, f"batch {call + 1}")
+        server.release(call)
+    await task
+    assert server.batches == [[0], [1, 2], [3, 4]]
+    assert [r.count for r in results] == [1, 2, 2]
+    assert transport.peak_in_flight == 1 and stats.peak_in_flight == 1
+
+
+async def test_idle_server_gets_a_partial_batch_after_max_delay():
+    # the stream pauses after frame 0 and never resumes until frame 0 was sent: only the
+    # max_delay timer can have sent it (the outcome does not depend on how long it took)
+    server = _Server()
+    client, _ = _client(server)
+    frames = _Frames()
+    results, task = _collect(predict_stream(client, frames, batch_size=8, max_delay_ms=5, max_in_flight=2))
+    frames.give(0)
+    await asyncio.wait_for(_until_async(lambda: len(server.batches) == 1), timeout=30)
+    assert server.batches == [[0]]
+    frames.give(1, 2)
+    frames.end()
+    server.release(0)
+    await _until(lambda: len(server.batches) == 2, "the rest at the end of the stream")
+    server.release(1)
+    await task
+    assert server.batches == [[0], [1, 2]]
+    assert [r.first_index for r in results] == [0, 1]
+
+
+async def test_stream_end_flushes_without_waiting_for_max_delay():
+    server = _Server()
+    client, _ = _client(server)
+    frames = _Frames()
+    results, task = _collect(predict_stream(client, frames, batch_size=8, max_delay_ms=3_600_000, max_in_flight=2))
+    frames.give(0, 1, 2)
+    frames.end()
+    await _until(lambda: len(server.batches) == 1, "flush at the end of the stream")
+    server.release(0)
+    await task
+    assert server.batches == [[0, 1, 2]] and [r.count for r in results] == [3]
+
+
+async def _until_async(condition) -> None:
+    while not condition():
+        await asyncio.sleep(0.001)
+
+
+async def test_bad_settings_are_refused():
+    client, _ = _client(_double)
+    for kwargs in ({"batch_size": 0}, {"batch_size": 2, "max_in_flight": 0},
+                   {"batch_size": 2, "max_delay_ms": float("nan")}, {"batch_size": 2, "max_delay_ms": -1}):
+        with pytest.raises(ValueError):
+            async for _ in predict_stream(client, [_frame(0)], **kwargs):
+                pass
 
 
 async def test_failed_batch_names_its_frames_fail_fast():

@@ -1,9 +1,12 @@
 """predict_stream: frames in, features out, in order, with bounded memory.
 
-A batch is sent when it holds ``batch_size`` frames or its oldest frame has
-waited ``max_delay_ms``. At most ``max_in_flight`` batches are outstanding
-(sent, or answered but not yet taken by the caller): when the server or the
-caller is slow, reading frames pauses instead of memory growing.
+At most ``max_in_flight`` batches are outstanding (sent, or answered but not
+yet taken by the caller). When a slot is free, a batch is sent as soon as it
+holds ``batch_size`` frames or its oldest frame has waited ``max_delay_ms``:
+that bound applies while the server keeps up. When no slot is free, the batch
+keeps filling up to ``batch_size`` and goes out when a slot frees; a full batch
+with no free slot pauses the reading, so memory stays bounded when the server
+or the caller is slow.
 
 A frame source that is a plain (sync) iterator, such as a video decoder, is
 read on a worker thread, so decoding overlaps with requests in flight.
@@ -84,7 +87,7 @@ async def predict_stream(
     stats: StreamStats | None = None,
 ) -> AsyncIterator[BatchResult]:
     """Yield one BatchResult per batch, in input order."""
-    if batch_size < 1 or max_in_flight < 1 or max_delay_ms < 0:
+    if batch_size < 1 or max_in_flight < 1 or not max_delay_ms >= 0:  # "not >=" also refuses NaN
         raise ValueError("batch_size and max_in_flight must be >= 1 and max_delay_ms >= 0")
     if on_error not in ("raise", "skip"):
         raise ValueError("on_error must be 'raise' or 'skip'")
@@ -94,8 +97,10 @@ async def predict_stream(
             raise ValueError(f"signature has inputs {sorted(info.inputs)}; name one with input_name=")
         input_name = next(iter(info.inputs)) if info is not None else "images"
     stats = stats if stats is not None else StreamStats()
-    slots = asyncio.Semaphore(max_in_flight)
-    ordered: asyncio.Queue[Any] = asyncio.Queue()
+    delay_s = max_delay_ms / 1000
+    free_slots = max_in_flight
+    slot_freed = asyncio.Event()
+    ordered: asyncio.Queue[Any] = asyncio.Queue()  # holds at most max_in_flight batches plus the end marker
 
     async def send(first: int, batch: list[Any]) -> BatchResult:
         started = time.perf_counter()
@@ -107,54 +112,72 @@ async def predict_stream(
             return BatchResult(first, len(batch), None, time.perf_counter() - started, exc)
         return BatchResult(first, len(batch), outputs, time.perf_counter() - started)
 
-    async def flush(first: int, batch: list[Any]) -> None:
-        await slots.acquire()  # backpressure: the reader waits here
+    def flush(first: int, batch: list[Any]) -> None:
+        nonlocal free_slots
+        free_slots -= 1
         stats.in_flight += 1
         stats.peak_in_flight = max(stats.peak_in_flight, stats.in_flight)
         stats.batches_sent += 1
         stats.frames_sent += len(batch)
-        await ordered.put(asyncio.ensure_future(send(first, batch)))
+        ordered.put_nowait(asyncio.ensure_future(send(first, batch)))
 
     async def produce() -> None:
+        # A batch goes out when a slot is free and it is full, or its oldest frame has
+        # waited max_delay_ms, or the stream ended. With no free slot the batch keeps
+        # filling: a partial batch sent the moment a slot frees would waste the slot on
+        # fewer frames while the next frames are already here. A full batch with no free
+        # slot stops the reading, which bounds memory.
         source = _frames(frames).__aiter__()
         batch: list[Any] = []
         first = index = 0
         oldest = 0.0
+        ended = False
         pending: asyncio.Future[Any] | None = None
+        slot_waiter: asyncio.Future[Any] | None = None
         try:
             while True:
-                if pending is None:
-                    pending = asyncio.ensure_future(source.__anext__())
-                timeout = None
-                if batch:
-                    timeout = max(0.0, oldest + max_delay_ms / 1000 - time.perf_counter())
-                done, _ = await asyncio.wait({pending}, timeout=timeout)
-                if not done:  # the oldest frame has waited long enough
-                    await flush(first, batch)
+                now = time.perf_counter()
+                due = bool(batch) and (len(batch) >= batch_size or ended or now >= oldest + delay_s)
+                if due and free_slots > 0:
+                    flush(first, batch)
                     batch, first = [], index
+                    continue
+                if ended and not batch:
+                    break
+                if not ended and pending is None and len(batch) < batch_size:
+                    pending = asyncio.ensure_future(source.__anext__())
+                waits: set[asyncio.Future[Any]] = {pending} if pending is not None else set()
+                timeout = None
+                if due:  # back-pressured: wait for a slot (and keep reading while the batch has room)
+                    slot_freed.clear()
+                    slot_waiter = asyncio.ensure_future(slot_freed.wait())
+                    waits.add(slot_waiter)
+                elif batch:
+                    timeout = max(0.0, oldest + delay_s - now)
+                await asyncio.wait(waits, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+                if slot_waiter is not None:
+                    slot_waiter.cancel()
+                    slot_waiter = None
+                if pending is None or not pending.done():
                     continue
                 try:
                     frame = pending.result()
                 except StopAsyncIteration:
-                    break
+                    ended = True
+                    continue
                 finally:
-                    if pending.done():
-                        pending = None
+                    pending = None
                 if not batch:
                     oldest = time.perf_counter()
                     first = index
                 batch.append(frame)
                 index += 1
-                if len(batch) >= batch_size:
-                    await flush(first, batch)
-                    batch = []
-            if batch:
-                await flush(first, batch)
-            await ordered.put(_END)
+            ordered.put_nowait(_END)
         except BaseException as exc:
-            if pending is not None:
-                pending.cancel()
-            await ordered.put(exc)
+            for future in (pending, slot_waiter):
+                if future is not None:
+                    future.cancel()
+            ordered.put_nowait(exc)
             if not isinstance(exc, Exception):
                 raise
 
@@ -170,7 +193,8 @@ async def predict_stream(
                 result = await item
             finally:
                 stats.in_flight -= 1
-                slots.release()
+                free_slots += 1
+                slot_freed.set()
             yield result
     finally:
         producer.cancel()
