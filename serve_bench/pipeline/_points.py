@@ -74,12 +74,12 @@ def stream_point(run: StreamRun, *, target: Target, model: str, signature: str, 
         decoder_held_s=round(run.held_seconds, 4), server_idle_s=round(run.server_idle_seconds, 4),
         request_bytes=run.request_bytes, response_bytes=run.response_bytes, encode_s=round(run.encode_seconds, 4),
         decoder_alone_fps=decoder_fps, inprocess_fps=inprocess_fps, limit=limit, limit_why=why,
-        payload=payload_kind, duration_s=round(run.duration, 4))
+        payload=payload_kind, duration_s=round(run.duration, 6))
     decode_mean = float(np.mean([r.decode_seconds for r in ok]) * 1e6) if ok else 0.0
     requests = max(len(run.records), 1)
     return Point(
         target=target, model=model, signature=signature, payload=VIDEO_PAYLOAD, batch_size=run.batch_size,
-        load=load, duration_s=round(run.duration, 4),
+        load=load, duration_s=round(run.duration, 6),
         counts=Counts.of(len(run.records), len(ok), run.frames, errors),
         throughput=Throughput(requests_per_s=len(ok) / run.duration, items_per_s=run.frames_per_s),
         latency=Latency(due=Percentiles.of(histogram), histogram=encode(histogram)),

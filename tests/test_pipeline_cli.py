@@ -1,0 +1,238 @@
+"""`serve-bench pipeline VIDEO`: a generated clip through the local server (tiny model), end to end,
+plus the stream measurements on an in-memory transport and every bad input."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from serve_bench.client import Client, FakeTransport, InvalidArgument
+from serve_bench.errors import UserError
+from serve_bench.media import decode_video
+from serve_bench.pipeline import LIMITS, add_pipeline_arguments, batching_answer, limit_of, run_pipeline_command
+from serve_bench.pipeline._stream import busy_seconds, run_stream
+from serve_bench.stats import OK, RequestRecord, read_points
+from tests._clips import corrupt_mjpeg_frame, write_clip, write_zero_frame_clip
+from tests._servers import local_server
+
+FRAMES = 30
+
+
+def pipeline(argv: list[str]) -> int:
+    """`serve-bench pipeline ARGV` through the functions the CLI dispatches to."""
+    parser = argparse.ArgumentParser()
+    add_pipeline_arguments(parser)
+    return run_pipeline_command(parser.parse_args(argv))
+
+
+@pytest.fixture(scope="module")
+def server(models_dir):
+    with local_server(models_dir) as running:
+        yield running
+
+
+def test_pipeline_end_to_end(server, models_dir, reference, tmp_path, capsys):
+    """All frames processed in order, features equal to in-process TensorFlow on the same frames,
+    frames/s consistent with the points' request counts."""
+    clip = write_clip(tmp_path / "clip.mp4", codec="libx264", frames=FRAMES, size=(97, 61))
+    out, run = tmp_path / "features.npy", tmp_path / "run"
+    code = pipeline([str(clip), "--target", server.grpc_url, "--model", "tiny", "--batch-sizes", "1,4",
+                     "--max-in-flight", "1,2", "--payload", "float,jpeg", "--max-delay-ms", "10000",
+                     "--models-dir", str(models_dir), "--results", str(run), "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0
+
+    features = np.load(out)
+    frames = np.stack(list(decode_video(clip, 64, 64))).astype(np.float32)
+    assert features.shape == (FRAMES, 32)
+    assert np.allclose(features, reference(frames), atol=1e-5)  # every frame, in frame order
+
+    points = read_points(run)
+    assert len(points) == 2 * 2 * 2
+    seen = set()
+    for point in points:
+        figures = point.pipeline
+        assert figures is not None and point.inputs is not None
+        assert point.payload == "video" and point.load.mode == "stream"
+        assert point.signature == {"float": "serving_default", "jpeg": "serving_bytes"}[figures.payload]
+        seen.add((figures.payload, point.batch_size, point.load.concurrency))
+        # full batches (max delay 10 s), the last one partial
+        requests = math.ceil(FRAMES / point.batch_size)
+        assert (point.counts.requests, point.counts.ok, point.counts.items) == (requests, requests, FRAMES)
+        assert figures.frames == FRAMES and figures.failed_frames == 0
+        assert point.throughput.items_per_s * point.duration_s == pytest.approx(FRAMES, rel=1e-3)
+        assert point.throughput.requests_per_s * point.duration_s == pytest.approx(requests, rel=1e-3)
+        assert figures.frames_per_s == pytest.approx(point.throughput.items_per_s)
+        assert figures.limit in LIMITS and figures.decoder_alone_fps and figures.inprocess_fps
+        assert 0 <= figures.decoder_held_s <= figures.duration_s and 0 <= figures.server_idle_s <= figures.duration_s
+        assert figures.frame_latency.count == FRAMES
+        assert (point.inputs.kind, point.inputs.codec, point.inputs.width, point.inputs.height,
+                point.inputs.frames, point.inputs.count) == ("video", "h264", 97, 61, FRAMES, FRAMES)
+        per_frame = {"float": 64 * 64 * 3 * 4, "jpeg": point.inputs.mean_bytes}[figures.payload]
+        assert figures.request_bytes >= FRAMES * per_frame  # tensors/bytes plus the request's framing
+    assert seen == {(p, b, m) for p in ("float", "jpeg") for b in (1, 4) for m in (1, 2)}
+    assert "batching 4 frames per request:" in printed and "is the limit" in printed
+    assert "served features match in-process TensorFlow" in printed
+
+
+def test_corrupt_frame_mid_file_is_skipped_and_counted(server, tmp_path):
+    clip = write_clip(tmp_path / "clip.avi", codec="mjpeg", frames=12, size=(65, 47))
+    corrupt_mjpeg_frame(clip, 5)
+    out = tmp_path / "f.npy"
+    code = pipeline([str(clip), "--target", server.rest_url, "--model", "tiny", "--batch-sizes", "4",
+                     "--max-in-flight", "2", "--no-inprocess", "--results", str(tmp_path / "run"), "--out", str(out)])
+    assert code == 0
+    (point,) = read_points(tmp_path / "run")
+    assert point.inputs is not None and point.inputs.skipped == 1 and point.counts.items == 11
+    assert np.load(out).shape == (11, 32)
+
+
+def test_rest_and_variable_frame_rate(server, tmp_path):
+    clip = write_clip(tmp_path / "vfr.mkv", codec="mjpeg", frames=8, size=(64, 48),
+                      pts=[0, 10, 300, 310, 320, 900, 1500, 1501])
+    code = pipeline([str(clip), "--target", server.rest_url, "--model", "tiny", "--batch-sizes", "3",
+                     "--max-in-flight", "1", "--no-inprocess", "--results", str(tmp_path / "run")])
+    assert code == 0
+    (point,) = read_points(tmp_path / "run")
+    assert point.counts.items == 8 and point.counts.requests == 3 and point.target.protocol == "rest"
+
+
+def test_compare_reads_two_pipeline_runs(server, tmp_path):
+    from serve_bench.report import compare_runs
+
+    clip = write_clip(tmp_path / "clip.mp4", frames=8, size=(64, 48))
+    for run in ("a", "b"):
+        assert pipeline([str(clip), "--target", server.grpc_url, "--model", "tiny", "--batch-sizes", "2",
+                         "--max-in-flight", "1", "--no-inprocess", "--results", str(tmp_path / run)]) == 0
+    result = compare_runs(tmp_path / "a", tmp_path / "b")
+    assert len(result.rows) == 1 and not result.only_a and not result.only_b
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--batch-sizes", "0"], "--batch-sizes"),
+    (["--batch-sizes", "a,b"], "--batch-sizes"),
+    (["--max-in-flight", ""], "--max-in-flight"),
+    (["--payload", "png"], "--payload"),
+    (["--max-frames", "0"], "--max-frames"),
+    (["--target", "ftp://host"], "unknown scheme"),
+])
+def test_bad_flags(tmp_path, argv, message):
+    clip = write_clip(tmp_path / "clip.mp4", frames=2, size=(64, 48))
+    with pytest.raises(UserError, match=message):
+        pipeline([str(clip), "--model", "tiny", *argv])
+
+
+def test_bad_videos(server, tmp_path):
+    text = tmp_path / "notes.mp4"
+    text.write_text("not frames\n" * 100)
+    cases = [(tmp_path / "missing.mp4", "no such video"), (text, "not a video FFmpeg can read"),
+             (write_zero_frame_clip(tmp_path / "empty.avi"), "no decodable video frames")]
+    for path, message in cases:
+        with pytest.raises(UserError, match=message):
+            pipeline([str(path), "--target", server.grpc_url, "--model", "tiny", "--no-inprocess",
+                      "--results", str(tmp_path / "run")])
+
+
+def test_unknown_model_is_a_user_error(server, tmp_path):
+    clip = write_clip(tmp_path / "clip.mp4", frames=2, size=(64, 48))
+    with pytest.raises(UserError, match="nope"):
+        pipeline([str(clip), "--target", server.grpc_url, "--model", "nope", "--results", str(tmp_path / "run")])
+
+
+# --- the stream's measurements, on an in-memory transport ------------------------------
+
+
+def _fake_client(delay: float, fail_batches: set[int] | None = None) -> tuple[Client, FakeTransport]:
+    from serve_bench.client._fake import image_signature
+
+    calls = {"n": 0}
+
+    def handler(inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        calls["n"] += 1
+        if fail_batches and calls["n"] in fail_batches:
+            raise InvalidArgument("bad batch", status="INVALID_ARGUMENT")
+        images = inputs["images"]
+        return {"features": images.reshape(len(images), -1)[:, :2].copy()}
+
+    transport = FakeTransport(handler, delay=delay, signatures=image_signature(4, 4, 2))
+    client = Client(transport, "fake")
+    client.signatures = transport.signatures
+    return client, transport
+
+
+def _frames(count: int, pause: float = 0.0):
+    for index in range(count):
+        if pause:
+            time.sleep(pause)
+        yield np.full((4, 4, 3), index, np.float32)
+
+
+def test_slow_server_holds_the_decoder_back():
+    """Server 20 ms per batch, frames free: the source spends most of the stream blocked."""
+    client, transport = _fake_client(delay=0.02)
+    run = asyncio.run(run_stream(client, _frames(24), 2, 2, keep_features=True))
+    assert run.frames == 24 and transport.peak_in_flight == 2
+    assert run.features is not None and list(run.features[:, 0]) == list(range(24))  # in order
+    # 12 batches, 2 at a time, 20 ms each: >= 120 ms of which the source waits nearly all
+    assert run.held_seconds > 0.5 * run.duration
+    assert run.server_idle_seconds < 0.3 * run.duration
+    assert limit_of(run, decoder_fps=None, inprocess_fps=None)[0] == "server or network"
+    assert limit_of(run, None, inprocess_fps=run.frames_per_s * 1.05)[0] == "server"
+    assert limit_of(run, None, inprocess_fps=run.frames_per_s * 10)[0] == "network"
+
+
+def test_slow_decoder_leaves_the_server_idle():
+    """Frames every 10 ms, an instant server: the server waits for frames most of the time."""
+    client, _ = _fake_client(delay=0.0)
+    run = asyncio.run(run_stream(client, _frames(20, pause=0.01), 1, 2))
+    assert run.frames == 20
+    assert run.server_idle_seconds > 0.5 * run.duration
+    assert run.held_seconds < 0.2 * run.duration
+    limit, why = limit_of(run, decoder_fps=None, inprocess_fps=None)
+    assert limit == "decoder" and "waited for frames" in why
+
+
+def test_failed_batches_are_counted_and_left_as_nan():
+    client, _ = _fake_client(delay=0.0, fail_batches={2})
+    run = asyncio.run(run_stream(client, _frames(6), 2, 1, keep_features=True))
+    assert run.failed_frames == 2 and run.frames == 4
+    assert run.features is not None and np.isnan(run.features[2:4]).all() and not np.isnan(run.features[:2]).any()
+    assert [r.status for r in run.records].count("INVALID_ARGUMENT") == 1
+
+
+def test_busy_seconds_is_the_union_of_requests_in_flight():
+    def record(sent: float, done: float) -> RequestRecord:
+        return RequestRecord(sent, sent, done, OK, 1, 0, 0.0)
+
+    records = [record(1.0, 3.0), record(2.0, 4.0), record(6.0, 7.0), record(6.5, 6.8)]
+    assert busy_seconds(records, 0.0, 10.0) == pytest.approx(4.0)
+    assert busy_seconds(records, 0.0, 6.5) == pytest.approx(3.5)
+
+
+def test_batching_answer_names_the_gain_and_the_limit():
+    client, _ = _fake_client(delay=0.0)
+    slow = asyncio.run(run_stream(client, _frames(4, pause=0.01), 1, 1))
+    fast = asyncio.run(run_stream(client, _frames(16), 16, 1))
+    runs = [("float", slow), ("float", fast)]
+    text = batching_answer(runs, {id(slow): "decoder", id(fast): "server"})
+    ratio = fast.frames_per_s / slow.frames_per_s
+    assert text.startswith(f"batching 16 frames per request: {fast.frames_per_s:.1f} fps vs "
+                           f"{slow.frames_per_s:.1f} fps unbatched (×{ratio:.2f})")
+    assert text.endswith("the server is the limit")
+
+
+def test_importing_the_pipeline_imports_neither_tensorflow_nor_the_server():
+    import subprocess
+    import sys
+
+    code = ("import sys, serve_bench.pipeline, serve_bench.load; "
+            "print(sorted(m for m in sys.modules if m.startswith('tensorflow') or m.startswith('serve_bench.server')))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                            cwd=Path(__file__).parent.parent)
+    assert result.stdout.strip() == "[]", result.stderr
