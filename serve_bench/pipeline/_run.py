@@ -19,7 +19,7 @@ from serve_bench.pipeline._stream import StreamRun, run_stream
 from serve_bench.pipeline._verdict import batching_answer, limit_of
 from serve_bench.stats import InputSource, Point, Target
 
-__all__ = ["PAYLOAD_SIGNATURES", "PipelineConfig", "PipelineOutcome", "run_pipeline"]
+__all__ = ["PAYLOAD_SIGNATURES", "PipelineConfig", "PipelineOutcome", "run_pipeline", "video_features"]
 
 PAYLOAD_SIGNATURES = {"float": "serving_default", "jpeg": "serving_bytes"}
 
@@ -81,9 +81,10 @@ def _server_kind(client: Client) -> tuple[str, str]:
     return "unknown", ""
 
 
-def _float_frames(config: PipelineConfig, size: tuple[int, int], counters: DecodeCounters) -> Iterator[np.ndarray]:
+def _float_frames(video: Path, max_frames: int | None, size: tuple[int, int],
+                  counters: DecodeCounters) -> Iterator[np.ndarray]:
     height, width = size
-    for frame in decode_video(config.video, width, height, counters=counters, max_frames=config.max_frames):
+    for frame in decode_video(video, width, height, counters=counters, max_frames=max_frames):
         yield frame.astype(np.float32)  # the signature takes float32 pixels 0-255
 
 
@@ -91,6 +92,24 @@ def _as_string_item(data: bytes) -> np.ndarray:
     item = np.empty((), dtype=object)  # 0-d: predict_stream stacks items into a [n] string batch
     item[()] = data
     return item
+
+
+async def video_features(client: Client, video: str | Path, *, batch_size: int = 16, max_in_flight: int = 4,
+                         max_delay_ms: float = 50.0, max_frames: int | None = None,
+                         on_progress: Callable[[int], None] | None = None) -> StreamRun:
+    """Features of every decodable frame of ``video``, in frame order (``run.features``), from an open client.
+
+    Frames are decoded on a worker thread and scaled to the model's input by FFmpeg; at
+    most ``max_in_flight`` batches are outstanding. The StreamRun also says how long it
+    took, how long the decoder was held back and how long the server waited.
+    """
+    probe_video(video)  # one clear error for a missing or non-video file before anything starts
+    counters = DecodeCounters()
+    run = await run_stream(client, _float_frames(Path(video), max_frames, _model_size(client), counters), batch_size,
+                           max_in_flight, max_delay_ms=max_delay_ms, keep_features=True, on_progress=on_progress)
+    if counters.decoded == 0:
+        raise MediaError(f"{video}: no decodable video frames")
+    return run
 
 
 async def _connect(config: PipelineConfig, signature: str) -> Client:
@@ -196,7 +215,7 @@ async def _sweep_payload(config: PipelineConfig, payload: str, float_client: Cli
                     raise UserError(f"the warm-up request (batch {batch}, {payload}) failed: {exc}") from exc
                 keep = config.keep_features and outcome.features is None and payload == "float"
                 frames: Any = (_as_string_item(e) for e in encoded) if payload == "jpeg" else \
-                    _float_frames(config, outcome.image_size, DecodeCounters())
+                    _float_frames(config.video, config.max_frames, outcome.image_size, DecodeCounters())
                 run = await run_stream(client, frames, batch, in_flight, max_delay_ms=config.max_delay_ms,
                                        keep_features=keep or (inprocess is not None and not outcome.runs))
                 _check_against_inprocess(run, inprocess, compare, outcome)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -164,11 +164,11 @@ def busy_seconds(records: list[RequestRecord], start: float, end: float) -> floa
 
 async def run_stream(client: Client, source: Iterable[Any], batch_size: int, max_in_flight: int, *,
                      max_delay_ms: float = 50.0, capacity: int | None = None, output_name: str | None = None,
-                     keep_features: bool = False) -> StreamRun:
+                     keep_features: bool = False, on_progress: Callable[[int], None] | None = None) -> StreamRun:
     """Stream ``source`` through ``client`` with predict_stream and time it.
 
     Failed batches are counted (``failed_frames``) and the stream goes on; their
-    rows in ``features`` are NaN.
+    rows in ``features`` are NaN. ``on_progress(frames_done)`` is called after each batch.
     """
     recorder = _RecordingClient(client)
     feeder = _Feeder(source, capacity if capacity is not None else batch_size)
@@ -180,6 +180,8 @@ async def run_stream(client: Client, source: Iterable[Any], batch_size: int, max
                                        on_error="skip"):
         now = time.perf_counter()
         done_at.extend([now] * result.count)
+        if on_progress is not None:
+            on_progress(len(done_at))
         if result.outputs is None:
             failed += result.count
             if len(errors) < 5:
