@@ -44,6 +44,11 @@ class Transport(Protocol):
     """One small async interface per seam: gRPC, REST and the in-memory fake implement it."""
 
     url: str
+    # what the server said it is ("serve-bench-local/0.1.0 …" from the local server; "" when it did not say)
+    server_identity: str
+    # output alias -> DataType number, learnt from the signature when a client opens; a transport whose
+    # wire format carries no dtype (REST JSON) decodes with it
+    output_dtypes: dict[str, int]
 
     async def send(self, request: PreparedRequest, timeout: float | None) -> Any:
         """Send a prepared request; return the raw (undecoded) response."""

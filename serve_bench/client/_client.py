@@ -85,8 +85,8 @@ class Client:
                 f"{self.url}: model {self.model!r} has no signature {self.signature!r}; "
                 f"it has {', '.join(sorted(self.signatures))}", url=self.url)
         info = self.signatures.get(self.signature)
-        if info is not None and hasattr(self.transport, "output_dtypes"):
-            self.transport.output_dtypes = {k: v.dtype for k, v in info.outputs.items()}  # type: ignore[attr-defined]
+        if info is not None:
+            self.transport.output_dtypes = {k: v.dtype for k, v in info.outputs.items()}
 
     @property
     def signature_info(self) -> SignatureInfo | None:

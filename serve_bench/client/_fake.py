@@ -27,6 +27,8 @@ class FakeTransport:
         self.calls = 0
         self.in_flight = 0
         self.peak_in_flight = 0
+        self.server_identity = ""
+        self.output_dtypes: dict[str, int] = {}
 
     def encode(self, inputs: dict[str, np.ndarray], signature: str) -> Any:
         # a real byte count, so size bookkeeping behaves as with the real transports

@@ -67,6 +67,7 @@ class GrpcTransport:
         self._metadata = self._channel.unary_unary(_METADATA)
         self._status = self._channel.unary_unary(_STATUS)
         self.server_identity = ""
+        self.output_dtypes: dict[str, int] = {}  # unused: responses carry their dtype
         self._response_type = _protos.message("tensorflow.serving.PredictResponse")
 
     def _model_spec(self, spec: Any) -> None:
