@@ -1,0 +1,87 @@
+"""RunDigest: what --processes children send instead of their records, and how digests add up."""
+
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from serve_bench.load._digest import digest_records, merge_digests
+from serve_bench.stats import OK, RequestRecord, histogram_of
+
+
+def _records(seed: int, count: int, start: float, span: float, error_every: int = 0) -> list[RequestRecord]:
+    rng = np.random.default_rng(seed)
+    due = np.sort(rng.uniform(start, start + span, count))
+    lag = rng.uniform(0, 0.0005, count)
+    service = rng.lognormal(np.log(0.01), 0.3, count)
+    records = []
+    for i, (d, l, s) in enumerate(zip(due, lag, service)):
+        failed = bool(error_every) and i % error_every == 0
+        records.append(RequestRecord(float(d), float(d + l), float(d + l + s), "UNAVAILABLE" if failed else OK, 2,
+                                     100, 0.0001))
+    return records
+
+
+def test_merged_digests_equal_the_digest_of_all_records():
+    # two "processes" over the same window: merging their digests must give what one digest
+    # of all records gives (histograms added with HdrHistogram.add, counters summed)
+    a = _records(1, 3000, 100.0, 6.0, error_every=50)
+    b = _records(2, 2000, 100.0, 6.0)
+    window = (101.0, 106.0)
+    merged = merge_digests([digest_records(a, "open", *window), digest_records(b, "open", *window)])
+    whole = digest_records(a + b, "open", *window)
+    assert (merged.requests, merged.ok, merged.items) == (whole.requests, whole.ok, whole.items)
+    assert merged.errors == whole.errors and dict(merged.errors)["UNAVAILABLE"] > 0
+    assert merged.sent_in_window == whole.sent_in_window
+    for name in ("latency", "latency_sent", "schedule_lag"):
+        left, right = merged.histogram(name), whole.histogram(name)
+        assert left.get_total_count() == right.get_total_count() > 0
+        for percentile in (50, 99, 99.9):
+            assert left.get_value_at_percentile(percentile) == right.get_value_at_percentile(percentile)
+    for left, right in zip(merged.windows(3), whole.windows(3)):
+        assert left == pytest.approx(right)
+    assert merged.processes == 2
+
+
+def test_digest_counts_as_the_analysis_does():
+    records = _records(3, 1000, 10.0, 4.0)
+    open_digest = digest_records(records, "open", 11.0, 13.0)
+    due_inside = [r for r in records if 11.0 <= r.intended < 13.0]
+    assert open_digest.requests == len(due_inside) == open_digest.ok
+    assert open_digest.items == 2 * len(due_inside)
+    expected = histogram_of([(r.done - r.intended) * 1e6 for r in due_inside])
+    assert open_digest.histogram().get_value_at_percentile(99) == expected.get_value_at_percentile(99)
+    closed = digest_records(records, "closed", 11.0, 13.0)
+    assert closed.requests == sum(1 for r in records if 11.0 <= r.done < 13.0)
+    assert closed.latency_sent == "" and closed.schedule_lag == ""
+
+
+def test_windows_hold_equal_shares_and_see_a_slowdown():
+    # first half answered at 100 items/s, second half at 50: the windows say so
+    fast = [RequestRecord(t, t, t + 0.01, OK, 1, 10, 0.0) for t in np.arange(0.0, 5.0, 0.01)]
+    slow = [RequestRecord(t, t, t + 0.01, OK, 1, 10, 0.0) for t in np.arange(5.0, 10.0, 0.02)]
+    digest = digest_records(fast + slow, "closed", 0.0, 10.0)
+    windows = digest.windows(2)
+    assert [w[0] for w in windows] == [500, 250] or abs(windows[0][0] - windows[1][0]) <= 30
+    rates = [w[1] for w in digest.windows(4)]
+    assert rates[0] == pytest.approx(100, rel=0.06) and rates[-1] == pytest.approx(50, rel=0.06)
+    assert sum(w[0] for w in digest.windows(3)) == digest.ok
+
+
+def test_digest_size_is_bounded_whatever_the_request_count():
+    # an HdrHistogram has a bounded number of buckets: 4x the requests, well under 2x the digest (1.5x measured)
+    records = _records(4, 200_000, 0.0, 5.0)
+    quarter = len(pickle.dumps(digest_records(records[::4], "open", 0.0, 5.0)))
+    whole = len(pickle.dumps(digest_records(records, "open", 0.0, 5.0)))
+    assert whole < 2 * quarter
+    assert whole < len(pickle.dumps(records)) / 100
+
+
+def test_digests_of_different_runs_do_not_merge():
+    records = _records(5, 100, 0.0, 1.0)
+    with pytest.raises(ValueError):
+        merge_digests([digest_records(records, "open", 0, 1), digest_records(records, "closed", 0, 1)])
+    with pytest.raises(ValueError):
+        merge_digests([])
