@@ -19,3 +19,6 @@ class RequestRecord(NamedTuple):
     items: int  # images in the request
     nbytes: int  # request size on the wire
     decode_seconds: float  # time spent decoding the response (inside done - sent)
+    # the client's error class (a ServeBenchError subclass; stats does not import the client) or None when OK:
+    # callers test the class (issubclass(record.error, ConnectError)), never the status text
+    error: type[Exception] | None = None
