@@ -28,7 +28,7 @@ def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-delay-ms", type=float, default=50.0, help="send a partial batch after this wait")
     parser.add_argument("--max-frames", type=int, default=None, help="use only the first N frames")
     parser.add_argument("--timeout", type=float, default=60.0, help="per-request deadline in seconds (default 60)")
-    parser.add_argument("--name", default="pipeline", help="target name in the results")
+    parser.add_argument("--name", default="pipeline", help="target name in the results (the payload is appended)")
     parser.add_argument("--device", default="cpu", help="label for the target (cpu, gpu)")
     parser.add_argument("--models-dir", default="exported_models",
                         help="where the SavedModel is, for the in-process TensorFlow comparison")

@@ -151,8 +151,10 @@ async def run_pipeline(config: PipelineConfig, on_point: Callable[[Point], None]
         compare = np.stack(kept)
         inprocess = _inprocess(config, compare, outcome, say)
         kind, version = _server_kind(float_client)
-        target = Target(config.name, config.target, config.device, server=kind, server_version=version)
         for payload in config.payloads:
+            # one target per payload, so `report` draws float and jpeg as two curves
+            target = Target(f"{config.name}-{payload}", config.target, config.device, server=kind,
+                            server_version=version)
             await _sweep_payload(config, payload, float_client, target, outcome, inprocess, compare, on_point, say)
     finally:
         await float_client.aclose()

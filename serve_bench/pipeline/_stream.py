@@ -52,7 +52,7 @@ class _RecordingClient(Client):
             outputs = self.transport.decode(raw)
         except ServeBenchError as exc:
             self.records.append(RequestRecord(sent, sent, time.perf_counter(), exc.status or type(exc).__name__,
-                                              prepared.items, prepared.nbytes, 0.0))
+                                              prepared.items, prepared.nbytes, 0.0, type(exc)))
             raise
         done = time.perf_counter()
         self.response_bytes += len(raw) if isinstance(raw, (bytes, bytearray)) else 0
