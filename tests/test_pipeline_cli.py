@@ -133,10 +133,13 @@ def test_bad_videos(server, tmp_path):
     text.write_text("not frames\n" * 100)
     cases = [(tmp_path / "missing.mp4", "no such video"), (text, "not a video FFmpeg can read"),
              (write_zero_frame_clip(tmp_path / "empty.avi"), "no decodable video frames")]
-    for path, message in cases:
+    for index, (path, message) in enumerate(cases):
+        run = tmp_path / f"run{index}"
         with pytest.raises(UserError, match=message):
             pipeline([str(path), "--target", server.grpc_url, "--model", "tiny", "--no-inprocess",
-                      "--results", str(tmp_path / "run")])
+                      "--results", str(run)])
+        if index < 2:  # found out before anything is written
+            assert not run.exists()
 
 
 def test_unknown_model_is_a_user_error(server, tmp_path):

@@ -50,9 +50,10 @@ def _sizes(text: str, flag: str) -> tuple[int, ...]:
 
 
 def config_from_args(args: argparse.Namespace) -> PipelineConfig:
-    payloads = tuple(p.strip() for p in args.payload.split(",") if p.strip())
-    if not payloads or any(p not in PAYLOAD_SIGNATURES for p in payloads):
+    asked = {p.strip() for p in args.payload.split(",") if p.strip()}
+    if not asked or not asked <= set(PAYLOAD_SIGNATURES):
         raise UserError(f"--payload {args.payload!r}: use float, jpeg or float,jpeg")
+    payloads = tuple(p for p in PAYLOAD_SIGNATURES if p in asked)  # float first: --out gets exact pixels
     if args.max_frames is not None and args.max_frames < 1:
         raise UserError("--max-frames must be >= 1")
     if args.timeout <= 0 or args.max_delay_ms < 0 or args.compare_frames < 1:
@@ -76,7 +77,10 @@ def run_pipeline_command(args: argparse.Namespace) -> int:
     """Run `serve-bench pipeline`; UserError for bad input (the CLI prints it, exit 2)."""
     from serve_bench.stats import ResultsWriter, collect_run_metadata
 
+    from serve_bench.media import probe_video
+
     config = config_from_args(args)
+    probe_video(config.video)  # a missing or non-video file fails before a results directory is made
     out = Path(args.out) if args.out else None
     if out is not None and not out.parent.exists():
         raise UserError(f"--out {out}: directory {out.parent} does not exist")

@@ -215,7 +215,7 @@ async def _sweep_payload(config: PipelineConfig, payload: str, float_client: Cli
                                           else "images": np.stack(first)})
                 except ServeBenchError as exc:
                     raise UserError(f"the warm-up request (batch {batch}, {payload}) failed: {exc}") from exc
-                keep = config.keep_features and outcome.features is None and payload == "float"
+                keep = config.keep_features and outcome.features is None  # float first: exact pixels
                 frames: Any = (_as_string_item(e) for e in encoded) if payload == "jpeg" else \
                     _float_frames(config.video, config.max_frames, outcome.image_size, DecodeCounters())
                 run = await run_stream(client, frames, batch, in_flight, max_delay_ms=config.max_delay_ms,
@@ -223,6 +223,9 @@ async def _sweep_payload(config: PipelineConfig, payload: str, float_client: Cli
                 _check_against_inprocess(run, inprocess, compare, outcome)
                 if keep:
                     outcome.features = run.features
+                    if payload == "jpeg":
+                        outcome.notes.append("--out: features of the JPEG-encoded frames (lossy), as no float "
+                                             "payload was measured")
                 limit, why = limit_of(run, outcome.decoder_fps if payload == "float" else None,
                                       outcome.inprocess_fps.get(batch))
                 outcome.runs.append((payload, run))
