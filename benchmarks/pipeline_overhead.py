@@ -10,12 +10,18 @@ its own process, and for each batch size alternates, in the same run on the same
 If decoding and serving overlapped perfectly the pipeline would reach min(decoder, served);
 run one after the other they would reach 1 / (1/decoder + 1/served). The figures say where
 between the two the pipeline lands, and its cost per frame beyond the ideal.
+
+Wall-clock rates move with whatever else the machine runs; this process's CPU time per
+frame does much less, so it is reported too: the pipeline's own cost per frame is its CPU
+per frame minus the decoder's and the served stream's (client side; the server runs in its
+own process).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import tempfile
 import time
@@ -44,16 +50,23 @@ def write_clip(path: Path, frames: int, width: int, height: int) -> None:
             container.mux(packet)
 
 
-def decoder_alone(clip: Path, width: int, height: int) -> tuple[float, list[np.ndarray]]:
+def _cpu() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+def decoder_alone(clip: Path, width: int, height: int) -> tuple[float, float, list[np.ndarray]]:
+    """(frames/s, CPU ms per frame, frames)."""
     from serve_bench.media import decode_video
 
-    started = time.perf_counter()
+    cpu, started = _cpu(), time.perf_counter()
     frames = list(decode_video(clip, width, height))
-    return len(frames) / (time.perf_counter() - started), frames
+    return len(frames) / (time.perf_counter() - started), (_cpu() - cpu) / len(frames) * 1000, frames
 
 
-async def stream_fps(url: str, model: str, source: object, batch: int, in_flight: int) -> tuple[float, float, float]:
-    """(frames/s, decoder-held share, server-idle share) of one stream."""
+async def stream_fps(url: str, model: str, source: object, batch: int,
+                     in_flight: int) -> tuple[float, float, float, float]:
+    """(frames/s, client CPU ms per frame, decoder-held share, server-idle share) of one stream."""
     from serve_bench.client import connect
     from serve_bench.pipeline import run_stream
 
@@ -62,8 +75,10 @@ async def stream_fps(url: str, model: str, source: object, batch: int, in_flight
         shape = client.signature_info.inputs[first].shape if client.signature_info else None
         assert shape is not None
         await client.predict({first: np.zeros((batch, *shape[1:]), np.float32)})  # warm-up at this shape
+        cpu = _cpu()
         run = await run_stream(client, source, batch, in_flight)  # type: ignore[arg-type]
-    return run.frames_per_s, run.held_seconds / run.duration, run.server_idle_seconds / run.duration
+        cpu_ms = (_cpu() - cpu) / max(run.frames, 1) * 1000
+    return run.frames_per_s, cpu_ms, run.held_seconds / run.duration, run.server_idle_seconds / run.duration
 
 
 def main() -> None:
@@ -92,26 +107,30 @@ def main() -> None:
             print(f"{args.model}, clip {args.frames} frames H.264 {width}x{height} -> {spec.width}x{spec.height}, "
                   f"gRPC, {args.max_in_flight} batches in flight, {args.rounds} alternating rounds, medians")
             print("| batch | decoder fps | served fps | pipeline fps | pipeline / min | pipeline / serial "
-                  "| cost per frame beyond min | decoder held | server idle |")
-            print("|---|---|---|---|---|---|---|---|---|")
+                  "| decoder held | server idle | client CPU ms/frame: decoder + served = sum | pipeline "
+                  "| pipeline's own |")
+            print("|---|---|---|---|---|---|---|---|---|---|---|")
             for batch in (int(b) for b in args.batch_sizes.split(",")):
-                decoder, served, piped, held, idle = [], [], [], [], []
+                figures: dict[str, list[float]] = {k: [] for k in ("d", "s", "p", "held", "idle", "dc", "sc", "pc")}
                 for _ in range(args.rounds):
-                    fps, frames = decoder_alone(clip, spec.width, spec.height)
-                    decoder.append(fps)
+                    fps, cpu_ms, frames = decoder_alone(clip, spec.width, spec.height)
+                    figures["d"].append(fps)
+                    figures["dc"].append(cpu_ms)
                     floats = [f.astype(np.float32) for f in frames]
-                    served.append(asyncio.run(stream_fps(url, args.model, floats, batch, args.max_in_flight))[0])
+                    fps, cpu_ms, _, _ = asyncio.run(stream_fps(url, args.model, floats, batch, args.max_in_flight))
+                    figures["s"].append(fps)
+                    figures["sc"].append(cpu_ms)
                     live = (f.astype(np.float32) for f in decode_video(clip, spec.width, spec.height))
-                    fps, held_share, idle_share = asyncio.run(stream_fps(url, args.model, live, batch,
-                                                                         args.max_in_flight))
-                    piped.append(fps)
-                    held.append(held_share)
-                    idle.append(idle_share)
-                d, s, p = (statistics.median(v) for v in (decoder, served, piped))
+                    fps, cpu_ms, held, idle = asyncio.run(stream_fps(url, args.model, live, batch,
+                                                                     args.max_in_flight))
+                    for key, value in (("p", fps), ("pc", cpu_ms), ("held", held), ("idle", idle)):
+                        figures[key].append(value)
+                m = {k: statistics.median(v) for k, v in figures.items()}
+                d, s, p = m["d"], m["s"], m["p"]
                 ideal, serial = min(d, s), 1 / (1 / d + 1 / s)
                 print(f"| {batch} | {d:.0f} | {s:.0f} | {p:.0f} | {p / ideal:.2f} | {p / serial:.2f} | "
-                      f"{(1 / p - 1 / ideal) * 1000:.2f} ms | {statistics.median(held):.0%} | "
-                      f"{statistics.median(idle):.0%} |")
+                      f"{m['held']:.0%} | {m['idle']:.0%} | {m['dc']:.2f} + {m['sc']:.2f} = {m['dc'] + m['sc']:.2f} | "
+                      f"{m['pc']:.2f} | {m['pc'] - m['dc'] - m['sc']:+.2f} |")
         finally:
             server.stop()
 
