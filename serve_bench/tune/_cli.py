@@ -1,0 +1,129 @@
+"""`serve-bench tune SPEC.toml`: the command's arguments, progress lines and the printed answer."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import tempfile
+from pathlib import Path
+
+from serve_bench.errors import UserError
+from serve_bench.tune._answer import TuneAnswer
+from serve_bench.tune._restart import CommandRestarter, ComposeRestarter, LocalRestarter
+from serve_bench.tune._run import TuneEvent, latest_tune_dir, new_tune_dir, planned_configs, run_tune
+from serve_bench.tune._spec import BASELINES, TuneSpec, load_tune_spec
+
+__all__ = ["add_tune_arguments", "run_tune_command", "print_answer", "restart_commands"]
+
+
+def add_tune_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("spec", help="tune spec (TOML), e.g. loadtests/tune/local-cpu.toml")
+    p.add_argument("--run-dir", default=None, help="results directory (default results/<name>-<time>)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue an interrupted tune: finished configurations are not measured again "
+                        "(default directory: the latest run of this spec)")
+    p.add_argument("--method", choices=("grid", "coordinate"), default=None,
+                   help="override the spec's search.method")
+    p.add_argument("--dry-run", action="store_true",
+                   help="list the configurations and the exact restart command of each, run nothing")
+
+
+def _clock(seconds: float) -> str:
+    return f"{int(seconds // 60)}:{int(seconds % 60):02d}"
+
+
+def _on_event(event: TuneEvent) -> None:
+    if event.kind == "start":
+        print(f"[{event.index + 1}/{event.total}] {event.config}: restarting the server "
+              f"(about {_clock(event.eta_s)} left)", flush=True)
+    elif event.kind == "point" and event.point is not None:
+        print("    " + event.point.describe(), flush=True)
+    elif event.kind == "failed":
+        print(f"    FAILED to start, skipped: {event.message}", flush=True)
+    elif event.kind == "skipped":
+        print(f"    {event.config}: already {event.message} (resume), not measured again", flush=True)
+
+
+def restart_commands(spec: TuneSpec, work_dir: Path) -> list[tuple[str, str]]:
+    """(config id, the command that would restart the server with it) for every grid configuration."""
+    import shlex
+
+    configs = [BASELINES[b] for b in spec.baselines] + list(spec.configs)
+    lines: list[tuple[str, str]] = []
+    for config in configs:
+        batching = work_dir / "configs" / config.id / "batching_parameters.txt"
+        batching.parent.mkdir(parents=True, exist_ok=True)
+        batching.write_text(config.to_text())
+        if spec.server.kind == "compose":
+            command = ComposeRestarter(spec.server, spec.model, work_dir).restart_command(config, batching)
+        elif spec.server.kind == "command":
+            command = CommandRestarter(spec.server, spec.model, work_dir).restart_command(config, batching)
+        else:
+            command = LocalRestarter(spec.server, spec.model, work_dir).command(config, batching, 0, 0)[1:]
+        lines.append((config.id, shlex.join(command)))
+    return lines
+
+
+def print_answer(result: TuneAnswer, best_file: Path | None) -> None:
+    pct = result.percentile
+    print(f"\n{result.headline()}")
+    print(f"\nconfigurations, best first ({'most items/s with ' if result.mode == 'throughput' else 'lowest '}"
+          f"{pct} <= {result.max_ms:g} ms):")
+    for score in result.scores:
+        print("  " + score.describe(pct))
+    if result.pareto:
+        print(f"\nPareto front (throughput vs {pct}):")
+        for p in result.pareto:
+            print(f"  {p.items_per_s:8.1f} items/s  {pct} {p.latency_ms:8.1f} ms  {p.config} at {p.load}")
+    if result.knobs:
+        print("\nwhat each knob did (best configuration with each value):")
+        print(f"  {'knob':32} {'value':14} {'configs':>7} {'items/s':>9} {pct + ' ms':>9} {'vs best':>8}  best with it")
+        for row in result.knobs:
+            vs = f"{row.vs_best_pct:+.1f}%" if row.feasible else "miss SLO"
+            print(f"  {row.knob:32} {row.value:14} {row.configs:7d} {row.items_per_s:9.1f} {row.latency_ms:9.1f} "
+                  f"{vs:>8}  {row.best_config}")
+    for gain in result.gains:
+        print(f"\nvs {gain.baseline}: {gain.text}")
+    if best_file is not None:
+        print(f"\nwinning batching_parameters.txt (mount it as TF Serving's --batching_parameters_file): {best_file}")
+
+
+def run_tune_command(args: argparse.Namespace) -> int:
+    """Run ``serve-bench tune``; 0 when a configuration meets the SLO, 1 when none does, 130 when interrupted."""
+    spec = load_tune_spec(args.spec)
+    if args.method:
+        spec = dataclasses.replace(spec, method=args.method)
+    if args.dry_run:
+        with tempfile.TemporaryDirectory() as work:
+            for config_id, command in restart_commands(spec, Path(work)):
+                print(f"{config_id}: {command}")
+        print(f"{len(spec.configs)} configurations in the grid; the {spec.method} search measures about "
+              f"{planned_configs(spec)} (baselines included)")
+        return 0
+    if args.run_dir:
+        run_dir = Path(args.run_dir)
+    elif args.resume:
+        run_dir = latest_tune_dir(spec) or new_tune_dir(spec)
+    else:
+        run_dir = new_tune_dir(spec)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise UserError(f"{run_dir} is not a directory; choose another --run-dir")
+    print(f"tune {spec.name}: {len(spec.configs)} configurations in the space, the {spec.method} search measures "
+          f"about {planned_configs(spec)} (baselines included); results in {run_dir}", flush=True)
+    try:
+        outcome = asyncio.run(run_tune(spec, run_dir, resume=args.resume, on_event=_on_event))
+    except KeyboardInterrupt:
+        print(f"interrupted: every finished point and configuration is kept in {run_dir}; "
+              f"continue with: serve-bench tune {args.spec} --resume --run-dir {run_dir}")
+        return 130
+    for config_id, why in outcome.failed.items():
+        print(f"configuration {config_id} did not start: {why} (log: {run_dir / 'configs' / config_id / 'server.log'})")
+    if outcome.answer is None:
+        return 1
+    print_answer(outcome.answer, outcome.best_file)
+    if outcome.answer.best is None:
+        print(f"\nno configuration meets {outcome.answer.percentile} <= {outcome.answer.max_ms:g} ms; "
+              "relax the SLO, lower the load, or widen the space")
+        return 1
+    return 0

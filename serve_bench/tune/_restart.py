@@ -1,0 +1,283 @@
+"""Restart the measured server with a configuration and wait until its model is AVAILABLE.
+
+Three ways, one interface (``Restarter``):
+- ``LocalRestarter``: the local server as a subprocess (``python -m serve_bench serve``) on free ports;
+- ``ComposeRestarter``: ``docker compose ... up -d --force-recreate --no-deps SERVICE`` with an override
+  file that mounts the configuration's batching_parameters.txt and sets the server's flags;
+- ``CommandRestarter``: a user's command template (Kubernetes, systemd, ...).
+The server package is never imported here: the local server runs in its own process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Protocol
+
+from serve_bench.client import ServeBenchError, connect
+from serve_bench.stats import Target
+from serve_bench.tune._config import TuneConfig
+from serve_bench.tune._spec import ServerSpec
+
+__all__ = ["CommandRestarter", "ComposeRestarter", "LocalRestarter", "Restarter", "StartFailed", "make_restarter",
+           "wait_available"]
+
+LOG_TAIL_LINES = 20
+METRICS_PATH = "/monitoring/prometheus/metrics"
+
+
+class StartFailed(Exception):
+    """The server did not come up with a configuration: why, and the last lines of its log."""
+
+    def __init__(self, why: str, log_tail: tuple[str, ...] = ()) -> None:
+        super().__init__(why)
+        self.why = why
+        self.log_tail = log_tail
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> tuple[str, ...]:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ()
+    return tuple(text.rstrip("\n").splitlines()[-lines:])
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _rest_state(status_url: str) -> str:
+    """The model's state from TF Serving's REST status (GetModelStatus as JSON); "" when not answering."""
+    try:
+        with urllib.request.urlopen(status_url, timeout=2) as response:
+            body = json.loads(response.read())
+    except (OSError, ValueError):
+        return ""
+    states = [v.get("state", "") for v in body.get("model_version_status", []) if isinstance(v, dict)]
+    return "AVAILABLE" if "AVAILABLE" in states else (states[0] if states else "")
+
+
+async def _grpc_state(url: str, model: str) -> str:
+    try:
+        async with connect(url, model, timeout=2.0) as client:
+            status = await client.status()
+    except ServeBenchError:
+        return ""
+    return "AVAILABLE" if "AVAILABLE" in status.versions.values() else ",".join(status.versions.values())
+
+
+async def wait_available(url: str, status_url: str, model: str, timeout_s: float,
+                         alive: "subprocess.Popen[bytes] | None" = None) -> float:
+    """Poll the model's status until AVAILABLE; return the seconds waited or raise StartFailed."""
+    started = time.monotonic()
+    state = ""
+    while time.monotonic() - started < timeout_s:
+        if alive is not None and alive.poll() is not None:
+            raise StartFailed(f"the server exited with status {alive.returncode} before the model was AVAILABLE")
+        state = await asyncio.to_thread(_rest_state, status_url) if status_url else await _grpc_state(url, model)
+        if state == "AVAILABLE":
+            return time.monotonic() - started
+        await asyncio.sleep(0.25)
+    last = f" (last state {state})" if state else " (it never answered)"
+    raise StartFailed(f"model {model!r} did not become AVAILABLE within {timeout_s:g} s{last}")
+
+
+class Restarter(Protocol):
+    async def start(self, config: TuneConfig, batching_file: Path, log_path: Path) -> Target:
+        """Bring the server up with ``config``; return the target to measure once AVAILABLE (or raise StartFailed)."""
+        ...
+
+    async def stop(self) -> None:
+        """Stop what ``start`` started (a no-op where the next start replaces it)."""
+        ...
+
+    async def close(self) -> None:
+        """After the last configuration: leave the server as it was configured before the tune."""
+        ...
+
+
+class LocalRestarter:
+    """The local server in a subprocess, on free ports, one per configuration."""
+
+    def __init__(self, spec: ServerSpec, model: str, work_dir: Path) -> None:
+        self.spec = spec
+        self.model = model
+        self.models_dir = Path(spec.models_dir)
+        self.monitoring = work_dir / "monitoring.config"
+        self.process: subprocess.Popen[bytes] | None = None
+        self._log: object = None
+
+    def command(self, config: TuneConfig, batching_file: Path, grpc_port: int, rest_port: int) -> list[str]:
+        return [sys.executable, "-m", "serve_bench", "serve", "--model_name", self.model,
+                "--model_base_path", str(self.models_dir / self.model), "--models_dir", str(self.models_dir),
+                "--port", str(grpc_port), "--rest_api_port", str(rest_port),
+                "--monitoring_config_file", str(self.monitoring), *config.server_flags(str(batching_file))]
+
+    async def start(self, config: TuneConfig, batching_file: Path, log_path: Path) -> Target:
+        self.monitoring.parent.mkdir(parents=True, exist_ok=True)
+        self.monitoring.write_text(f'prometheus_config {{ enable: true path: "{METRICS_PATH}" }}\n')
+        grpc_port, rest_port = _free_port(), _free_port()
+        command = self.command(config, batching_file, grpc_port, rest_port)
+        log = open(log_path, "wb")
+        log.write(("$ " + shlex.join(command[1:]) + "\n").encode())
+        log.flush()
+        self._log = log
+        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        url = f"grpc://127.0.0.1:{grpc_port}" if self.spec.protocol == "grpc" else f"http://127.0.0.1:{rest_port}"
+        try:
+            await wait_available(url, f"http://127.0.0.1:{rest_port}/v1/models/{self.model}", self.model,
+                                 self.spec.startup_timeout_s, alive=self.process)
+        except StartFailed as exc:
+            await self.stop()
+            raise StartFailed(exc.why, log_tail(log_path)) from None
+        return Target("local", url, self.spec.device, f"http://127.0.0.1:{rest_port}{METRICS_PATH}",
+                      "serve-bench-local", self.process.pid)
+
+    async def stop(self) -> None:
+        process, self.process = self.process, None
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.to_thread(process.wait, 30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                await asyncio.to_thread(process.wait)
+        log, self._log = self._log, None
+        if log is not None:
+            log.close()  # type: ignore[attr-defined]
+
+    async def close(self) -> None:
+        await self.stop()
+
+
+async def _run_logged(command: list[str], log_path: Path, timeout_s: float, what: str) -> None:
+    """Run a restart command, its output appended to the configuration's log; raise StartFailed when it fails."""
+    with open(log_path, "ab") as log:
+        log.write(("$ " + shlex.join(command) + "\n").encode())
+        log.flush()
+        try:
+            result = await asyncio.to_thread(subprocess.run, command, stdout=log, stderr=subprocess.STDOUT,
+                                             stdin=subprocess.DEVNULL, timeout=timeout_s)
+        except FileNotFoundError as exc:
+            log.write(f"{exc}\n".encode())
+            raise StartFailed(f"{what} could not run: {command[0]} not found") from None
+        except subprocess.TimeoutExpired:
+            raise StartFailed(f"{what} did not finish within {timeout_s:g} s", log_tail(log_path)) from None
+    if result.returncode != 0:
+        raise StartFailed(f"{what} failed with exit status {result.returncode}", log_tail(log_path))
+
+
+class ComposeRestarter:
+    """Recreate one Compose service with the configuration's batching file mounted and its flags set."""
+
+    def __init__(self, spec: ServerSpec, model: str, work_dir: Path) -> None:
+        self.spec = spec
+        self.model = model
+        self.work_dir = work_dir
+
+    def _base(self, *files: str) -> list[str]:
+        command = ["docker", "compose"]
+        for path in files:
+            command += ["-f", path]
+        return command + (["--profile", self.spec.profile] if self.spec.profile else [])
+
+    def override(self, config: TuneConfig, batching_file: Path) -> dict[str, object]:
+        """The Compose override (JSON is YAML): mount the file where the service reads it, set the flags."""
+        flags = [f for f in self.spec.flags if not f.startswith(("--enable_batching", "--batching_parameters_file",
+                                                                 "--tensorflow_intra_op", "--tensorflow_inter_op"))]
+        return {"services": {self.spec.service: {
+            "volumes": [f"{batching_file.resolve()}:{self.spec.container_batching_file}:ro"],
+            "command": [*flags, *config.server_flags(self.spec.container_batching_file)],
+        }}}
+
+    def restart_command(self, config: TuneConfig, batching_file: Path) -> list[str]:
+        """Writes the override beside the batching file and returns the exact command that restarts the service."""
+        override = batching_file.parent / "compose.override.json"
+        override.write_text(json.dumps(self.override(config, batching_file), indent=2) + "\n")
+        return [*self._base(self.spec.compose_file, str(override)), "up", "-d", "--force-recreate", "--no-deps",
+                self.spec.service]
+
+    def restore_command(self) -> list[str]:
+        return [*self._base(self.spec.compose_file), "up", "-d", "--force-recreate", "--no-deps", self.spec.service]
+
+    async def start(self, config: TuneConfig, batching_file: Path, log_path: Path) -> Target:
+        await _run_logged(self.restart_command(config, batching_file), log_path, self.spec.startup_timeout_s,
+                          "docker compose")
+        await _wait_logged(self.spec, self.model, log_path)
+        return _remote_target(self.spec)
+
+    async def stop(self) -> None:
+        return None  # the next configuration's --force-recreate replaces the container
+
+    async def close(self) -> None:
+        log = self.work_dir / "restore.log"
+        try:
+            await _run_logged(self.restore_command(), log, self.spec.startup_timeout_s, "docker compose (restore)")
+        except StartFailed:
+            pass  # nothing to restore when the tune never reached Docker; the log says what happened
+
+
+class CommandRestarter:
+    """A user's restart (and optional stop) command template, run through the shell."""
+
+    def __init__(self, spec: ServerSpec, model: str, work_dir: Path) -> None:
+        self.spec = spec
+        self.model = model
+        self._stop: tuple[str, Path] | None = None
+
+    def restart_command(self, config: TuneConfig, batching_file: Path) -> list[str]:
+        path = str(batching_file.resolve())
+        text = self.spec.restart.format(batching_file=shlex.quote(path), config=config.id,
+                                        flags=shlex.join(config.server_flags(path)))
+        return ["/bin/sh", "-c", text]
+
+    async def start(self, config: TuneConfig, batching_file: Path, log_path: Path) -> Target:
+        await _run_logged(self.restart_command(config, batching_file), log_path, self.spec.startup_timeout_s,
+                          "the restart command")
+        if self.spec.stop:
+            self._stop = (self.spec.stop.format(batching_file=shlex.quote(str(batching_file.resolve())),
+                                                config=config.id, flags=""), log_path)
+        await _wait_logged(self.spec, self.model, log_path)
+        return _remote_target(self.spec)
+
+    async def stop(self) -> None:
+        todo, self._stop = self._stop, None
+        if todo is not None:
+            try:
+                await _run_logged(["/bin/sh", "-c", todo[0]], todo[1], self.spec.startup_timeout_s, "the stop command")
+            except StartFailed:
+                pass  # the stop's failure is in the log; the next restart decides whether the server comes up
+
+    async def close(self) -> None:
+        await self.stop()
+
+
+async def _wait_logged(spec: ServerSpec, model: str, log_path: Path) -> None:
+    try:
+        await wait_available(spec.url, spec.status_url, model, spec.startup_timeout_s)
+    except StartFailed as exc:
+        with open(log_path, "a") as log:
+            log.write(f"serve-bench tune: {exc.why}\n")
+        raise StartFailed(exc.why, log_tail(log_path)) from None
+
+
+def _remote_target(spec: ServerSpec) -> Target:
+    return Target(spec.service or "server", spec.url, spec.device, spec.metrics_url, "")
+
+
+def make_restarter(spec: ServerSpec, model: str, work_dir: Path) -> Restarter:
+    kinds: dict[str, type[LocalRestarter] | type[ComposeRestarter] | type[CommandRestarter]] = {
+        "local": LocalRestarter, "compose": ComposeRestarter, "command": CommandRestarter}
+    return kinds[spec.kind](spec, model, work_dir)

@@ -1,0 +1,278 @@
+"""Run a tune: for each configuration the search asks for, write its batching file, restart the server,
+wait until AVAILABLE, measure every workload point, stop; then answer. Resumable and Ctrl-C safe.
+
+A run directory holds ``points.jsonl`` and ``run.json`` (the sweep's results format; every point's key
+starts with its configuration's id and the point records the configuration), ``configs.jsonl`` (one
+line per finished configuration: measured, or failed with the last lines of the server's log),
+``configs/<id>/`` (its batching_parameters.txt and server log), ``answer.json`` and
+``best_batching_parameters.txt``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from serve_bench.client import ServeBenchError, connect
+from serve_bench.load import signature_for_payload
+from serve_bench.stats import LoadInfo, Point, ResultsWriter, collect_run_metadata, read_points
+from serve_bench.sweep import PointPlan, measure_point
+from serve_bench.tune._answer import Score, TuneAnswer, answer, config_id_of, score_config
+from serve_bench.tune._config import TuneConfig
+from serve_bench.tune._restart import Restarter, StartFailed, make_restarter
+from serve_bench.tune._search import coordinate_search, grid_search
+from serve_bench.tune._spec import BASELINES, TuneSpec
+
+__all__ = ["CONFIGS_FILE", "TuneEvent", "TuneOutcome", "new_tune_dir", "latest_tune_dir", "planned_configs",
+           "run_tune", "workload_levels"]
+
+CONFIGS_FILE = "configs.jsonl"
+BEST_FILE = "best_batching_parameters.txt"
+ANSWER_FILE = "answer.json"
+
+
+@dataclass(frozen=True)
+class TuneEvent:
+    """Progress: ``kind`` is start | point | done | failed | skipped; ``eta_s`` the time left, estimated."""
+
+    kind: str
+    config: str
+    index: int  # configurations handled so far in this invocation
+    total: int  # configurations the search expects (an estimate for the coordinate search)
+    eta_s: float
+    point: Point | None = None
+    message: str = ""
+
+
+@dataclass
+class TuneOutcome:
+    run_dir: Path
+    evaluated: list[str] = field(default_factory=list)  # every configuration the search asked for, in order
+    measured: list[str] = field(default_factory=list)  # measured by this invocation
+    skipped: list[str] = field(default_factory=list)  # finished by an earlier one (--resume)
+    failed: dict[str, str] = field(default_factory=dict)
+    interrupted: bool = False
+    answer: TuneAnswer | None = None
+    best_file: Path | None = None
+
+
+def new_tune_dir(spec: TuneSpec) -> Path:
+    return Path(spec.out) / f"{spec.name}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+
+
+def latest_tune_dir(spec: TuneSpec) -> Path | None:
+    root = Path(spec.out)
+    runs = sorted(p for p in root.glob(f"{spec.name}-*") if (p / CONFIGS_FILE).exists()) if root.is_dir() else []
+    return runs[-1] if runs else None
+
+
+def workload_levels(spec: TuneSpec) -> list[LoadInfo]:
+    levels = [LoadInfo("closed", concurrency=c) for c in spec.concurrency]
+    return levels + [LoadInfo("open", rate=r, arrival=spec.arrival) for r in spec.rates]
+
+
+def planned_configs(spec: TuneSpec) -> int:
+    """How many configurations the search should measure (the coordinate search's first pass), with baselines."""
+    if spec.method == "grid":
+        count = len(spec.configs)
+    else:
+        count = 1 + sum(len(values) - 1 for _, values in spec.space)
+    if spec.max_configs:
+        count = min(count, spec.max_configs)
+    extra = {BASELINES[b].id for b in spec.baselines} - {c.id for c in spec.configs}
+    return count + len(extra)
+
+
+def _config_from(data: dict[str, Any]) -> TuneConfig:
+    data = dict(data)
+    data["allowed_batch_sizes"] = tuple(data.get("allowed_batch_sizes", ()))
+    return TuneConfig(**data)
+
+
+def _read_finished(run_dir: Path) -> dict[str, dict[str, Any]]:
+    path = run_dir / CONFIGS_FILE
+    finished: dict[str, dict[str, Any]] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            if line.strip():
+                entry = json.loads(line)
+                finished[entry["config"]] = entry
+    return finished
+
+
+def _record(point: Point, config: TuneConfig) -> Point:
+    """The point with its configuration recorded (a Point field once the results model has one, else a note)."""
+    pairs = config.knobs()
+    if "server_config" in {f.name for f in dataclasses.fields(Point)}:
+        return dataclasses.replace(point, server_config=pairs)  # type: ignore[call-arg]
+    return point.with_notes("server_config " + ",".join(f"{k}={v}" for k, v in pairs))
+
+
+class _Tuner:
+    def __init__(self, spec: TuneSpec, run_dir: Path, restarter: Restarter, resume: bool,
+                 on_event: Callable[[TuneEvent], None] | None) -> None:
+        self.spec = spec
+        self.run_dir = run_dir
+        self.restarter = restarter
+        self.on_event = on_event or (lambda event: None)
+        self.outcome = TuneOutcome(run_dir)
+        self.finished = _read_finished(run_dir) if resume else {}
+        points = [p for p in read_points(run_dir)] if resume and (run_dir / "points.jsonl").exists() else []
+        self.points: dict[str, list[Point]] = {}
+        for point in points:
+            self.points.setdefault(config_id_of(point), []).append(point)
+        self.configs: dict[str, TuneConfig] = {cid: _config_from(e["knobs"]) for cid, e in self.finished.items()}
+        self.writer: ResultsWriter | None = None
+        self.total = planned_configs(spec)
+        self.spent: list[float] = []
+        self.handled = 0
+
+    def eta(self) -> float:
+        per_point = self.spec.settings.warmup_s + self.spec.settings.min_duration_s + 0.5
+        per_config = (sum(self.spent) / len(self.spent) if self.spent
+                      else 10.0 + per_point * len(workload_levels(self.spec)))
+        return max(0, self.total - self.handled) * per_config
+
+    def emit(self, kind: str, config: str, point: Point | None = None, message: str = "") -> None:
+        self.on_event(TuneEvent(kind, config, self.handled, max(self.total, self.handled), self.eta(), point, message))
+
+    def _finish(self, config: TuneConfig, status: str, **extra: Any) -> None:
+        entry = {"config": config.id, "knobs": dataclasses.asdict(config), "status": status, **extra}
+        with open(self.run_dir / CONFIGS_FILE, "a") as f:
+            f.write(json.dumps(entry) + "\n")
+            f.flush()
+        self.finished[config.id] = entry
+
+    def _score(self, config: TuneConfig) -> Score:
+        entry = self.finished[config.id]
+        if entry["status"] == "failed":
+            return Score(config.id, False, failed=entry.get("why", "did not start"))
+        return score_config(config.id, self.points.get(config.id, ()), self.spec.slo)
+
+    async def evaluate(self, config: TuneConfig) -> Score:
+        self.configs[config.id] = config
+        if config.id not in self.outcome.evaluated:
+            self.outcome.evaluated.append(config.id)
+        if config.id in self.finished:
+            self.outcome.skipped.append(config.id)
+            self.emit("skipped", config.id, message=self.finished[config.id]["status"])
+            return self._score(config)
+        self.emit("start", config.id)
+        started = time.perf_counter()
+        await self._measure(config)
+        self.spent.append(time.perf_counter() - started)
+        self.handled += 1
+        return self._score(config)
+
+    async def _measure(self, config: TuneConfig) -> None:
+        spec = self.spec
+        assert self.writer is not None
+        folder = self.run_dir / "configs" / config.id
+        folder.mkdir(parents=True, exist_ok=True)
+        batching_file = folder / "batching_parameters.txt"
+        batching_file.write_text(config.to_text())
+        log_path = folder / "server.log"
+        started = time.perf_counter()
+        try:
+            target = await self.restarter.start(config, batching_file, log_path)
+        except StartFailed as exc:
+            self.outcome.failed[config.id] = exc.why
+            self._finish(config, "failed", why=exc.why, log_tail=list(exc.log_tail))
+            self.emit("failed", config.id, message=exc.why + "".join(f"\n    {line}" for line in exc.log_tail[-5:]))
+            return
+        startup_s = time.perf_counter() - started
+        try:
+            target = dataclasses.replace(target, name=config.id)
+            signature = signature_for_payload(spec.payload, spec.signature)
+            done = {p.key for p in self.points.get(config.id, ())}
+            try:
+                client = await connect(target.url, spec.model, signature, timeout=spec.settings.timeout_s)
+            except ServeBenchError as exc:
+                why = f"AVAILABLE but not usable: {exc}"
+                self.outcome.failed[config.id] = why
+                self._finish(config, "failed", why=why, log_tail=[])
+                self.emit("failed", config.id, message=why)
+                return
+            try:
+                for load in workload_levels(spec):
+                    plan = PointPlan(target, spec.model, signature, spec.payload, spec.batch_size, load, 0, spec.seed)
+                    if plan.key in done:
+                        continue
+                    point = _record(await measure_point(client, plan, spec.settings), config)
+                    self.writer.append(point)
+                    self.points.setdefault(config.id, []).append(point)
+                    self.emit("point", config.id, point)
+            finally:
+                await client.aclose()
+        finally:
+            await self.restarter.stop()
+        self.outcome.measured.append(config.id)
+        self._finish(config, "measured", startup_s=round(startup_s, 2),
+                     points=len(self.points.get(config.id, ())))
+        self.emit("done", config.id)
+
+    async def run(self) -> TuneOutcome:
+        spec = self.spec
+        self.writer = ResultsWriter(self.run_dir)
+        try:
+            self.writer.write_run(collect_run_metadata(
+                spec.text, spec_name=spec.name, model=spec.model, run_dir=str(self.run_dir), tune=True,
+                slo=dataclasses.asdict(spec.slo), settings=spec.settings.__dict__))
+            for name in spec.baselines:
+                await self.evaluate(BASELINES[name])
+            mode = "latency" if spec.slo.at_rate is not None else "throughput"
+            if spec.method == "grid":
+                await grid_search(spec.configs, self.evaluate, spec.max_configs)
+            else:
+                await coordinate_search(spec.space, self.evaluate, mode, spec.order, spec.max_configs,
+                                        source=spec.name)
+        except BaseException:
+            self.outcome.interrupted = True
+            raise
+        finally:
+            self.writer.close()
+            await self.restarter.close()
+            try:
+                self.outcome.answer = self.conclude()
+            except Exception as exc:  # never hide why the run stopped behind a failing summary
+                if not self.outcome.interrupted:
+                    raise
+                self.outcome.answer = None
+                del exc
+        return self.outcome
+
+    def conclude(self) -> TuneAnswer:
+        """The answer over every configuration finished in this run directory; writes answer.json and the best file."""
+        failed = {cid: e.get("why", "") for cid, e in self.finished.items() if e["status"] == "failed"}
+        finished = {cid: c for cid, c in self.configs.items() if cid in self.finished}
+        baselines = {name: BASELINES[name].id for name in BASELINES if BASELINES[name].id in finished}
+        result = answer(self.points, finished, failed, self.spec.slo, baselines, [k for k, _ in self.spec.space])
+        data = dataclasses.asdict(result)
+        data["evaluated"] = self.outcome.evaluated
+        data["configs"] = {cid: dict(c.knobs()) for cid, c in finished.items()}
+        (self.run_dir / ANSWER_FILE).write_text(json.dumps(data, indent=1, default=str) + "\n")
+        winner = result.best or result.closest
+        if winner is not None and not winner.failed:
+            config = finished[winner.config]
+            flags = " ".join(config.server_flags("/config/batching.txt"))
+            head = (f"# serve-bench tune {self.spec.name}: {'best' if result.best else 'closest (misses the SLO)'} "
+                    f"configuration {config.id}\n# {winner.describe(self.spec.slo.percentile)}\n"
+                    f"# tensorflow_model_server flags: {flags}\n")
+            body = config.to_text() or "# batching off: run without a batching file (--enable_batching=false)\n"
+            self.outcome.best_file = self.run_dir / BEST_FILE
+            self.outcome.best_file.write_text(head + body)
+        return result
+
+
+async def run_tune(spec: TuneSpec, run_dir: Path, *, resume: bool = False, restarter: Restarter | None = None,
+                   on_event: Callable[[TuneEvent], None] | None = None) -> TuneOutcome:
+    """Search ``spec``'s configurations, measuring each not yet finished in ``run_dir``."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tuner = _Tuner(spec, run_dir, restarter or make_restarter(spec.server, spec.model, run_dir), resume, on_event)
+    return await tuner.run()

@@ -1,0 +1,74 @@
+"""Which configurations to measure: the exhaustive grid, or a coordinate search along the batching guide's recipe.
+
+The coordinate search starts from the first value listed for every knob, then, knob by knob in the
+guide's order (batch threads and TensorFlow threads, then max_batch_size, then the timeout, then the
+rest), measures each value of that knob with the others held at the best found so far and keeps the
+best. A second pass runs when the first changed anything. It measures 1 + sum(values - 1) configurations
+per pass instead of the product, and it is what TF Serving's batching guide asks a person to do by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from serve_bench.tune._answer import Score
+from serve_bench.tune._config import TuneConfig
+from serve_bench.tune._spec import RECIPE_ORDER, config_of
+
+__all__ = ["Evaluate", "coordinate_order", "coordinate_search", "grid_search"]
+
+Evaluate = Callable[[TuneConfig], Awaitable[Score]]
+
+
+class BudgetSpent(Exception):
+    pass
+
+
+async def grid_search(configs: Sequence[TuneConfig], evaluate: Evaluate, budget: int | None = None) -> list[Score]:
+    """Every configuration in order (the first ``budget`` when given)."""
+    scores = []
+    for config in configs[:budget] if budget else configs:
+        scores.append(await evaluate(config))
+    return scores
+
+
+def coordinate_order(space: Sequence[tuple[str, tuple[Any, ...]]], order: Sequence[str] = ()) -> list[str]:
+    """The knobs to vary: the spec's order first, then the recipe's; knobs with one value are fixed."""
+    varied = [knob for knob, values in space if len(values) > 1]
+    listed = [k for k in order if k in varied]
+    return listed + [k for k in RECIPE_ORDER if k in varied and k not in listed]
+
+
+async def coordinate_search(space: Sequence[tuple[str, tuple[Any, ...]]], evaluate: Evaluate, mode: str,
+                            order: Sequence[str] = (), budget: int | None = None, passes: int = 2,
+                            source: str = "spec") -> list[Score]:
+    """Coordinate search; returns the scores of the configurations it measured, in order."""
+    values = dict(space)
+    current = {knob: options[0] for knob, options in space}
+    seen: dict[str, Score] = {}
+    scores: list[Score] = []
+
+    async def score(config: TuneConfig) -> Score:
+        if config.id not in seen:
+            if budget is not None and len(seen) >= budget:
+                raise BudgetSpent
+            seen[config.id] = await evaluate(config)
+            scores.append(seen[config.id])
+        return seen[config.id]
+
+    try:
+        await score(config_of(current, source))
+        for _ in range(passes):
+            changed = False
+            for knob in coordinate_order(space, order):
+                tried = [(await score(config_of({**current, knob: v}, source)), v) for v in values[knob]]
+                best_value = max(tried, key=lambda t: t[0].rank(mode))[1]
+                if best_value != current[knob]:
+                    current[knob] = best_value
+                    changed = True
+            if not changed:
+                break
+    except BudgetSpent:
+        pass
+    return scores
