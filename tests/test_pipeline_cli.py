@@ -97,10 +97,13 @@ def test_rest_and_variable_frame_rate(server, tmp_path):
     clip = write_clip(tmp_path / "vfr.mkv", codec="mjpeg", frames=8, size=(64, 48),
                       pts=[0, 10, 300, 310, 320, 900, 1500, 1501])
     code = pipeline([str(clip), "--target", server.rest_url, "--model", "tiny", "--batch-sizes", "3",
-                     "--max-in-flight", "1", "--no-inprocess", "--results", str(tmp_path / "run")])
+                     "--max-in-flight", "1", "--payload", "jpeg,float", "--max-delay-ms", "10000", "--no-inprocess",
+                     "--results", str(tmp_path / "run")])
     assert code == 0
-    (point,) = read_points(tmp_path / "run")
-    assert point.counts.items == 8 and point.counts.requests == 3 and point.target.protocol == "rest"
+    points = read_points(tmp_path / "run")
+    assert [p.target.name for p in points] == ["pipeline-float", "pipeline-jpeg"]  # float first, one target each
+    for point in points:
+        assert point.counts.items == 8 and point.counts.requests == 3 and point.target.protocol == "rest"
 
 
 def test_compare_reads_two_pipeline_runs(server, tmp_path):
