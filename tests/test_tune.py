@@ -1,0 +1,116 @@
+"""Tune end to end: the tiny model on the local server, restarted per configuration; interrupted, resumed,
+answered; the written batching file parses as TF Serving's BatchingParameters."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+from pathlib import Path
+
+import pytest
+from google.protobuf import text_format
+
+from serve_bench import _protos
+from serve_bench.stats import read_points
+from serve_bench.tune import TuneEvent, parse_tune_spec, run_tune, run_tune_command
+
+
+def spec_text(models_dir: Path, max_ms: float = 2000.0) -> str:
+    return f"""
+name = "tune-tiny"
+model = "tiny"
+[server]
+kind = "local"
+models_dir = "{models_dir}"
+startup_timeout_s = 120
+[space]
+max_batch_size = [1, 4]
+[workload]
+concurrency = [4]
+[durations]
+warmup_s = 0.2
+min_duration_s = 0.8
+min_requests = 20
+windows = 2
+[slo]
+percentile = "p99"
+max_ms = {max_ms}
+[search]
+method = "grid"
+baselines = ["no_batching"]
+"""
+
+
+def _entries(run_dir: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in (run_dir / "configs.jsonl").read_text().splitlines()]
+
+
+def _args(spec: Path, run_dir: Path, resume: bool) -> argparse.Namespace:
+    return argparse.Namespace(spec=str(spec), run_dir=str(run_dir), resume=resume, method=None, dry_run=False)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_tune_tiny_on_the_local_server(models_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec_path = tmp_path / "tune.toml"
+    spec_path.write_text(spec_text(models_dir))
+    run_dir = tmp_path / "run"
+
+    # 1. Ctrl-C after the first configuration: what was measured stays, the server is stopped
+    def interrupt(event: TuneEvent) -> None:
+        if event.kind == "done":
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        asyncio.run(run_tune(parse_tune_spec(spec_path.read_text()), run_dir, on_event=interrupt))
+    assert [(e["config"], e["status"]) for e in _entries(run_dir)] == [("nobatch", "measured")]
+    (first,) = read_points(run_dir)
+    assert first.target.pid is not None and not _alive(first.target.pid)
+
+    # 2. --resume measures the rest and not the finished configuration again
+    assert run_tune_command(_args(spec_path, run_dir, resume=True)) == 0
+    out = capsys.readouterr().out
+    assert "nobatch: already measured (resume), not measured again" in out
+    assert [e["config"] for e in _entries(run_dir)] == ["nobatch", "mbs1", "mbs4"]
+    points = read_points(run_dir)
+    assert sorted(p.key.split("|")[0] for p in points) == ["mbs1", "mbs4", "nobatch"]
+    assert [p.id for p in points if p.key.startswith("nobatch|")] == [first.id]
+    for point in points:  # each point records the configuration it measured
+        recorded = getattr(point, "server_config", ()) or [n for n in point.notes if n.startswith("server_config")]
+        assert f"config={point.key.split('|')[0]}" in str(recorded) or ("config", point.key.split("|")[0]) in recorded
+
+    # 3. the recommendation is the measured point with the most items/s meeting the SLO
+    answer = json.loads((run_dir / "answer.json").read_text())
+    feasible = [p for p in points if p.error_count == 0 and p.counts.ok and p.latency.due.ms("p99") <= 2000.0]
+    top = max(feasible, key=lambda p: p.items_per_s)
+    assert answer["best"]["config"] == top.key.split("|")[0]
+    assert answer["best"]["items_per_s"] == top.items_per_s
+    assert f"best configuration under p99 <= 2000 ms: {top.key.split('|')[0]}" in out
+    assert {row["value"] for row in answer["knobs"] if row["knob"] == "max_batch_size"} >= {"1", "4"}
+    assert answer["gains"][0]["baseline"] == "no_batching"
+
+    # 4. the written files parse as TF Serving's BatchingParameters
+    proto_type = _protos.message("tensorflow.serving.BatchingParameters")
+    best = text_format.Parse((run_dir / "best_batching_parameters.txt").read_text(), proto_type())
+    if answer["best"]["config"] != "nobatch":
+        assert best.max_batch_size.value == int(answer["configs"][answer["best"]["config"]]["max_batch_size"])
+    mbs4 = text_format.Parse((run_dir / "configs" / "mbs4" / "batching_parameters.txt").read_text(), proto_type())
+    assert mbs4.max_batch_size.value == 4 and not mbs4.HasField("batch_timeout_micros")
+    from serve_bench.server._config import parse_batching_parameters  # the local server reads it too
+
+    assert parse_batching_parameters(str(run_dir / "configs" / "mbs4" / "batching_parameters.txt")).max_batch_size == 4
+
+    # 5. an SLO no configuration meets: the closest is named, exit 1, nothing re-measured
+    spec_path.write_text(spec_text(models_dir, max_ms=0.01))
+    assert run_tune_command(_args(spec_path, run_dir, resume=True)) == 1
+    out = capsys.readouterr().out
+    assert "no configuration meets p99 <= 0.01 ms; closest: " in out
+    assert len(_entries(run_dir)) == 3 and len(read_points(run_dir)) == 3
