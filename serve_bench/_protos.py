@@ -105,6 +105,8 @@ def _extra_files() -> list[descriptor_pb2.FileDescriptorProto]:
         (3, "max_enqueued_batches", ".google.protobuf.Int64Value"),
         (4, "num_batch_threads", ".google.protobuf.Int64Value"),
         (5, "thread_pool_name", ".google.protobuf.StringValue"),
+        (8, "enable_large_batch_splitting", ".google.protobuf.BoolValue"),
+        (9, "max_execution_batch_size", ".google.protobuf.Int64Value"),
     ):
         params.field.add(
             name=name, number=number, label=f.LABEL_OPTIONAL, type=f.TYPE_MESSAGE, type_name=type_name

@@ -1,14 +1,19 @@
-"""The scraper's arithmetic on Prometheus text in TF Serving's shape."""
+"""The scraper's helpers and the ServerView record."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
 from serve_bench.metrics import breakdown, default_metrics_url, parse
 from serve_bench.server._metrics import Metrics
+from serve_bench.stats import ServerView
 
 
 def test_default_metrics_url_follows_tf_servings_ports():
+    """REST (and the monitoring page) on the gRPC port + 1 as TF Serving's images run it; the default path
+    is PrometheusExporter::kPrometheusPath (tensorflow_serving/util/prometheus_exporter.cc:156-157)."""
     assert default_metrics_url("grpc://host:8500") == "http://host:8501/monitoring/prometheus/metrics"
     assert default_metrics_url("grpc://host:8510") == "http://host:8511/monitoring/prometheus/metrics"
     assert default_metrics_url("http://host:8501") == "http://host:8501/monitoring/prometheus/metrics"
@@ -16,29 +21,41 @@ def test_default_metrics_url_follows_tf_servings_ports():
 
 def test_empty_page_is_a_valid_snapshot():
     snapshot = parse(Metrics().render(), "m")
-    assert snapshot["_families"] > 0 and snapshot.get("request_count", 0) == 0
+    assert snapshot.families > 0 and snapshot.get("request_count", "", ("OK",)) == 0
+    view = breakdown(snapshot, snapshot)
+    assert view.available and view.requests == 0 and view.request_us_mean is None and view.describe() == ""
 
 
-def test_breakdown_from_two_scrapes():
-    metrics = Metrics()
-    before = parse(metrics.render(), "m")
-    for _ in range(4):  # four requests of one image batched into one call of 4, padded to 8
-        metrics.inc("request_count", ("m", "OK"))
-        metrics.observe("request_latency", 10_000, ("m", "predict", "GRPC"))
-        metrics.observe("batching_session:queuing_latency", 3_000, ("pool",))
-        metrics.observe("batching_session:input_batch_size", 1)
-    metrics.observe("runtime_latency", 6_000, ("m", "predict", "TF2"))
-    metrics.observe("batching_session:processed_batch_size", 8)
-    metrics.observe("batching_session:padding_size", 4, ("8",))
-    metrics.inc("request_count", ("other", "OK"))  # another model: not counted
-    after = parse(metrics.render(), "m")
-    result = breakdown(before, after)
-    assert result["requests"] == 4
-    assert result["request_us_mean"] == pytest.approx(10_000)
-    assert result["queue_us_mean"] == pytest.approx(3_000)
-    assert result["compute_us_mean"] == pytest.approx(6_000)
-    assert result["overhead_us_mean"] == pytest.approx(1_000)
-    assert result["processed_batch_mean"] == pytest.approx(8)
-    assert result["input_batch_mean"] == pytest.approx(1)
-    assert result["padding_share"] == pytest.approx(0.5)
-    assert result["tf_calls"] == 1
+def test_server_view_round_trips_through_json():
+    view = ServerView(entrypoint="GRPC", requests=4.0, errors=1.0, request_us_mean=10_000.0, runtime_us_mean=9_000.0,
+                      queue_us_mean=3_000.0, compute_us_mean=6_000.0, overhead_us_mean=1_000.0, batching=True,
+                      tf_calls=1.0, processed_batch_mean=8.0, padding_share=0.5, precision=0.02,
+                      notes=("request_latency: imprecise",))
+    again = ServerView.from_dict(json.loads(json.dumps(view.to_dict())))
+    assert again == view
+    assert again.flags() == ("server errors", "server metrics imprecise")
+    assert again.describe() == "server 10.0 ms = queue 3.0 + compute 6.0 + overhead 1.0; server batch 8.0 (padding 50%)"
+
+
+def test_server_view_reads_a_schema_1_server_object():
+    """Old points held a free-form dict with 'available'; keys of the same meaning keep their names."""
+    old = {"available": True, "requests": 4.0, "errors": 0.0, "request_us_mean": 10.0, "queue_us_mean": None,
+           "compute_us_mean": 6.0, "overhead_us_mean": 4.0, "tf_calls": 4.0, "input_batch_mean": None,
+           "processed_batch_mean": None, "padding_share": None}
+    view = ServerView.from_dict(old)
+    assert view.requests == 4.0 and view.compute_us_mean == 6.0 and view.runtime_us_mean is None
+
+
+def test_unavailable_view_says_why():
+    view = ServerView.unavailable("metrics endpoint unreachable")
+    assert not view.available and view.flags() == ("server metrics unavailable",)
+    assert "unreachable" in view.describe()
+
+
+@pytest.mark.parametrize("value", [0.0, 1.0, 123456.0, 4.56789e9])
+def test_six_digit_sums_round_within_the_resolution(value):
+    """The bound used for precision loss holds for %.6g as prometheus_exporter.cc:104-106 writes sums."""
+    from serve_bench.metrics import sum_resolution
+
+    written = float(f"{value + 0.123456789:.6g}")
+    assert abs(written - (value + 0.123456789)) <= sum_resolution(value + 0.123456789) + 1e-12

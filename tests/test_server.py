@@ -352,7 +352,8 @@ def test_metrics_parse_with_prometheus_client(server, tf):
     assert families[":tensorflow:serving:request_latency"].type == "histogram"
     assert families[":tensorflow:serving:runtime_latency"].type == "histogram"
     latency = _metric(text, ":tensorflow:serving:request_latency", "_count")
-    assert latency[(("API", "predict"), ("entrypoint", "GRPC"), ("model_name", "tiny"))] >= 1
+    # gRPC is labelled API="Predict" (tensorflow_serving/model_servers/prediction_service_impl.cc:53)
+    assert latency[(("API", "Predict"), ("entrypoint", "GRPC"), ("model_name", "tiny"))] >= 1
 
 
 def test_warmup_records_are_replayed_at_load(server):

@@ -1,6 +1,22 @@
 """Server-side figures: TF Serving's Prometheus metrics, server CPU, GPU through NVML."""
 
-from serve_bench.metrics._scrape import MetricsSnapshot, breakdown, default_metrics_url, parse, scrape
+from serve_bench.metrics._scrape import (
+    MetricsSnapshot,
+    breakdown,
+    default_metrics_url,
+    parse,
+    scrape,
+    sum_resolution,
+)
 from serve_bench.metrics._telemetry import GpuSampler, ProcessCpu
 
-__all__ = ["GpuSampler", "MetricsSnapshot", "ProcessCpu", "breakdown", "default_metrics_url", "parse", "scrape"]
+__all__ = [
+    "GpuSampler",
+    "MetricsSnapshot",
+    "ProcessCpu",
+    "breakdown",
+    "default_metrics_url",
+    "parse",
+    "scrape",
+    "sum_resolution",
+]

@@ -1,13 +1,26 @@
-"""Server-side batching with TF Serving's semantics (BasicBatchScheduler + BatchingSession).
+"""Server-side batching with TF Serving's semantics (SharedBatchScheduler queue + BatchingSession).
 
-* Requests join the open batch until it would exceed ``max_batch_size``; then a
-  new batch opens. A batch is processed when a batch thread is free and the
-  batch is full or its oldest request has waited ``batch_timeout_micros``.
-* At most ``max_enqueued_batches`` batches wait (the open one included); past
-  that a request is refused with UNAVAILABLE, so memory stays bounded.
-* A request larger than ``max_batch_size`` is refused with INVALID_ARGUMENT.
-* With ``allowed_batch_sizes`` the merged batch is padded up to the next
-  allowed size (with copies of its first row) and the padding is sliced off.
+What follows TF Serving (tensorflow/core/kernels/batching_util/shared_batch_scheduler.h,
+tensorflow_serving/batching/batching_session.cc):
+
+* The queue is a deque of batches whose last one is open. A task joins the open
+  batch unless it would push it past the execution batch size
+  (``max_execution_batch_size`` with splitting on, else ``max_batch_size``);
+  then the open batch closes and a new one opens.
+* A batch thread takes the oldest closed batch; when only the open batch is
+  left, it takes it once it is full or its first task has waited
+  ``batch_timeout_micros``.
+* A task larger than ``max_batch_size`` is INVALID_ARGUMENT. Without splitting, a
+  task that does not fit the open batch when ``max_enqueued_batches`` batches
+  exist (the open one included) is UNAVAILABLE; with splitting, a task larger
+  than the remaining capacity (free batches x execution size + room in the open
+  batch) is UNAVAILABLE.
+* With ``enable_large_batch_splitting`` a task that does not fit the open batch
+  is split: first the room left in the open batch, then pieces of the execution
+  batch size, then the remainder (input_split_metadata.cc). Each piece queues on
+  its own; the request's outputs are the pieces' outputs concatenated in order.
+* With ``allowed_batch_sizes`` a batch is padded with copies of its first row up
+  to the lowest allowed size not below it, and the padding is sliced off.
 
 The queue lives on the event loop; TensorFlow runs on ``num_batch_threads``
 worker threads, so the loop never blocks on it.
@@ -16,7 +29,6 @@ worker threads, so the loop never blocks on it.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import time
 from collections import deque
 from collections.abc import Callable
@@ -29,9 +41,13 @@ from serve_bench.server._config import BatchingParams
 from serve_bench.server._errors import ServingError, invalid
 from serve_bench.server._metrics import Metrics
 
-__all__ = ["BatchScheduler", "BatchStats"]
+__all__ = ["BatchScheduler", "BatchStats", "split_sizes"]
 
 RunFn = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
+
+# BatchingSession passes an empty thread pool name to the queuing_latency metric when
+# tensorflow_model_server builds it (batching_session.cc:984-987, CreateBatchingSession).
+QUEUING_LABEL = ""
 
 
 @dataclass
@@ -44,10 +60,9 @@ class _Task:
 
 @dataclass
 class _Batch:
-    opened: float
+    opened: float = 0.0
     tasks: list[_Task] = field(default_factory=list)
     size: int = 0
-    closed: bool = False
 
 
 @dataclass
@@ -57,82 +72,149 @@ class BatchStats:
     batches: int = 0
     tasks: int = 0
     rejected_full: int = 0
+    split_requests: int = 0
     processed_sizes: list[int] = field(default_factory=list)
+
+
+def split_sizes(task_size: int, open_batch_room: int, limit: int) -> list[int]:
+    """How TF Serving splits a task: the open batch's room, then ``limit``-sized pieces, then the rest.
+
+    Follows tensorflow/core/kernels/batching_util/input_split_metadata.cc (generate_task_sizes).
+    """
+    sizes: list[int] = []
+    remaining = task_size
+    if open_batch_room > 0:
+        head = min(open_batch_room, remaining)
+        sizes.append(head)
+        remaining -= head
+    while remaining > 0:
+        piece = min(limit, remaining)
+        sizes.append(piece)
+        remaining -= piece
+    return sizes
 
 
 class BatchScheduler:
     def __init__(self, run: RunFn, params: BatchingParams, metrics: Metrics) -> None:
         self._run = run
-        self.params = params
+        self.params = params.validate()
+        self._limit = params.execution_batch_size
+        self._capacity = params.queue_capacity_batches
         self._metrics = metrics
-        self._queue: deque[_Batch] = deque()
+        self._batches: deque[_Batch] = deque([_Batch()])  # the last one is open, as in TF's queue
         self._idle_threads = params.num_batch_threads
         self._executor = ThreadPoolExecutor(params.num_batch_threads, thread_name_prefix=params.thread_pool_name)
         self._timer: asyncio.TimerHandle | None = None
         self._in_flight: set[asyncio.Task[None]] = set()
+        self._closing = False
         self.stats = BatchStats()
 
     async def submit(self, inputs: dict[str, np.ndarray], size: int) -> dict[str, np.ndarray]:
+        """Queue one request of ``size`` rows; its outputs come back when its batch (or batches) ran."""
         params = self.params
+        for _ in inputs:  # BatchingSession::ComputeInputSize records one sample per input tensor
+            self._metrics.observe("batching_session:input_batch_size", size)
         if size > params.max_batch_size:
             raise invalid(f"Task size {size} is larger than maximum input batch size {params.max_batch_size}")
+        self._check_capacity(size)
         now = time.perf_counter()
-        tail = self._queue[-1] if self._queue else None
-        if tail is None or tail.closed or tail.size + size > params.max_batch_size:
-            if tail is not None:
-                tail.closed = True
-            if len(self._queue) >= params.max_enqueued_batches:
-                self.stats.rejected_full += 1
-                raise ServingError("UNAVAILABLE", "The batch scheduling queue to which this task was submitted is full")
-            tail = _Batch(opened=now)
-            self._queue.append(tail)
         loop = asyncio.get_running_loop()
-        task = _Task(inputs, size, now, loop.create_future())
-        tail.tasks.append(task)
-        tail.size += size
-        if tail.size >= params.max_batch_size:
-            tail.closed = True
-        self._metrics.observe("batching_session:input_batch_size", size)
+        room = self._limit - self._batches[-1].size
+        if size <= room or not params.enable_large_batch_splitting:
+            pieces = [size]
+        else:
+            pieces = split_sizes(size, room, self._limit)
+            self.stats.split_requests += 1
+        tasks: list[_Task] = []
+        offset = 0
+        for piece in pieces:
+            part = inputs if len(pieces) == 1 else {k: v[offset:offset + piece] for k, v in inputs.items()}
+            offset += piece
+            task = _Task(part, piece, now, loop.create_future())
+            tail = self._batches[-1]
+            if tail.size + piece > self._limit:
+                tail = self._start_new_batch()
+            if not tail.tasks:
+                tail.opened = now
+            tail.tasks.append(task)
+            tail.size += piece
+            tasks.append(task)
         self._schedule()
-        return await task.future
+        if len(tasks) == 1:
+            return await tasks[0].future
+        return await _gather_pieces(tasks)
+
+    def _check_capacity(self, size: int) -> None:
+        tail = self._batches[-1]
+        if self.params.enable_large_batch_splitting:
+            free = (self._capacity - len(self._batches)) * self._limit + (self._limit - tail.size)
+            if size > free:
+                self.stats.rejected_full += 1
+                raise ServingError(
+                    "UNAVAILABLE",
+                    f"The batch scheduling queue to which this task was submitted is full; task size is {size} but "
+                    f"scheduling capacity is only {free} (num_enqueued_batches={len(self._batches)}, "
+                    f"max_enqueued_batches={self._capacity}, open_batch_size={tail.size}, "
+                    f"max_execution_batch_size={self._limit})")
+            return
+        # TF keeps this looser check (against max_batch_size) for backward compatibility
+        if tail.size + size > self.params.max_batch_size and len(self._batches) >= self._capacity:
+            self.stats.rejected_full += 1
+            raise ServingError(
+                "UNAVAILABLE",
+                f"The batch scheduling queue to which this task was submitted is full; currently "
+                f"{len(self._batches)} batches enqueued and max_enqueued_batches is {self._capacity}")
+
+    def _start_new_batch(self) -> _Batch:
+        batch = _Batch()
+        self._batches.append(batch)
+        return batch
+
+    def _next_batch(self) -> _Batch | None:
+        """Queue::ScheduleBatch: the oldest closed batch, or the open one once full or timed out."""
+        if len(self._batches) == 1:
+            open_batch = self._batches[0]
+            if open_batch.size == 0:
+                return None
+            due = open_batch.opened + self.params.batch_timeout_micros / 1e6
+            if self._closing or open_batch.size >= self._limit or time.perf_counter() >= due:
+                self._start_new_batch()
+        if len(self._batches) >= 2:
+            return self._batches.popleft()
+        return None
 
     def _schedule(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        loop = asyncio.get_running_loop()
-        timeout = self.params.batch_timeout_micros / 1e6
-        while self._idle_threads and self._queue:
-            head = self._queue[0]
-            deadline = head.opened + timeout
-            if not head.closed and time.perf_counter() < deadline:
-                self._timer = loop.call_at(loop.time() + (deadline - time.perf_counter()), self._schedule)
-                return
-            self._queue.popleft()
-            head.closed = True
+        while self._idle_threads:
+            batch = self._next_batch()
+            if batch is None:
+                break
             self._idle_threads -= 1
-            job = loop.create_task(self._process(head))
+            job = asyncio.get_running_loop().create_task(self._process(batch))
             self._in_flight.add(job)
             job.add_done_callback(self._in_flight.discard)
+        open_batch = self._batches[-1]
+        if self._idle_threads and len(self._batches) == 1 and open_batch.size:
+            loop = asyncio.get_running_loop()
+            wait = open_batch.opened + self.params.batch_timeout_micros / 1e6 - time.perf_counter()
+            self._timer = loop.call_at(loop.time() + max(0.0, wait), self._schedule)
 
     async def _process(self, batch: _Batch) -> None:
         loop = asyncio.get_running_loop()
         try:
-            started = time.perf_counter()
-            for task in batch.tasks:
-                self._metrics.observe("batching_session:queuing_latency", (started - task.enqueued) * 1e6,
-                                      (self.params.thread_pool_name,))
+            dequeued = time.perf_counter()
+            for task in batch.tasks:  # BatchingSession::ProcessBatch, per task, whole microseconds
+                self._metrics.observe("batching_session:queuing_latency", int((dequeued - task.enqueued) * 1e6),
+                                      (QUEUING_LABEL,))
             try:
                 outputs = await loop.run_in_executor(self._executor, self._run_merged, batch)
             except ServingError as exc:
-                for task in batch.tasks:
-                    if not task.future.done():
-                        task.future.set_exception(ServingError(exc.code, exc.message))
+                _fail(batch, exc.code, exc.message)
                 return
             except Exception as exc:  # a TensorFlow failure must not strand the waiting requests
-                for task in batch.tasks:
-                    if not task.future.done():
-                        task.future.set_exception(ServingError("INTERNAL", str(exc) or type(exc).__name__))
+                _fail(batch, "INTERNAL", str(exc) or type(exc).__name__)
                 return
             offset = 0
             for task in batch.tasks:
@@ -144,49 +226,67 @@ class BatchScheduler:
             self._schedule()
 
     def _padded_size(self, size: int) -> int:
-        allowed = self.params.allowed_batch_sizes
-        if not allowed:
-            return size
-        return allowed[bisect.bisect_left(allowed, size)]
+        """batching_util.cc RoundToLowestAllowedBatchSize: the first allowed size >= size, else size."""
+        for allowed in self.params.allowed_batch_sizes:
+            if allowed >= size:
+                return allowed
+        return size
 
     def _run_merged(self, batch: _Batch) -> dict[str, np.ndarray]:
         """On a batch thread: concatenate, pad, run once, drop the padding."""
         names = batch.tasks[0].inputs.keys()
+        padded = self._padded_size(batch.size)
+        padding = padded - batch.size
+        # BatchingSession::MergeInputTensors records these before merging
+        self._metrics.observe("batching_session:padding_size", padding, (str(padded),))
+        self._metrics.observe("batching_session:processed_batch_size", padded)
         for task in batch.tasks[1:]:
             if task.inputs.keys() != names:
                 raise invalid("requests in one batch must send the same inputs")
-        padded = self._padded_size(batch.size)
-        padding = padded - batch.size
         merged: dict[str, np.ndarray] = {}
         for name in names:
             parts = [task.inputs[name] for task in batch.tasks]
             if padding:
-                first = parts[0][:1]
-                parts.append(np.repeat(first, padding, axis=0))
+                parts.append(np.repeat(parts[-1][:1], padding, axis=0))
             try:
                 merged[name] = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
             except ValueError as exc:
                 raise invalid(f"input '{name}' cannot be batched: {exc}") from exc
-        self._metrics.observe("batching_session:processed_batch_size", padded)
-        self._metrics.observe("batching_session:padding_size", padding, (str(padded),))
-        self._metrics.inc("batching_session:wrapped_run_count")
         self.stats.batches += 1
         self.stats.tasks += len(batch.tasks)
         self.stats.processed_sizes.append(padded)
-        outputs = self._run(merged)
+        try:
+            outputs = self._run(merged)
+        finally:
+            self._metrics.inc("batching_session:wrapped_run_count")  # counted whether Run succeeded or not
         if padding:
             outputs = {k: v[: batch.size] for k, v in outputs.items()}
         return outputs
 
     async def drain(self) -> None:
         """Wait until every queued and running batch has finished (shutdown)."""
-        while self._queue or self._in_flight:
-            if self._queue and self._idle_threads:
-                self._queue[0].closed = True  # no more waiting for the timeout
-                self._schedule()
+        self._closing = True  # a closed queue schedules its open batch at once, as Queue::closed_ does
+        while len(self._batches) > 1 or self._batches[0].size or self._in_flight:
+            self._schedule()
             await asyncio.sleep(0.005)
 
     def close(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
         self._executor.shutdown(wait=True)
+
+
+def _fail(batch: _Batch, code: str, message: str) -> None:
+    for task in batch.tasks:
+        if not task.future.done():
+            task.future.set_exception(ServingError(code, message))
+
+
+async def _gather_pieces(tasks: list[_Task]) -> dict[str, np.ndarray]:
+    """The outputs of a split request: each output's pieces concatenated in order (SplitInputTask's barrier)."""
+    results = await asyncio.gather(*(task.future for task in tasks), return_exceptions=True)
+    for result in results:
+        if isinstance(result, BaseException):
+            raise result
+    parts = [r for r in results if isinstance(r, dict)]
+    return {name: np.concatenate([part[name] for part in parts], axis=0) for name in parts[0]}

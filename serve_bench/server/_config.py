@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +14,7 @@ from serve_bench import _protos
 from serve_bench.errors import UserError
 
 __all__ = [
+    "BatchingParametersError",
     "BatchingParams",
     "ModelEntry",
     "ServerConfig",
@@ -26,9 +27,21 @@ __all__ = [
 DEFAULT_METRICS_PATH = "/monitoring/prometheus/metrics"
 
 
+class BatchingParametersError(UserError):
+    """A BatchingParameters value TF Serving refuses (the message uses TF Serving's wording)."""
+
+
 @dataclass(frozen=True)
 class BatchingParams:
-    """TF Serving's BatchingParameters with its defaults (batching_session / shared_batch_scheduler)."""
+    """TF Serving's BatchingParameters (session_bundle_config.proto) with the defaults it applies.
+
+    Defaults are SharedBatchScheduler's QueueOptions/Options (max_batch_size 1000,
+    timeout 0, 10 enqueued batches, one batch thread per CPU, pool "batch_threads").
+    ``max_execution_batch_size`` None means "not set": with splitting on, TF Serving
+    then executes batches of up to max_batch_size (bundle_factory_util.h GetQueueOptions).
+    Build one from text with :meth:`from_text`, check it with :meth:`validate` and
+    write it for ``--batching_parameters_file`` with :meth:`to_text`.
+    """
 
     max_batch_size: int = 1000
     batch_timeout_micros: int = 0
@@ -37,6 +50,115 @@ class BatchingParams:
     thread_pool_name: str = "batch_threads"
     allowed_batch_sizes: tuple[int, ...] = ()
     pad_variable_length_inputs: bool = False
+    enable_large_batch_splitting: bool = False
+    max_execution_batch_size: int | None = None
+
+    @property
+    def execution_batch_size(self) -> int:
+        """The largest batch the scheduler forms (shared_batch_scheduler.h GetMaxExecutionBatchSize)."""
+        if self.enable_large_batch_splitting and self.max_execution_batch_size is not None:
+            return self.max_execution_batch_size
+        return self.max_batch_size
+
+    @property
+    def queue_capacity_batches(self) -> int:
+        """max_enqueued_batches as the scheduler uses it: SharedBatchScheduler::AddQueue turns 0
+        into 1 when splitting is off, for old configurations that relied on it."""
+        if not self.enable_large_batch_splitting and self.max_enqueued_batches == 0:
+            return 1
+        return self.max_enqueued_batches
+
+    def validate(self) -> BatchingParams:
+        """Refuse what tensorflow_model_server refuses, with its wording; return self when valid.
+
+        Checks follow shared_batch_scheduler.h (Create, AddQueueAfterRewritingOptions) and
+        bundle_factory_util.cc WrapSessionForBatching. Raises BatchingParametersError.
+        """
+        def fail(message: str) -> None:
+            raise BatchingParametersError(message)
+
+        if self.num_batch_threads < 1:
+            fail(f"num_batch_threads must be positive; was {self.num_batch_threads}")
+        if self.max_batch_size < 1:
+            # TF Serving maps max_batch_size onto the queue's input_batch_size_limit
+            fail(f"input_batch_size_limit (max_batch_size) must be positive; was {self.max_batch_size}")
+        if self.batch_timeout_micros < 0:
+            fail(f"batch_timeout_micros must be non-negative; was {self.batch_timeout_micros}")
+        if self.queue_capacity_batches < 1:
+            fail(f"max_enqueued_batches must be positive; was {self.max_enqueued_batches}")
+        if self.enable_large_batch_splitting:
+            if self.execution_batch_size < 1:
+                fail(f"max_execution_batch_size must be positive; was {self.execution_batch_size}")
+            if self.max_batch_size < self.execution_batch_size:
+                fail("When enable_large_batch_splitting is true, input_batch_size_limit must be greater than or "
+                     f"equal to max_execution_batch_size. (max_batch_size {self.max_batch_size}, "
+                     f"max_execution_batch_size {self.execution_batch_size})")
+        allowed = self.allowed_batch_sizes
+        if allowed:
+            if any(size < 1 for size in allowed):
+                fail(f"allowed_batch_sizes entries must be positive; got {list(allowed)}")
+            if any(b <= a for a, b in zip(allowed, allowed[1:])):
+                fail("allowed_batch_sizes entries must be monotonically increasing")
+            if allowed[-1] != self.max_batch_size:
+                fail("Last entry in allowed_batch_sizes must match max_batch_size; last entry was "
+                     f"{allowed[-1]}; expected {self.max_batch_size}")
+        return self
+
+    def warnings(self) -> tuple[str, ...]:
+        """Valid settings that probably do not do what the user meant (TF Serving accepts them silently)."""
+        notes: list[str] = []
+        if self.max_execution_batch_size is not None and not self.enable_large_batch_splitting:
+            notes.append("max_execution_batch_size is ignored unless enable_large_batch_splitting is true")
+        if self.enable_large_batch_splitting and self.allowed_batch_sizes:
+            limit = self.execution_batch_size
+            fitting = [s for s in self.allowed_batch_sizes if s >= limit]
+            if fitting and fitting[0] != limit:
+                notes.append(f"batches of up to {limit} (max_execution_batch_size) are padded to the next allowed "
+                             f"size; a batch of {limit} becomes {fitting[0]}: add {limit} to allowed_batch_sizes")
+        return tuple(notes)
+
+    @classmethod
+    def from_text(cls, text: str, source: str = "batching parameters") -> BatchingParams:
+        """Parse a text-format BatchingParameters (what TF Serving reads) and validate it.
+
+        Unset fields keep TF Serving's defaults. Raises BatchingParametersError naming ``source``.
+        """
+        try:
+            proto = text_format.Parse(text, _protos.message("tensorflow.serving.BatchingParameters")())
+        except text_format.ParseError as exc:
+            # ParseError's text starts with "line:column : problem"
+            raise BatchingParametersError(
+                f"{source} does not parse at line {exc.GetLine()}: {str(exc).split(' : ', 1)[-1]}") from exc
+        values: dict[str, Any] = {}
+        for name in ("max_batch_size", "batch_timeout_micros", "max_enqueued_batches", "num_batch_threads",
+                     "thread_pool_name", "enable_large_batch_splitting", "max_execution_batch_size"):
+            if proto.HasField(name):
+                values[name] = getattr(proto, name).value
+        values["allowed_batch_sizes"] = tuple(proto.allowed_batch_sizes)
+        values["pad_variable_length_inputs"] = proto.pad_variable_length_inputs
+        params = replace(cls(), **values)
+        try:
+            return params.validate()
+        except BatchingParametersError as exc:
+            raise BatchingParametersError(f"{source}: {exc}") from None
+
+    def to_text(self) -> str:
+        """Text-format BatchingParameters for ``--batching_parameters_file`` (TF Serving parses it as is)."""
+        lines = [f"max_batch_size {{ value: {self.max_batch_size} }}",
+                 f"batch_timeout_micros {{ value: {self.batch_timeout_micros} }}",
+                 f"max_enqueued_batches {{ value: {self.max_enqueued_batches} }}",
+                 f"num_batch_threads {{ value: {self.num_batch_threads} }}"]
+        if self.thread_pool_name != BatchingParams.thread_pool_name:
+            escaped = self.thread_pool_name.replace("\\", "\\\\").replace('"', '\\"')
+            lines.append(f'thread_pool_name {{ value: "{escaped}" }}')
+        lines += [f"allowed_batch_sizes: {size}" for size in self.allowed_batch_sizes]
+        if self.pad_variable_length_inputs:
+            lines.append("pad_variable_length_inputs: true")
+        if self.enable_large_batch_splitting:
+            lines.append("enable_large_batch_splitting { value: true }")
+        if self.max_execution_batch_size is not None:
+            lines.append(f"max_execution_batch_size {{ value: {self.max_execution_batch_size} }}")
+        return "\n".join(lines) + "\n"
 
 
 @dataclass(frozen=True)
@@ -76,31 +198,12 @@ def _parse_text(path: str, message_name: str, what: str) -> Any:
 
 
 def parse_batching_parameters(path: str) -> BatchingParams:
-    proto = _parse_text(path, "tensorflow.serving.BatchingParameters", "batching parameters file")
-    defaults = BatchingParams()
-    values: dict[str, Any] = {}
-    for name in ("max_batch_size", "batch_timeout_micros", "max_enqueued_batches", "num_batch_threads",
-                 "thread_pool_name"):
-        if proto.HasField(name):
-            values[name] = getattr(proto, name).value
-    values["allowed_batch_sizes"] = tuple(proto.allowed_batch_sizes)
-    values["pad_variable_length_inputs"] = proto.pad_variable_length_inputs
-    params = BatchingParams(**{**defaults.__dict__, **values})
-    for name in ("max_batch_size", "max_enqueued_batches", "num_batch_threads"):
-        if getattr(params, name) < 1:
-            raise UserError(f"batching parameters file {path}: {name} must be at least 1")
-    if params.batch_timeout_micros < 0:
-        raise UserError(f"batching parameters file {path}: batch_timeout_micros must not be negative")
-    allowed = params.allowed_batch_sizes
-    if allowed:
-        if list(allowed) != sorted(set(allowed)) or allowed[0] < 1:
-            raise UserError(f"batching parameters file {path}: allowed_batch_sizes must be increasing positive sizes")
-        if allowed[-1] != params.max_batch_size:
-            raise UserError(
-                f"batching parameters file {path}: the last allowed_batch_sizes entry ({allowed[-1]}) "
-                f"must equal max_batch_size ({params.max_batch_size}), as TF Serving requires"
-            )
-    return params
+    """Read and validate a batching_parameters.txt as tensorflow_model_server does (UserError if refused)."""
+    try:
+        text = Path(path).read_text()
+    except OSError as exc:
+        raise UserError(f"cannot read batching parameters file {path!r}: {exc.strerror or exc}") from exc
+    return BatchingParams.from_text(text, f"batching parameters file {path}")
 
 
 def parse_monitoring_config(path: str) -> str | None:
@@ -142,7 +245,6 @@ def _bool(text: str) -> bool:
 _ACCEPTED_IGNORED = (
     "file_system_poll_wait_seconds",
     "model_config_file_poll_wait_seconds",
-    "tensorflow_session_parallelism",
     "rest_api_num_threads",
     "rest_api_timeout_in_ms",
     "grpc_channel_arguments",
@@ -151,6 +253,32 @@ _ACCEPTED_IGNORED = (
     "xla_cpu_compilation_enabled",
     "allow_version_labels_for_unavailable_models",
     "per_process_gpu_memory_fraction",
+    # the rest of main.cc's flag list (tensorflow_serving/model_servers/main.cc:87-317)
+    "grpc_socket_path",
+    "rest_api_enable_cors_support",
+    "enable_per_model_batching_parameters",
+    "num_load_threads",
+    "num_unload_threads",
+    "max_num_load_retries",
+    "load_retry_interval_micros",
+    "flush_filesystem_caches",
+    "tensorflow_session_config_file",
+    "use_alts_credentials",
+    "ssl_config_file",
+    "platform_config_file",
+    "saved_model_tags",
+    "num_request_iterations_for_warmup",
+    "remove_unused_fields_from_bundle_metagraph",
+    "prefer_tflite_model",
+    "num_tflite_pools",
+    "num_tflite_interpreters_per_pool",
+    "xla_gpu_compilation_enabled",
+    "enable_profiler",
+    "thread_pool_factory_config_file",
+    "mixed_precision",
+    "skip_initialize_tpu",
+    "enable_grpc_healthcheck_service",
+    "enable_serialization_as_tensor_content",
 )
 
 
@@ -170,12 +298,33 @@ def build_arg_parser(parser: argparse.ArgumentParser | None = None) -> argparse.
     flag("--monitoring_config_file", default=None, help="text MonitoringConfig enabling Prometheus metrics")
     flag("--enable_model_warmup", type=_bool, nargs="?", const=True, default=True,
          help="replay assets.extra/tf_serving_warmup_requests at load (default true)")
-    flag("--tensorflow_intra_op_parallelism", type=int, default=0, help="TensorFlow intra-op threads (0: auto)")
-    flag("--tensorflow_inter_op_parallelism", type=int, default=0, help="TensorFlow inter-op threads (0: auto)")
+    flag("--tensorflow_intra_op_parallelism", type=int, default=0,
+         help="threads TensorFlow uses inside one op (default 0: auto)")
+    flag("--tensorflow_inter_op_parallelism", type=int, default=0,
+         help="ops TensorFlow runs at the same time (default 0: auto)")
+    flag("--tensorflow_session_parallelism", type=int, default=0,
+         help="both of the above at once, when neither is given (default 0: auto)")
     flag("--max_body_bytes", type=int, default=256 * 1024 * 1024, help="largest REST request body (default 256 MiB)")
     for name in _ACCEPTED_IGNORED:
-        flag(f"--{name}", default=None, help=argparse.SUPPRESS)
+        # nargs="?": TF's boolean flags may be given bare (--enable_profiler)
+        flag(f"--{name}", nargs="?", const="true", default=None, help=argparse.SUPPRESS)
     return p
+
+
+def _parallelism(args: argparse.Namespace) -> tuple[int, int]:
+    """(intra, inter) op threads from the three flags, as model_servers/server.cc:256-279 combines them."""
+    intra, inter = args.tensorflow_intra_op_parallelism, args.tensorflow_inter_op_parallelism
+    session = args.tensorflow_session_parallelism
+    for name, value in (("tensorflow_intra_op_parallelism", intra), ("tensorflow_inter_op_parallelism", inter),
+                        ("tensorflow_session_parallelism", session)):
+        if value < 0:
+            raise UserError(f"--{name} must be 0 (auto) or a number of threads; got {value}")
+    if intra > 0 and inter > 0 and session > 0:
+        raise UserError("Either configure --tensorflow_session_parallelism or (--tensorflow_intra_op_parallelism, "
+                        "--tensorflow_inter_op_parallelism) separately. You cannot configure all.")
+    if intra > 0 or inter > 0:
+        return intra, inter
+    return session, session
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
@@ -218,9 +367,10 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     if metrics_path and not args.rest_api_port:
         raise UserError("metrics are served on the REST port: --monitoring_config_file needs --rest_api_port")
     ignored = tuple(name for name in _ACCEPTED_IGNORED if getattr(args, name) is not None)
+    intra, inter = _parallelism(args)
     return ServerConfig(
         models=tuple(entries), host=args.host, port=args.port, rest_api_port=args.rest_api_port,
         batching=batching, metrics_path=metrics_path, enable_model_warmup=args.enable_model_warmup,
-        max_body_bytes=args.max_body_bytes, intra_op_threads=args.tensorflow_intra_op_parallelism,
-        inter_op_threads=args.tensorflow_inter_op_parallelism, ignored_flags=ignored, notices=tuple(notices),
+        max_body_bytes=args.max_body_bytes, intra_op_threads=intra,
+        inter_op_threads=inter, ignored_flags=ignored, notices=tuple(notices),
     )

@@ -15,7 +15,16 @@ from serve_bench.server._errors import ServingError
 from serve_bench.server._metrics import Metrics
 from serve_bench.server._runtime import ModelRegistry, Servable, Signature
 
-__all__ = ["ServingCore"]
+__all__ = ["ServingCore", "record_request"]
+
+
+def record_request(metrics: Metrics, model: str, api: str, entrypoint: str, status: str, started: float) -> None:
+    """request_count for every request, request_latency for OK ones only: gRPC Predict as
+    model_servers/prediction_service_impl.cc:52-59 (API "Predict", "GRPC"), REST as
+    model_servers/http_server.cc:194-201 (API = the URL verb, "" for GETs, "REST")."""
+    if status == "OK":
+        metrics.observe("request_latency", int((time.perf_counter() - started) * 1e6), (model, api, entrypoint))
+    metrics.inc("request_count", (model, status))
 
 
 class ServingCore:
@@ -43,11 +52,15 @@ class ServingCore:
 
     def _timed_run(self, servable: Servable, signature: Signature, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         started = time.perf_counter()
-        try:
-            return servable.run(signature, inputs)
-        finally:
-            self.metrics.observe("runtime_latency", (time.perf_counter() - started) * 1e6,
-                                 (servable.name, "predict", "TF2"))
+        outputs = servable.run(signature, inputs)
+        if self.config.batching is None:  # with batching, predict() times the batching session's Run instead
+            self._record_runtime(servable.name, started)
+        return outputs
+
+    def _record_runtime(self, model: str, started: float) -> None:
+        """runtime_latency around the session's Run, successful runs only, whole microseconds
+        (servables/tensorflow/predict_util.cc:108-115); with batching that Run includes the queue."""
+        self.metrics.observe("runtime_latency", int((time.perf_counter() - started) * 1e6), (model, "Predict", "TF1"))
 
     async def predict(
         self,
@@ -70,7 +83,9 @@ class ServingCore:
             size = signature.validate(inputs)
             scheduler = self.scheduler(servable, signature)
             if scheduler is not None:
+                run_started = time.perf_counter()
                 outputs = await scheduler.submit(inputs, size)
+                self._record_runtime(servable.name, run_started)
             else:
                 loop = asyncio.get_running_loop()
                 outputs = await loop.run_in_executor(self._executor, self._timed_run, servable, signature, inputs)
@@ -81,11 +96,13 @@ class ServingCore:
         except asyncio.CancelledError:
             status = "CANCELLED"
             raise
+        except Exception:
+            status = "INTERNAL"  # never count a failure as OK
+            raise
         finally:
             self.in_flight -= 1
-            self.metrics.inc("request_count", (model, status))
-            self.metrics.observe("request_latency", (time.perf_counter() - started) * 1e6,
-                                 (model, "predict", entrypoint))
+            if entrypoint == "GRPC":  # REST requests are counted by the REST front end, GETs included
+                record_request(self.metrics, model, "Predict", "GRPC", status, started)
 
     def status(self, model: str, version: int | None, label: str | None) -> list[tuple[int, str]]:
         """(version, state) pairs as GetModelStatus reports them."""

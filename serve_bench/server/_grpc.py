@@ -7,6 +7,7 @@ unknown method.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import grpc
@@ -14,7 +15,7 @@ from grpc import aio
 
 from serve_bench import __version__, _protos
 from serve_bench.codec import CodecError, from_tensor_proto, to_tensor_proto
-from serve_bench.server._core import ServingCore
+from serve_bench.server._core import ServingCore, record_request
 from serve_bench.server._errors import ServingError
 
 __all__ = ["add_services", "SERVER_OPTIONS", "IDENTITY"]
@@ -48,15 +49,18 @@ class _Service:
         self.signature_map = _protos.message("tensorflow.serving.SignatureDefMap")
 
     async def predict(self, request: Any, context: aio.ServicerContext) -> Any:
+        started = time.perf_counter()  # request_latency starts before the tensors are parsed (prediction_service_impl.cc:41)
         spec = request.model_spec
         version, label = _version(spec)
         try:
             try:
                 inputs = {alias: from_tensor_proto(tensor) for alias, tensor in request.inputs.items()}
             except CodecError as exc:
+                record_request(self.core.metrics, spec.name, "Predict", "GRPC", "INVALID_ARGUMENT", started)
                 raise ServingError("INVALID_ARGUMENT", str(exc)) from exc
             servable, outputs = await self.core.predict(
-                spec.name, version, label, spec.signature_name, inputs, list(request.output_filter), "GRPC"
+                spec.name, version, label, spec.signature_name, inputs, list(request.output_filter), "GRPC",
+                started=started,
             )
         except ServingError as exc:
             await context.abort(getattr(grpc.StatusCode, exc.code), exc.message)

@@ -21,8 +21,9 @@ from google.protobuf import json_format
 
 from serve_bench import __version__
 from serve_bench.codec import CodecError, array_to_json_value, gc_paused, json_value_to_array
-from serve_bench.server._core import ServingCore
+from serve_bench.server._core import ServingCore, record_request
 from serve_bench.server._errors import ServingError, invalid
+from serve_bench.server._metrics import Metrics
 
 __all__ = ["make_app"]
 
@@ -109,6 +110,7 @@ class _Handlers:
                 return _error(501, f"{verb} is not implemented by the serve-bench local server (only predict)")
             return _error(404, f"Malformed request: {request.method} {request.path}")
         except ServingError as exc:
+            request[_TF_STATUS] = exc.code  # for _count_requests: the canonical code, not the HTTP one
             return _error(exc.http_status, exc.message)
 
     def status(self, name: str, version: int | None, label: str | None) -> web.Response:
@@ -182,12 +184,39 @@ class _Handlers:
         return web.Response(text=self.core.metrics.render(), content_type="text/plain")
 
 
+_METRICS = web.AppKey("metrics", Metrics)
+_TF_STATUS = web.RequestKey("tf_status", str)
+# TF Serving's canonical code for an HTTP status (the inverse of http_server.cc:46 ToHTTPStatusCode).
+_CODE_OF_HTTP = {200: "OK", 400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+                 409: "ABORTED", 413: "RESOURCE_EXHAUSTED", 429: "RESOURCE_EXHAUSTED", 499: "CANCELLED",
+                 501: "UNIMPLEMENTED", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
+
+
+@web.middleware
+async def _count_requests(request: web.Request, handler: Any) -> web.StreamResponse:
+    """request_count for every /v1/ request (GETs too), request_latency for OK ones with the URL verb
+    as API ("" for GETs), as model_servers/http_server.cc:152-201 records them."""
+    if not request.path.startswith("/v1/"):
+        return await handler(request)
+    started = time.perf_counter()
+    match = _PATH.match(request.path)
+    status = "INTERNAL"
+    try:
+        response: web.StreamResponse = await handler(request)
+        status = request.get(_TF_STATUS) or _CODE_OF_HTTP.get(response.status, "UNKNOWN")
+        return response
+    finally:
+        record_request(request.app[_METRICS], (match["name"] if match else "") or "",
+                       (match["verb"] if match else "") or "", "REST", status, started)
+
+
 async def _identify(request: web.Request, response: web.StreamResponse) -> None:
     response.headers["Server"] = f"serve-bench-local/{__version__}"
 
 
 def make_app(core: ServingCore, metrics_path: str | None) -> web.Application:
-    app = web.Application(client_max_size=core.config.max_body_bytes)
+    app = web.Application(client_max_size=core.config.max_body_bytes, middlewares=[_count_requests])
+    app[_METRICS] = core.metrics
     app.on_response_prepare.append(_identify)
     handlers = _Handlers(core, metrics_path)
     if metrics_path:
