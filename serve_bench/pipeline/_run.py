@@ -174,7 +174,11 @@ def _inprocess(config: PipelineConfig, compare: np.ndarray, outcome: PipelineOut
         outcome.notes.append(f"in-process TensorFlow: not measured (no SavedModel under "
                              f"{config.models_dir}/{config.model}; pass --models-dir)")
         return None
-    model = InProcessModel(path).load()
+    try:
+        model = InProcessModel(path).load()
+    except Exception as exc:  # noqa: BLE001 - a comparison that cannot run is reported, not fatal
+        outcome.notes.append(f"in-process TensorFlow: not measured (loading {path} failed: {exc})")
+        return None
     for batch in config.batch_sizes:
         outcome.inprocess_fps[batch] = model.frames_per_s(compare, batch)
         say(f"in-process TensorFlow, batch {batch}: {outcome.inprocess_fps[batch]:.1f} fps "
