@@ -242,3 +242,16 @@ def test_importing_the_pipeline_imports_neither_tensorflow_nor_the_server():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                             cwd=Path(__file__).parent.parent)
     assert result.stdout.strip() == "[]", result.stderr
+
+
+def test_without_a_saved_model_here_the_in_process_comparison_is_skipped_and_said(server, tmp_path, capsys):
+    clip = write_clip(tmp_path / "clip.mp4", frames=6, size=(64, 48))
+    empty = tmp_path / "no-models"
+    empty.mkdir()
+    code = pipeline([str(clip), "--target", server.grpc_url, "--model", "tiny", "--batch-sizes", "2",
+                     "--max-in-flight", "1", "--models-dir", str(empty), "--results", str(tmp_path / "run")])
+    assert code == 0
+    assert "in-process TensorFlow: not measured (no SavedModel under" in capsys.readouterr().out
+    (point,) = read_points(tmp_path / "run")
+    assert point.pipeline is not None and point.pipeline.inprocess_fps is None
+    assert point.pipeline.limit in ("decoder", "server or network")  # server and network cannot be told apart
