@@ -107,7 +107,8 @@ def print_summary(outcome: PipelineOutcome) -> None:
 
     info = outcome.info
     height, width = outcome.image_size
-    console = Console()
+    # piped or captured output has no width: do not let rich squeeze the table into 80 columns
+    console = Console(width=None if sys.stdout.isatty() else 160, soft_wrap=True)
     console.print(f"video {info.path}: {info.codec} {info.width}x{info.height}, {outcome.frames} frames decoded"
                   + (f" ({outcome.skipped} damaged packets skipped)" if outcome.skipped else "")
                   + f"; decoder alone {outcome.decoder_fps:.1f} fps (scaled to {width}x{height})")
