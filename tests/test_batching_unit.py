@@ -112,3 +112,166 @@ async def test_event_loop_stays_responsive_while_model_runs():
         ticks += 1
     assert ticks >= 10  # the loop kept running during the 0.3 s TensorFlow call
     scheduler.close()
+
+
+# --- TF Serving's queue rules, large-batch splitting and the batching metrics -------------------------------------
+
+from serve_bench.server._batching import split_sizes  # noqa: E402
+
+
+@pytest.mark.parametrize("size, room, limit, expected", [
+    (10, 0, 4, [4, 4, 2]),
+    (10, 3, 4, [3, 4, 3]),
+    (8, 0, 4, [4, 4]),
+    (5, 1, 4, [1, 4]),
+    (2, 3, 4, [2]),
+])
+def test_split_sizes_follow_input_split_metadata(size, room, limit, expected):
+    """tensorflow/core/kernels/batching_util/input_split_metadata.cc:60-81 (generate_task_sizes): the open
+    batch's room first, then pieces of the execution batch size, then the remainder."""
+    assert split_sizes(size, room, limit) == expected
+
+
+async def test_large_request_is_split_across_batches_and_reassembled():
+    """enable_large_batch_splitting: a task larger than the open batch's room is split
+    (shared_batch_scheduler.h ScheduleWithoutOrEagerSplitImpl) and the outputs concatenated in order
+    (batching_session.cc SplitInputTask's barrier)."""
+    model = FakeModel()
+    params = BatchingParams(max_batch_size=16, batch_timeout_micros=0, num_batch_threads=1,
+                            enable_large_batch_splitting=True, max_execution_batch_size=4)
+    scheduler = BatchScheduler(model, params, Metrics())
+    result = await scheduler.submit(_x(10, 100), 10)
+    assert sorted(model.calls) == [2, 4, 4] and max(model.calls) <= 4
+    assert result["y"].ravel().tolist() == [2.0 * (100 + i) for i in range(10)]
+    assert scheduler.stats.split_requests == 1
+    scheduler.close()
+
+
+async def test_split_pieces_fill_the_open_batch_first():
+    """The first piece takes the room left in the open batch (input_split_metadata.cc:40-45)."""
+    model = FakeModel()
+    model.gate.clear()  # hold the thread so batches stay queued
+    params = BatchingParams(max_batch_size=16, batch_timeout_micros=10_000_000, num_batch_threads=1,
+                            enable_large_batch_splitting=True, max_execution_batch_size=4)
+    scheduler = BatchScheduler(model, params, Metrics())
+    first = asyncio.ensure_future(scheduler.submit(_x(1, 0), 1))
+    await asyncio.sleep(0)
+    second = asyncio.ensure_future(scheduler.submit(_x(6, 10), 6))  # 3 join the open batch, then 3
+    await asyncio.sleep(0.02)
+    model.gate.set()
+    await scheduler.drain()
+    a, b = await first, await second
+    assert model.calls == [4, 3]
+    assert a["y"].ravel().tolist() == [0.0] and b["y"].ravel().tolist() == [2.0 * (10 + i) for i in range(6)]
+    scheduler.close()
+
+
+async def test_without_splitting_oversized_task_is_invalid_with_tf_wording():
+    """shared_batch_scheduler.h ValidateBatchTaskQueueCapacity: "Task size %d is larger than maximum input
+    batch size %d" (INVALID_ARGUMENT), checked against max_batch_size, splitting or not."""
+    params = BatchingParams(max_batch_size=8, enable_large_batch_splitting=True, max_execution_batch_size=4)
+    scheduler = BatchScheduler(FakeModel(), params, Metrics())
+    with pytest.raises(ServingError) as info:
+        await scheduler.submit(_x(9), 9)
+    assert info.value.code == "INVALID_ARGUMENT"
+    assert info.value.message == "Task size 9 is larger than maximum input batch size 8"
+    scheduler.close()
+
+
+async def test_queue_full_message_without_splitting():
+    """Without splitting the queue is full when the task does not fit the open batch and
+    max_enqueued_batches batches exist, the open one included (shared_batch_scheduler.h, the loose check)."""
+    model = FakeModel()
+    model.gate.clear()
+    params = BatchingParams(max_batch_size=2, batch_timeout_micros=10_000_000, max_enqueued_batches=2,
+                            num_batch_threads=1)
+    scheduler = BatchScheduler(model, params, Metrics())
+    running = asyncio.ensure_future(scheduler.submit(_x(2), 2))  # full: taken by the thread
+    await asyncio.sleep(0.02)
+    queued = [asyncio.ensure_future(scheduler.submit(_x(1), 1)) for _ in range(4)]  # two batches of 2
+    await asyncio.sleep(0)
+    with pytest.raises(ServingError) as info:
+        await scheduler.submit(_x(1), 1)
+    assert info.value.code == "UNAVAILABLE"
+    assert info.value.message == ("The batch scheduling queue to which this task was submitted is full; "
+                                  "currently 2 batches enqueued and max_enqueued_batches is 2")
+    model.gate.set()
+    await scheduler.drain()
+    await asyncio.gather(running, *queued)
+    scheduler.close()
+
+
+async def test_queue_capacity_with_splitting_counts_rows():
+    """With splitting the capacity is (max_enqueued_batches - batches) x execution size + room in the open
+    batch (shared_batch_scheduler.h SchedulingCapacityInternal), and the refusal names the figures."""
+    model = FakeModel()
+    model.gate.clear()
+    params = BatchingParams(max_batch_size=16, batch_timeout_micros=10_000_000, max_enqueued_batches=2,
+                            num_batch_threads=1, enable_large_batch_splitting=True, max_execution_batch_size=4)
+    scheduler = BatchScheduler(model, params, Metrics())
+    running = asyncio.ensure_future(scheduler.submit(_x(4), 4))
+    await asyncio.sleep(0.02)  # the thread holds it; the queue is one empty open batch: capacity 2*4 - 4 + 4 = 8
+    queued = asyncio.ensure_future(scheduler.submit(_x(5), 5))  # 4 + 1: two batches, capacity now 3
+    await asyncio.sleep(0)
+    with pytest.raises(ServingError) as info:
+        await scheduler.submit(_x(4), 4)
+    assert info.value.code == "UNAVAILABLE"
+    assert "task size is 4 but scheduling capacity is only 3" in info.value.message
+    model.gate.set()
+    await scheduler.drain()
+    await asyncio.gather(running, queued)
+    scheduler.close()
+
+
+async def test_max_enqueued_batches_zero_means_one_without_splitting():
+    """SharedBatchScheduler::AddQueue rewrites max_enqueued_batches 0 to 1 when splitting is off."""
+    scheduler = BatchScheduler(FakeModel(), BatchingParams(max_batch_size=4, max_enqueued_batches=0,
+                                                           num_batch_threads=1), Metrics())
+    result = await scheduler.submit(_x(2), 2)
+    assert result["y"].shape == (2, 1)
+    scheduler.close()
+
+
+async def test_batching_metrics_as_batching_session_records_them():
+    """input_batch_size once per input tensor (batching_session.cc:470-482 ComputeInputSize), queuing_latency
+    per task with an empty thread-pool label (:765-768, CreateBatchingSession passes ""), padding and processed
+    size before the merge (:494-506), wrapped_run_count after every Run, failed or not (:810)."""
+    def two_inputs(inputs):
+        return {"y": inputs["x"] + inputs["z"]}
+
+    metrics = Metrics()
+    scheduler = BatchScheduler(two_inputs, BatchingParams(max_batch_size=8, batch_timeout_micros=20_000,
+                                                          num_batch_threads=1, allowed_batch_sizes=(4, 8)), metrics)
+    inputs = [{"x": np.ones((1, 1), np.float32) * i, "z": np.zeros((1, 1), np.float32)} for i in range(3)]
+    await asyncio.gather(*(scheduler.submit(x, 1) for x in inputs))
+    page = metrics.render()
+    assert ":tensorflow:serving:batching_session:input_batch_size_count{} 6" in page  # 3 requests x 2 inputs
+    assert ':tensorflow:serving:batching_session:queuing_latency_count{thread_pool_name=""} 3' in page
+    assert ":tensorflow:serving:batching_session:processed_batch_size_sum{} 4" in page
+    assert ':tensorflow:serving:batching_session:padding_size_sum{execution_batch_size="4"} 1' in page
+    assert ":tensorflow:serving:batching_session:wrapped_run_count{} 1" in page
+    scheduler.close()
+
+    def broken(inputs):
+        raise RuntimeError("no")
+
+    failing = BatchScheduler(broken, BatchingParams(max_batch_size=4, num_batch_threads=1), metrics)
+    with pytest.raises(ServingError):
+        await failing.submit(_x(1), 1)
+    assert ":tensorflow:serving:batching_session:wrapped_run_count{} 2" in metrics.render()
+    failing.close()
+
+
+async def test_padding_repeats_the_first_row_of_the_last_task():
+    """batching_session.cc:549-561: the padding rows copy the first row of the batch's last task."""
+    seen = []
+
+    def model(inputs):
+        seen.append(inputs["x"].ravel().tolist())
+        return {"y": inputs["x"]}
+
+    scheduler = BatchScheduler(model, BatchingParams(max_batch_size=8, batch_timeout_micros=20_000,
+                                                     num_batch_threads=1, allowed_batch_sizes=(8,)), Metrics())
+    await asyncio.gather(scheduler.submit(_x(2, 0), 2), scheduler.submit(_x(3, 10), 3))
+    assert seen == [[0.0, 1.0, 10.0, 11.0, 12.0, 10.0, 10.0, 10.0]]
+    scheduler.close()
