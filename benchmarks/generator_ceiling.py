@@ -34,8 +34,8 @@ async def closed_ceiling(port: int, seconds: float) -> dict[str, float]:
         prepared = client.prepare(make_inputs("float", 1, client.signature_info))
         run = await run_closed_loop(client, prepared, 64, settings)
     figures = analyze(run, "closed", settings)
-    return {"requests_per_s": figures["throughput"]["requests_per_s"],
-            "loop_cpu": figures["client"]["loop_cpu_percent"], "p50_us": figures["latency_us"]["p50"]}
+    return {"requests_per_s": figures.throughput.requests_per_s,
+            "loop_cpu": figures.client.loop_cpu_percent, "p50_us": figures.latency.p50}
 
 
 async def bookkeeping(seconds: float, rounds: int) -> dict[str, float]:
@@ -82,8 +82,8 @@ async def lag_at_rate(port: int, rate: float, seconds: float) -> dict[str, float
         offsets = arrival_offsets(rate, settings.warmup_s + seconds, "constant")
         run = await run_open_loop(client, prepared, rate, offsets, settings)
     figures = analyze(run, "open", settings)
-    return {"lag_p50": figures["schedule_lag_us"]["p50"], "lag_p99": figures["schedule_lag_us"]["p99"],
-            "achieved": figures["throughput"]["achieved_rate"], "limited": figures["client"]["limited"]}
+    return {"lag_p50": figures.client.schedule_lag.p50, "lag_p99": figures.client.schedule_lag.p99,
+            "achieved": figures.throughput.achieved_rate, "limited": figures.client.limited}
 
 
 def main() -> None:

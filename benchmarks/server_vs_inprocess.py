@@ -109,7 +109,7 @@ async def served(url: str, metrics_url: str, model: str, batch: int, concurrency
         run = await run_closed_loop(client, prepared, concurrency, settings)
         after, _ = await scrape(metrics_url, model)
     figures = analyze(run, "closed", settings)
-    return figures["throughput"]["items_per_s"], breakdown(before, after) if before and after else {}
+    return figures.throughput.items_per_s, breakdown(before, after) if before and after else {}
 
 
 def _where(server: dict) -> str:

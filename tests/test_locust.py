@@ -71,7 +71,7 @@ def test_step_shape_becomes_one_point_per_step(server, tmp_path):
     assert main(["import-locust", str(prefix), "--out", str(out), "--url", server.grpc_url]) == 0
     points = read_points(out)
     assert [p.load.concurrency for p in points] == [1, 3]
-    assert all(p.load.mode == "locust" and p.counts["ok"] > 0 and p.batch_size == 1 for p in points)
+    assert all(p.load.mode == "locust" and p.counts.ok > 0 and p.batch_size == 1 for p in points)
     assert "Locust" in points[0].notes[0]
     assert main(["report", str(out), "--no-plots"]) == 0
 

@@ -11,31 +11,10 @@ import pytest
 from serve_bench.cli import main
 from serve_bench.errors import UserError
 from serve_bench.report import Slo, analyze_run, build_report, compare_runs, fit_latency_model, format_ratio
-from serve_bench.stats import LoadInfo, Point, ResultsWriter, TargetInfo, encode, histogram_of, point_key
+from serve_bench.stats import Point, ResultsWriter
 from serve_bench.sweep import parse_spec, run_sweep
+from tests._points import make_point
 from tests._servers import local_server
-
-
-def make_point(target: str, device: str, batch: int, latency_us: float, concurrency: int = 1,
-               p99_factor: float = 1.2, stable: bool = True, errors: int = 0) -> Point:
-    """A closed-loop point whose requests all took ``latency_us`` (p99 = factor × that)."""
-    requests_per_s = concurrency / (latency_us / 1e6)
-    load = LoadInfo("closed", concurrency=concurrency)
-    latency = {"p50": latency_us, "p90": latency_us, "p95": latency_us, "p99": latency_us * p99_factor,
-               "p99_9": latency_us * p99_factor, "max": latency_us * p99_factor, "mean": latency_us, "count": 100}
-    return Point(
-        target=TargetInfo(target, f"grpc://{target}:8500", "grpc", device, "tensorflow-serving", ""),
-        model="inception_v3", signature="serving_default", payload="float", batch_size=batch, load=load,
-        duration_s=10.0, counts={"requests": 100, "ok": 100 - errors, "items": 100 * batch,
-                                 "errors": {"UNAVAILABLE": errors} if errors else {}},
-        throughput={"requests_per_s": requests_per_s, "items_per_s": requests_per_s * batch},
-        latency_us=latency, latency_uncorrected_us=None, histogram=encode(histogram_of([latency_us])),
-        schedule_lag_us=None, codec_us={}, client={"limited": False, "reasons": []},
-        server={"available": False, "reason": "synthetic"},
-        stability={"windows": [], "spread": {"items_per_s": 0.0 if stable else 0.3}, "stable": stable,
-                   "tolerance": 0.1},
-        key=point_key(target, "inception_v3", "serving_default", "float", batch, load, 0),
-    )
 
 
 GPU_A, GPU_B = 20_000.0, 500.0  # µs: a large fixed cost per call, cheap per image
@@ -81,7 +60,7 @@ def test_gain_verdict_and_ratios_are_computed_from_the_data():
     assert row["items_ratio"] == pytest.approx(gpu8 / cpu8)
     assert row["p99_ratio"] == pytest.approx((GPU_A + GPU_B * 8) / (CPU_A + CPU_B * 8))
     assert gpu.model.a_us == pytest.approx(GPU_A)
-    assert gpu.gflops[64] == pytest.approx(gpu.best_by_batch[64].throughput["items_per_s"] * 11.46)
+    assert gpu.gflops[64] == pytest.approx(gpu.best_by_batch[64].items_per_s * 11.46)
 
 
 def test_server_side_batching_gain_and_warnings():
@@ -93,7 +72,7 @@ def test_server_side_batching_gain_and_warnings():
     assert target.server_gain_concurrency == 8
     assert "server-side batching" in analysis.verdict and "no GPU target" in analysis.verdict
     assert any(w.startswith("unstable") for w in analysis.warnings)
-    assert any(w.startswith("errors") for w in analysis.warnings)
+    assert any("3 errors of 100 requests (UNAVAILABLE ×3)" in w for w in analysis.warnings)
 
 
 class _Images(html.parser.HTMLParser):

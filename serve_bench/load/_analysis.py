@@ -3,12 +3,24 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
-
 import numpy as np
 
 from serve_bench.load._generators import LoadRun, PointSettings
-from serve_bench.stats import OK, RequestRecord, encode, histogram_of, summarize
+from serve_bench.stats import (
+    OK,
+    ClientView,
+    Codec,
+    Counts,
+    Figures,
+    Latency,
+    Percentiles,
+    RequestRecord,
+    Stability,
+    Throughput,
+    Window,
+    encode,
+    histogram_of,
+)
 
 __all__ = ["analyze", "window_stats", "is_stable"]
 
@@ -21,7 +33,7 @@ def _arrays(records: list[RequestRecord]) -> dict[str, np.ndarray]:
         empty = np.zeros(0)
         return {"intended": empty, "sent": empty, "done": empty, "ok": np.zeros(0, bool), "items": empty,
                 "decode": empty}
-    intended, sent, done, status, items, _, decode = zip(*records)
+    intended, sent, done, status, items, _, decode, *_ = zip(*records)
     return {"intended": np.array(intended), "sent": np.array(sent), "done": np.array(done),
             "ok": np.array([s == OK for s in status]), "items": np.array(items, dtype=np.int64),
             "decode": np.array(decode)}
@@ -63,7 +75,15 @@ def is_stable(records: list[RequestRecord], start: float, end: float, windows: i
             and _spread([w["mean_latency_us"] for w in stats]) <= tolerance)
 
 
-def analyze(run: LoadRun, mode: str, settings: PointSettings) -> dict[str, Any]:
+def _window_records(windows: list[dict[str, float]]) -> tuple[Window, ...]:
+    return tuple(Window(int(w["requests"]), w["items_per_s"], w["mean_latency_us"]) for w in windows)
+
+
+def analyze(run: LoadRun, mode: str, settings: PointSettings, encode_us: float = 0.0) -> Figures:
+    """The figures of one load run: counts, throughput, latency, stability and the client's own view.
+
+    ``encode_us`` is the one-off encoding time of the prepared request (outside the timed region).
+    """
     a = _arrays(run.records)
     start, end = run.window_start, run.window_end
     if mode == "open":
@@ -79,59 +99,51 @@ def analyze(run: LoadRun, mode: str, settings: PointSettings) -> dict[str, Any]:
 
     latency_s = a["done"] - a["intended"]
     histogram = histogram_of(latency_s[ok] * 1e6)
-    latency = summarize(histogram)
-    uncorrected = lag = None
+    sent = lag = None
     if mode == "open":
-        uncorrected = summarize(histogram_of((a["done"] - a["sent"])[ok] * 1e6))
-        lag = summarize(histogram_of(np.maximum(a["sent"] - a["intended"], 0)[in_window] * 1e6))
+        sent = Percentiles.of_values((a["done"] - a["sent"])[ok] * 1e6)
+        lag = Percentiles.of_values(np.maximum(a["sent"] - a["intended"], 0)[in_window] * 1e6)
 
     statuses = Counter(s.status for s, w in zip(run.records, in_window) if w and s.status != OK)
     requests_ok = int(ok.sum())
     items_ok = int(a["items"][ok].sum())
-    throughput = {"requests_per_s": requests_ok / duration, "items_per_s": items_ok / duration}
     span = max(end - start, 1e-9)
+    scheduled = achieved = None
     if mode == "open":
         # scheduled: due inside the window; achieved: actually sent inside it
-        throughput["requested_rate"] = float(run.requested_rate or 0.0)
-        throughput["scheduled_rate"] = int(in_window.sum()) / span
-        throughput["achieved_rate"] = int(((a["sent"] >= start) & (a["sent"] < end)).sum()) / span
+        scheduled = int(in_window.sum()) / span
+        achieved = int(((a["sent"] >= start) & (a["sent"] < end)).sum()) / span
+    throughput = Throughput(requests_ok / duration, items_ok / duration,
+                            requested_rate=float(run.requested_rate or 0.0) if mode == "open" else None,
+                            scheduled_rate=scheduled, achieved_rate=achieved)
 
-    windows = window_stats(a["done"][ok], latency_s[ok], a["items"][ok], start, start + (end - start),
-                           settings.windows)
-    spreads = {"items_per_s": _spread([w["items_per_s"] for w in windows]),
-               "mean_latency": _spread([w["mean_latency_us"] for w in windows])}
+    windows = window_stats(a["done"][ok], latency_s[ok], a["items"][ok], start, end, settings.windows)
+    items_spread = _spread([w["items_per_s"] for w in windows])
+    latency_spread = _spread([w["mean_latency_us"] for w in windows])
     enough = all(w["requests"] >= 2 for w in windows)
-    stable = enough and all(v <= settings.tolerance for v in spreads.values())
+    stable = enough and items_spread <= settings.tolerance and latency_spread <= settings.tolerance
 
-    loop_busy = run.loop_cpu_seconds / max(end - start, 1e-9)
+    loop_busy = run.loop_cpu_seconds / span
     reasons = []
     if loop_busy > LOOP_BUSY_LIMIT:
         reasons.append(f"event loop busy {loop_busy:.0%} of the window")
     if mode == "open" and lag is not None and run.safety_cap_hits == 0:
-        if lag["p99"] > LAG_LIMIT_US:
-            reasons.append(f"sends fell behind schedule (lag p99 {lag['p99'] / 1000:.1f} ms)")
-        scheduled = throughput["scheduled_rate"]
-        if scheduled and throughput["achieved_rate"] < 0.98 * scheduled:
-            reasons.append(f"sent {throughput['achieved_rate']:.1f} req/s of {scheduled:.1f} scheduled")
+        if lag.p99 > LAG_LIMIT_US:
+            reasons.append(f"sends fell behind schedule (lag p99 {lag.p99 / 1000:.1f} ms)")
+        if scheduled and achieved is not None and achieved < 0.98 * scheduled:
+            reasons.append(f"sent {achieved:.1f} req/s of {scheduled:.1f} scheduled")
     decode = a["decode"][ok]
-    return {
-        "duration_s": round(duration, 4),
-        "counts": {"requests": int(in_window.sum()), "ok": requests_ok, "items": items_ok,
-                   "errors": dict(sorted(statuses.items()))},
-        "throughput": throughput,
-        "latency_us": latency,
-        "latency_uncorrected_us": uncorrected,
-        "histogram": encode(histogram),
-        "schedule_lag_us": lag,
-        "decode_us_mean": float(decode.mean() * 1e6) if len(decode) else 0.0,
-        "client": {
-            "loop_cpu_percent": round(100 * loop_busy, 1),
-            "process_cpu_percent": round(100 * run.process_cpu_seconds / max(end - start, 1e-9), 1),
-            "limited": bool(reasons),
-            "reasons": reasons,
-            "safety_cap_hits": run.safety_cap_hits,
-        },
-        "stability": {"windows": windows, "spread": spreads, "stable": stable, "tolerance": settings.tolerance,
-                      "enough_requests": enough},
-        "notes": list(run.notes),
-    }
+    nbytes = int(run.records[0].nbytes) if run.records else 0
+    return Figures(
+        duration_s=round(duration, 4),
+        counts=Counts.of(int(in_window.sum()), requests_ok, items_ok, statuses),
+        throughput=throughput,
+        latency=Latency(Percentiles.of(histogram), sent, encode(histogram)),
+        stability=Stability(stable, settings.tolerance, _window_records(windows), items_spread, latency_spread,
+                            enough),
+        client=ClientView(round(100 * loop_busy, 1), round(100 * run.process_cpu_seconds / span, 1), bool(reasons),
+                          tuple(reasons), run.safety_cap_hits, lag),
+        codec=Codec(round(encode_us, 1), round(float(decode.mean() * 1e6), 1) if len(decode) else 0.0, nbytes),
+        notes=tuple(run.notes),
+        cut_off=run.cut_off,
+    )

@@ -12,22 +12,9 @@ from typing import Any
 
 import numpy as np
 
-from serve_bench.stats import Point
+from serve_bench.stats import Point, Slo
 
 __all__ = ["Slo", "LatencyModel", "TargetAnalysis", "Analysis", "analyze_run", "fit_latency_model", "format_ratio"]
-
-
-@dataclass(frozen=True)
-class Slo:
-    percentile: str = "p99"
-    max_ms: float = 100.0
-
-    def met_by(self, point: Point) -> bool:
-        return (point.counts.get("ok", 0) > 0 and point.error_count == 0
-                and point.latency_us.get(self.percentile, float("inf")) / 1000 <= self.max_ms)
-
-    def label(self) -> str:
-        return f"{self.percentile.replace('_', '.')} ≤ {self.max_ms:g} ms"
 
 
 @dataclass(frozen=True)
@@ -112,67 +99,61 @@ def _concurrency(point: Point) -> int:
 
 def _analyze_target(points: list[Point], slo: Slo | None, flops: float | None) -> TargetAnalysis:
     first = points[0]
-    closed = [p for p in points if p.load.mode in ("closed", "locust") and p.counts.get("ok", 0) > 0]
+    closed = [p for p in points if p.load.mode in ("closed", "locust", "stream") and p.counts.ok > 0]
     curve: dict[int, Point] = {}
-    for point in sorted(closed, key=lambda p: (p.batch_size, _concurrency(p), -p.throughput["items_per_s"])):
+    for point in sorted(closed, key=lambda p: (p.batch_size, _concurrency(p), -p.items_per_s)):
         curve.setdefault(point.batch_size, point)
     best: dict[int, Point] = {}
     for point in points:
-        if point.counts.get("ok", 0) == 0:
+        if point.counts.ok == 0:
             continue
         current = best.get(point.batch_size)
-        if current is None or point.throughput["items_per_s"] > current.throughput["items_per_s"]:
+        if current is None or point.items_per_s > current.items_per_s:
             best[point.batch_size] = point
     ones = [p for p in closed if p.batch_size == 1]
     baseline = min(ones, key=_concurrency) if ones else None
-    base_rate = baseline.throughput["items_per_s"] if baseline else None
+    base_rate = baseline.items_per_s if baseline else None
 
     client_gain = client_batch = server_gain = server_conc = None
     if base_rate:
         batched = [p for p in closed if p.batch_size > 1]
         if batched:
-            top = max(batched, key=lambda p: p.throughput["items_per_s"])
-            client_gain, client_batch = top.throughput["items_per_s"] / base_rate, top.batch_size
+            top = max(batched, key=lambda p: p.items_per_s)
+            client_gain, client_batch = top.items_per_s / base_rate, top.batch_size
         concurrent_ones = [p for p in ones if _concurrency(p) > 1]
         if concurrent_ones:
-            top = max(concurrent_ones, key=lambda p: p.throughput["items_per_s"])
-            server_gain, server_conc = top.throughput["items_per_s"] / base_rate, _concurrency(top)
+            top = max(concurrent_ones, key=lambda p: p.items_per_s)
+            server_gain, server_conc = top.items_per_s / base_rate, _concurrency(top)
 
     best_slo = slo_gain = slo_batch = None
     if slo is not None:
         meeting = [p for p in points if slo.met_by(p)]
         if meeting:
-            best_slo = max(meeting, key=lambda p: p.throughput["items_per_s"])
+            best_slo = max(meeting, key=lambda p: p.items_per_s)
             if baseline is not None and slo.met_by(baseline) and base_rate:
-                slo_gain = best_slo.throughput["items_per_s"] / base_rate
+                slo_gain = best_slo.items_per_s / base_rate
                 slo_batch = best_slo.batch_size
 
-    model = fit_latency_model([b for b in curve], [p.latency_us["mean"] for p in curve.values()])
-    gflops = {b: p.throughput["items_per_s"] * flops / 1e9 for b, p in best.items()} if flops else {}
+    model = fit_latency_model([b for b in curve], [p.latency.mean for p in curve.values()])
+    gflops = {b: p.items_per_s * flops / 1e9 for b, p in best.items()} if flops else {}
     return TargetAnalysis(first.target.name, first.target.device, first.target.protocol, first.target.server_kind,
                           dict(sorted(curve.items())), dict(sorted(best.items())), model, baseline, client_gain,
                           client_batch, server_gain, server_conc, slo_gain, slo_batch, best_slo, gflops)
 
 
 def _warnings(points: list[Point]) -> list[str]:
+    """One line per problem of a point, worded by the record that has it."""
     warnings = []
     for point in points:
         label = point.key or f"{point.target.name} b{point.batch_size}"
-        if point.stability.get("enough_requests") is False:
-            warnings.append(f"too few requests to judge stability: {label} (fewer than 2 per window; "
-                            "raise min_requests or min_duration_s)")
-        elif not point.stability.get("stable", True):
-            spread = point.stability.get("spread", {})
-            worst = max(spread.values()) if spread else 0.0
-            warnings.append(f"unstable: {label} (windows differ by {worst:.0%}, "
-                            f"tolerance {point.stability.get('tolerance', 0.1):.0%})")
-        if point.limited:
-            warnings.append(f"client-limited: {label}: {'; '.join(point.client.get('reasons', []))}")
-        if point.error_count:
-            warnings.append(f"errors: {label}: {point.counts['errors']}")
-        if point.client.get("safety_cap_hits"):
-            warnings.append(f"safety cap hit {point.client['safety_cap_hits']} times: {label} "
-                            "(the server could not keep up with the schedule)")
+        if point.cut_off:
+            warnings.append(f"cut off: {label}: {point.cut_off}")
+        if point.stability.flags():
+            warnings.append(f"{point.stability.describe()}: {label}")
+        if point.client.flags():
+            warnings.append(f"{point.client.describe()}: {label}")
+        if point.counts.errors:
+            warnings.append(f"{point.counts.describe()}: {label}")
         for note in point.notes:
             if "unanswered" in note or "did not become stable" in note:
                 warnings.append(f"{label}: {note}")
@@ -211,12 +192,12 @@ def _verdict(targets: list[TargetAnalysis], slo: Slo | None) -> str:
             if slo is not None and gpu.best_under_slo is not None and cpu.best_under_slo is not None:
                 best_g, best_c, within = gpu.best_under_slo, cpu.best_under_slo, f" within {slo.label()}"
             else:
-                best_g = max(gpu.best_by_batch.values(), key=lambda p: p.throughput["items_per_s"])
-                best_c = max(cpu.best_by_batch.values(), key=lambda p: p.throughput["items_per_s"])
-            ratio = best_g.throughput["items_per_s"] / best_c.throughput["items_per_s"]
+                best_g = max(gpu.best_by_batch.values(), key=lambda p: p.items_per_s)
+                best_c = max(cpu.best_by_batch.values(), key=lambda p: p.items_per_s)
+            ratio = best_g.items_per_s / best_c.items_per_s
             return (f"batching raises GPU throughput {g}; on the CPU {c_short}. At their best{within} the GPU "
-                    f"serves {best_g.throughput['items_per_s']:.1f} images/s (batch {best_g.batch_size}) and the "
-                    f"CPU {best_c.throughput['items_per_s']:.1f} (batch {best_c.batch_size}): {format_ratio(ratio)}.")
+                    f"serves {best_g.items_per_s:.1f} images/s (batch {best_g.batch_size}) and the "
+                    f"CPU {best_c.items_per_s:.1f} (batch {best_c.batch_size}): {format_ratio(ratio)}.")
     sentences = []
     for target in targets:
         phrase = _gain_phrase(target, slo)
@@ -248,10 +229,10 @@ def analyze_run(points: list[Point], slo: Slo | None = None, flops_per_image: fl
             g, c = gpu.best_by_batch[batch], cpu.best_by_batch[batch]
             ratios.append({
                 "batch_size": batch,
-                "gpu_items_per_s": g.throughput["items_per_s"], "cpu_items_per_s": c.throughput["items_per_s"],
-                "items_ratio": g.throughput["items_per_s"] / c.throughput["items_per_s"]
-                if c.throughput["items_per_s"] else None,
-                "gpu_p99_us": g.latency_us["p99"], "cpu_p99_us": c.latency_us["p99"],
-                "p99_ratio": g.latency_us["p99"] / c.latency_us["p99"] if c.latency_us["p99"] else None,
+                "gpu_items_per_s": g.items_per_s, "cpu_items_per_s": c.items_per_s,
+                "items_ratio": g.items_per_s / c.items_per_s
+                if c.items_per_s else None,
+                "gpu_p99_us": g.latency.p99, "cpu_p99_us": c.latency.p99,
+                "p99_ratio": g.latency.p99 / c.latency.p99 if c.latency.p99 else None,
             })
     return Analysis(targets, slo, ratios, _verdict(targets, slo), _warnings(points), flops_per_image)

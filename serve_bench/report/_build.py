@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -10,7 +9,7 @@ from typing import Any
 from serve_bench.errors import UserError
 from serve_bench.export._layout import latest_metadata
 from serve_bench.report._analysis import Analysis, Slo, analyze_run
-from serve_bench.stats import Point, read_points
+from serve_bench.stats import Point, read_points, read_run
 
 __all__ = ["ReportOutput", "build_report", "Comparison", "compare_runs", "load_run_metadata", "find_model_facts"]
 
@@ -25,10 +24,8 @@ class ReportOutput:
 
 
 def load_run_metadata(run_dir: Path) -> dict[str, Any]:
-    try:
-        return json.loads((run_dir / "run.json").read_text())
-    except (OSError, ValueError):
-        return {}
+    """run.json of a run (any known version), {} when there is none."""
+    return read_run(run_dir) if run_dir.is_dir() else {}
 
 
 def find_model_facts(model: str, models_dir: Path) -> dict[str, Any] | None:
@@ -118,12 +115,12 @@ def compare_runs(run_a: Path, run_b: Path, *, allow_mismatch: bool = False) -> C
         only_a += [p.key for p in a_group if id(p) not in matched_a]
         only_b += [p.key for p in b_group if id(p) not in matched_b]
         for a, b in pairs:
-            ia, ib = a.throughput["items_per_s"], b.throughput["items_per_s"]
+            ia, ib = a.items_per_s, b.items_per_s
             rows.append({
                 "config": f"{a.target.protocol} b{a.batch_size} {a.load.mode} "
                           f"{a.load.concurrency or ''}{f'{a.load.rate:g}/s' if a.load.rate else ''}",
                 "a": a, "b": b, "items_ratio": ib / ia if ia else None,
-                "p99_ratio": b.latency_us["p99"] / a.latency_us["p99"] if a.latency_us["p99"] else None,
+                "p99_ratio": b.latency.p99 / a.latency.p99 if a.latency.p99 else None,
             })
     for key, b_group in b_index.items():
         if key not in a_index:

@@ -25,8 +25,8 @@ def _e(value: Any) -> str:
     return html.escape(str(value))
 
 
-def _batch_mean(server: dict[str, Any]) -> str:
-    value = server.get("processed_batch_mean")
+def _batch_mean(point: Point) -> str:
+    value = point.server.processed_batch_mean if point.server is not None else None
     return "" if value is None else f"{value:.1f}"
 
 
@@ -35,18 +35,14 @@ def _target_table(analysis: Analysis) -> str:
     for t in analysis.targets:
         rows = []
         for batch, p in t.best_by_batch.items():
-            lat = p.latency_us
-            level = f"c{p.load.concurrency}" if p.load.mode != "open" else f"{p.load.rate:g}/s"
-            server = p.server if p.server.get("available") else {}
-            flags = ", ".join(f for f, on in (("unstable", not p.stability.get("stable", True)),
-                                              ("client-limited", p.limited), ("errors", p.error_count)) if on)
+            lat = p.latency
             rows.append(
-                f"<tr><td>{batch}</td><td>{_e(level)}</td><td>{p.throughput['items_per_s']:.1f}</td>"
-                f"<td>{lat['p50'] / 1000:.1f}</td><td>{lat['p90'] / 1000:.1f}</td><td>{lat['p99'] / 1000:.1f}</td>"
-                f"<td>{lat['p50'] / 1000 / batch:.2f}</td>"
+                f"<tr><td>{batch}</td><td>{_e(p.load.level())}</td><td>{p.items_per_s:.1f}</td>"
+                f"<td>{lat.p50 / 1000:.1f}</td><td>{lat.p90 / 1000:.1f}</td><td>{lat.p99 / 1000:.1f}</td>"
+                f"<td>{lat.p50 / 1000 / batch:.2f}</td>"
                 f"<td>{t.gflops.get(batch, 0):.1f}</td>"
-                f"<td>{_batch_mean(server)}</td>"
-                f"<td class=l>{_e(flags)}</td></tr>")
+                f"<td>{_batch_mean(p)}</td>"
+                f"<td class=l>{_e(', '.join(p.flags()))}</td></tr>")
         model = ""
         if t.model is not None:
             model = (f"<p>Latency model: <code>{t.model.a_us / 1000:.2f} ms + {t.model.b_us / 1000:.3f} ms × batch</code> "
@@ -66,7 +62,7 @@ def _target_table(analysis: Analysis) -> str:
             b = t.best_under_slo
             best = (f"<p>Best under {_e(analysis.slo.label())}: batch {b.batch_size}, "
                     f"{_e(b.load.mode)} {_e(b.load.concurrency or b.load.rate)}: "
-                    f"{b.throughput['items_per_s']:.1f} images/s.</p>")
+                    f"{b.items_per_s:.1f} images/s.</p>")
         parts.append(
             f"<h3>{_e(t.name)} <small>({_e(t.device)}, {_e(t.protocol)}, {_e(t.server_kind)})</small></h3>"
             "<table><tr><th>batch</th><th>load</th><th>images/s</th><th>p50 ms</th><th>p90 ms</th><th>p99 ms</th>"

@@ -40,7 +40,7 @@ def draw_plots(analysis: Analysis, out_dir: Path, model: str) -> dict[str, Path]
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for target in analysis.targets:
         xs = list(target.best_by_batch)
-        ax.plot(xs, [p.throughput["items_per_s"] for p in target.best_by_batch.values()], marker="o",
+        ax.plot(xs, [p.items_per_s for p in target.best_by_batch.values()], marker="o",
                 label=f"{target.name} ({target.device}, {target.protocol})")
     _log2_axis(ax, batches)
     ax.set_xlabel("batch size (images per request)")
@@ -60,7 +60,7 @@ def draw_plots(analysis: Analysis, out_dir: Path, model: str) -> dict[str, Path]
             continue
         xs = list(target.batch_curve)
         for key, style in styles.items():
-            ax.plot(xs, [p.latency_us[key] / 1000 for p in target.batch_curve.values()], style, marker="o",
+            ax.plot(xs, [p.latency.get(key) / 1000 for p in target.batch_curve.values()], style, marker="o",
                     label=f"{target.name} {key}")
     _log2_axis(ax, batches)
     ax.set_yscale("log")
@@ -76,11 +76,11 @@ def draw_plots(analysis: Analysis, out_dir: Path, model: str) -> dict[str, Path]
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for target in analysis.targets:
-        points = sorted(target.best_by_batch.values(), key=lambda p: p.throughput["items_per_s"])
-        ax.plot([p.throughput["items_per_s"] for p in points], [p.latency_us["p99"] / 1000 for p in points],
+        points = sorted(target.best_by_batch.values(), key=lambda p: p.items_per_s)
+        ax.plot([p.items_per_s for p in points], [p.latency.p99 / 1000 for p in points],
                 marker="o", label=f"{target.name}")
         for p in points:
-            ax.annotate(f"b{p.batch_size}", (p.throughput["items_per_s"], p.latency_us["p99"] / 1000),
+            ax.annotate(f"b{p.batch_size}", (p.items_per_s, p.latency.p99 / 1000),
                         fontsize=7, xytext=(3, 3), textcoords="offset points")
     if analysis.slo is not None:
         ax.axhline(analysis.slo.max_ms, color="red", linestyle="--", linewidth=1, label=f"SLO {analysis.slo.label()}")
@@ -95,13 +95,13 @@ def draw_plots(analysis: Analysis, out_dir: Path, model: str) -> dict[str, Path]
     plt.close(fig)
 
     rows = [(t.name, b, p) for t in analysis.targets for b, p in t.best_by_batch.items()
-            if p.server.get("available") and p.server.get("request_us_mean") is not None]
+            if p.server is not None and p.server.request_us_mean is not None]
     if rows:
         fig, ax = plt.subplots(figsize=(max(7, 0.5 * len(rows) + 2), 4.5))
         labels = [f"{name}\nb{batch}" for name, batch, _ in rows]
-        queue = [(p.server.get("queue_us_mean") or 0) / 1000 for _, _, p in rows]
-        compute = [(p.server.get("compute_us_mean") or 0) / 1000 for _, _, p in rows]
-        overhead = [(p.server.get("overhead_us_mean") or 0) / 1000 for _, _, p in rows]
+        queue = [(p.server.queue_us_mean or 0) / 1000 for _, _, p in rows if p.server]
+        compute = [(p.server.compute_us_mean or 0) / 1000 for _, _, p in rows if p.server]
+        overhead = [(p.server.overhead_us_mean or 0) / 1000 for _, _, p in rows if p.server]
         positions = range(len(rows))
         ax.bar(positions, queue, label="queue (batching)")
         ax.bar(positions, compute, bottom=queue, label="compute (TensorFlow)")

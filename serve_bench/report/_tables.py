@@ -25,20 +25,19 @@ def _cell(value: float | None, digits: int = 1) -> str:
 
 
 def _row(point: Point) -> list[str]:
-    server = point.server if point.server.get("available") else {}
-    uncorrected = point.latency_uncorrected_us or {}
-    lat = point.latency_us
+    server, lat, sent = point.server, point.latency.due, point.latency.sent
     return [
         point.target.name, point.target.device, point.target.protocol, point.target.server_kind, point.model,
         point.signature, point.payload, str(point.batch_size), point.load.mode,
         str(point.load.concurrency or ""), _cell(point.load.rate, 3) if point.load.rate else "",
-        _cell(point.throughput["items_per_s"], 2), _cell(point.throughput["requests_per_s"], 2),
-        *(_cell(lat[k], 0) for k in ("p50", "p90", "p95", "p99", "p99_9", "mean", "max")),
-        _cell(uncorrected.get("p99"), 0),
-        _cell(server.get("queue_us_mean"), 0), _cell(server.get("compute_us_mean"), 0),
-        _cell(server.get("overhead_us_mean"), 0), _cell(server.get("processed_batch_mean"), 2),
-        _cell(server.get("padding_share"), 3), str(point.error_count),
-        str(point.stability.get("stable", True)).lower(), str(point.limited).lower(), _cell(point.duration_s, 2),
+        _cell(point.items_per_s, 2), _cell(point.throughput.requests_per_s, 2),
+        *(_cell(lat.get(k), 0) for k in ("p50", "p90", "p95", "p99", "p99_9", "mean", "max")),
+        _cell(sent.p99 if sent else None, 0),
+        _cell(server.queue_us_mean if server else None, 0), _cell(server.compute_us_mean if server else None, 0),
+        _cell(server.overhead_us_mean if server else None, 0),
+        _cell(server.processed_batch_mean if server else None, 2),
+        _cell(server.padding_share if server else None, 3), str(point.error_count),
+        str(point.stability.stable).lower(), str(point.limited).lower(), _cell(point.duration_s, 2),
         point.key,
     ]
 
@@ -64,19 +63,12 @@ def print_summary(analysis: Analysis, console: object | None = None) -> None:
         for column in ("batch", "concurrency", "images/s", "p50 ms", "p99 ms", "ms/image (p50)", "GFLOP/s", "flags"):
             table.add_column(column, justify="right")
         for batch, point in target.best_by_batch.items():
-            flags = []
-            if not point.stability.get("stable", True):
-                flags.append("unstable")
-            if point.limited:
-                flags.append("client-limited")
-            if point.error_count:
-                flags.append("errors")
-            lat = point.latency_us
-            table.add_row(str(batch), str(point.load.concurrency or f"{point.load.rate:g}/s"),
-                          f"{point.throughput['items_per_s']:.1f}", f"{lat['p50'] / 1000:.1f}",
-                          f"{lat['p99'] / 1000:.1f}", f"{lat['p50'] / 1000 / batch:.2f}",
+            lat = point.latency
+            table.add_row(str(batch), point.load.level(),
+                          f"{point.items_per_s:.1f}", f"{lat.p50 / 1000:.1f}",
+                          f"{lat.p99 / 1000:.1f}", f"{lat.p50 / 1000 / batch:.2f}",
                           f"{target.gflops[batch]:.1f}" if batch in target.gflops else "",
-                          ", ".join(flags))
+                          ", ".join(point.flags()))
         out.print(table)
         if target.model is not None:
             m = target.model
@@ -86,7 +78,7 @@ def print_summary(analysis: Analysis, console: object | None = None) -> None:
             best = target.best_under_slo
             level = f"concurrency {best.load.concurrency}" if best.load.mode != "open" else f"{best.load.rate:g} req/s"
             out.print(f"  best under {analysis.slo.label()}: batch {best.batch_size}, {level}: "
-                      f"{best.throughput['items_per_s']:.1f} images/s")
+                      f"{best.items_per_s:.1f} images/s")
     if analysis.device_ratios:
         table = Table(title="GPU / CPU")
         for column in ("batch", "GPU images/s", "CPU images/s", "images/s ratio", "p99 ratio"):

@@ -1,5 +1,18 @@
-"""Records, latency histograms, the results file format and run metadata."""
+"""Records, latency histograms, the typed results model, the results file format and run metadata."""
 
+from serve_bench.stats._figures import (
+    PERCENTILE_NAMES,
+    ClientView,
+    Codec,
+    Counts,
+    Figures,
+    Interval,
+    Latency,
+    Percentiles,
+    Stability,
+    Throughput,
+    Window,
+)
 from serve_bench.stats._histogram import (
     PERCENTILES,
     decode,
@@ -9,25 +22,53 @@ from serve_bench.stats._histogram import (
     new_histogram,
     summarize,
 )
+from serve_bench.stats._inputs import InputSource, StreamFigures
 from serve_bench.stats._locust import LOCUST_NOTE, import_locust
 from serve_bench.stats._metadata import collect_run_metadata, config_hash, cpu_model, gpu_names
-from serve_bench.stats._point import SCHEMA_VERSION, LoadInfo, Point, TargetInfo, point_key
+from serve_bench.stats._point import SCHEMA_VERSION, LoadInfo, Point, Target, point_key
 from serve_bench.stats._records import OK, RequestRecord
-from serve_bench.stats._results import POINTS_FILE, RUN_FILE, ResultsWriter, read_points
+from serve_bench.stats._results import (
+    POINTS_FILE,
+    RUN_FILE,
+    ResultsFileError,
+    ResultsWriter,
+    read_points,
+    read_run,
+)
+from serve_bench.stats._schema import RUN_SCHEMA_VERSION, SCHEMA_HISTORY
+from serve_bench.stats._server_view import ServerView
+from serve_bench.stats._slo import Slo
 
 __all__ = [
     "LOCUST_NOTE",
-    "import_locust",
     "OK",
     "PERCENTILES",
+    "PERCENTILE_NAMES",
     "POINTS_FILE",
     "RUN_FILE",
+    "RUN_SCHEMA_VERSION",
+    "SCHEMA_HISTORY",
     "SCHEMA_VERSION",
+    "ClientView",
+    "Codec",
+    "Counts",
+    "Figures",
+    "InputSource",
+    "Interval",
+    "Latency",
     "LoadInfo",
+    "Percentiles",
     "Point",
     "RequestRecord",
+    "ResultsFileError",
     "ResultsWriter",
-    "TargetInfo",
+    "ServerView",
+    "Slo",
+    "Stability",
+    "StreamFigures",
+    "Target",
+    "Throughput",
+    "Window",
     "collect_run_metadata",
     "config_hash",
     "cpu_model",
@@ -35,9 +76,11 @@ __all__ = [
     "encode",
     "gpu_names",
     "histogram_of",
+    "import_locust",
     "merge",
     "new_histogram",
     "point_key",
     "read_points",
+    "read_run",
     "summarize",
 ]

@@ -16,14 +16,16 @@ from typing import Any
 
 from serve_bench.errors import UserError
 from serve_bench.stats._histogram import encode, new_histogram
-from serve_bench.stats._point import LoadInfo, Point, TargetInfo, point_key
+from serve_bench.stats._figures import PERCENTILE_NAMES, ClientView, Codec, Counts, Latency, Percentiles, Stability, Throughput
+from serve_bench.stats._point import LoadInfo, Point, Target, point_key
 
 __all__ = ["import_locust", "LOCUST_NOTE"]
 
 LOCUST_NOTE = ("imported from Locust: closed loop of Locust users; latencies from Locust's rounded buckets "
                "(2 significant digits above 100 ms), coarser than serve-bench's 3-digit histograms")
 _NAME = re.compile(r"predict (?P<model>\S+) b(?P<batch>\d+)")
-_PERCENTILES = {"p50": "50%", "p90": "90%", "p95": "95%", "p99": "99%", "p99_9": "99.9%"}
+# Locust's CSV column for each of serve-bench's percentiles
+_PERCENTILES = {name: f"{p:g}%" for name, p in PERCENTILE_NAMES.items()}
 
 
 def _read(path: Path) -> list[dict[str, str]]:
@@ -62,24 +64,23 @@ def _point(name: str, request_type: str, users: int, requests: float, failures: 
     load = LoadInfo("locust", concurrency=users)
     ok = int(requests - failures)
     rps = ok / duration if duration > 0 else 0.0
-    latency = {k: v * 1000 for k, v in latency_ms.items()}
-    latency["count"] = ok
+    latency = Percentiles(**{k: v * 1000 for k, v in latency_ms.items()}, count=ok)
     target = options.get("target_name") or "locust"
     signature = options.get("signature") or "serving_default"
+    payload = options.get("payload", "float")
     return Point(
-        target=TargetInfo(target, options.get("url", ""), protocol, options.get("device", "cpu"),
-                          options.get("server", "unknown")),
-        model=model, signature=signature, payload=options.get("payload", "float"), batch_size=batch, load=load,
+        target=Target(target, options.get("url", ""), options.get("device", "cpu"), server=options.get("server", ""),
+                      protocol=protocol),
+        model=model, signature=signature, payload=payload, batch_size=batch, load=load,
         duration_s=round(duration, 3),
-        counts={"requests": int(requests), "ok": ok, "items": ok * batch,
-                "errors": {"locust-failure": int(failures)} if failures else {}},
-        throughput={"requests_per_s": rps, "items_per_s": rps * batch},
-        latency_us=latency, latency_uncorrected_us=None, histogram=_approximate_histogram(latency_ms, max(ok, 1)),
-        schedule_lag_us=None, codec_us={}, client={"limited": False, "reasons": [], "locust_users": users},
-        server={"available": False, "reason": "imported from Locust"},
-        stability={"windows": [], "spread": {}, "stable": True, "tolerance": None},
-        key=point_key(target, model, signature, options.get("payload", "float"), batch, load, 0),
-        notes=[LOCUST_NOTE],
+        counts=Counts.of(int(requests), ok, ok * batch, {"locust-failure": int(failures)}),
+        throughput=Throughput(rps, rps * batch),
+        latency=Latency(latency, histogram=_approximate_histogram(latency_ms, max(ok, 1))),
+        # Locust keeps no windows: stability cannot be judged, which is not the same as unstable
+        stability=Stability(stable=True, judged_on="not judged (Locust keeps no windows)"),
+        client=ClientView(), codec=Codec(),
+        key=point_key(target, model, signature, payload, batch, load, 0),
+        notes=(LOCUST_NOTE, "server metrics unavailable: imported from Locust"),
     )
 
 
@@ -91,6 +92,7 @@ def _latencies(row: dict[str, str], prefix: str = "") -> dict[str, float]:
 
 
 def import_locust(prefix: str, **options: Any) -> list[Point]:
+    """Points from Locust's ``PREFIX_stats.csv`` (and ``PREFIX_stats_history.csv`` for step loads)."""
     stats = _read(Path(f"{prefix}_stats.csv"))
     history_path = Path(f"{prefix}_stats_history.csv")
     history = _read(history_path) if history_path.exists() else []
@@ -120,9 +122,8 @@ def import_locust(prefix: str, **options: Any) -> list[Point]:
             duration = max(now - previous_time, 1.0)
             point = _point(row["Name"], row.get("Type", ""), users, total - previous_total,
                            failures - previous_failures, duration, _latencies(last, "Total "), options)
-            point.notes.append("one step of a step load shape; percentiles are Locust's rolling window at the "
-                               "step's end")
-            points.append(point)
+            points.append(point.with_notes("one step of a step load shape; percentiles are Locust's rolling "
+                                           "window at the step's end"))
             previous_total, previous_failures, previous_time = total, failures, now
         return points
     users = max((u for u, _ in steps), default=int(options.get("users") or 1))

@@ -1,81 +1,189 @@
-"""A measured point: immutable, versioned, one JSON object per line in points.jsonl."""
+"""A measured point: immutable, versioned, one JSON object per line in points.jsonl.
+
+A point is built from small frozen records (see _figures.py); nothing in it is
+a mutable container, and changing it means making a new one
+(``dataclasses.replace``, ``with_notes``, ``superseding``).
+"""
 
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, field
+import uuid
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-__all__ = ["SCHEMA_VERSION", "TargetInfo", "LoadInfo", "Point", "point_key"]
+from serve_bench.stats._figures import ClientView, Codec, Counts, Figures, Latency, Stability, Throughput
+from serve_bench.stats._inputs import InputSource, StreamFigures
+from serve_bench.stats._server_view import ServerView
 
-SCHEMA_VERSION = 1
+__all__ = ["SCHEMA_VERSION", "Target", "LoadInfo", "Point", "point_key"]
+
+SCHEMA_VERSION = 2  # history and migrations: _schema.py
 
 
 @dataclass(frozen=True)
-class TargetInfo:
+class Target:
+    """A server to measure: a URL with a name and a device label.
+
+    In a spec ``server`` is the declared server kind (may be ""); in a point it is
+    the kind measured (``serve-bench-local`` is detected from the server itself).
+    ``metrics_url`` None means TF Serving's default for the URL; "" means none.
+    """
+
     name: str
     url: str
-    protocol: str  # grpc | rest
-    device: str  # cpu | gpu | label from the spec
-    server_kind: str = "unknown"  # tensorflow-serving | serve-bench-local | unknown
+    device: str = "cpu"
+    metrics_url: str | None = None
+    server: str = ""
+    pid: int | None = None  # a local server process whose CPU to sample
     server_version: str = ""
+    protocol: str = ""  # grpc | rest; "" derives it from the URL
+
+    def __post_init__(self) -> None:
+        if not self.protocol:
+            object.__setattr__(self, "protocol", "grpc" if self.url.startswith("grpc://") else "rest")
+
+    @property
+    def server_kind(self) -> str:
+        return self.server or "unknown"
 
 
 @dataclass(frozen=True)
 class LoadInfo:
+    """closed: ``concurrency`` requests in flight; open: a seeded schedule at ``rate``; locust: Locust users."""
+
     mode: str  # closed | open | locust
     concurrency: int | None = None
     rate: float | None = None  # requests/s, open loop
     arrival: str | None = None  # poisson | constant (open loop)
     processes: int = 1
 
+    @property
+    def in_flight(self) -> int:
+        """Requests in flight for closed loops and Locust users; 0 for open loop (the schedule decides)."""
+        return (self.concurrency or 1) if self.mode != "open" else 0
+
+    def level(self) -> str:
+        """Short label: ``c8`` or ``50/s``."""
+        return f"{self.rate:g}/s" if self.mode == "open" else f"c{self.concurrency or 1}"
+
+    def describe(self) -> str:
+        """``concurrency 8``, ``50 req/s poisson`` or ``8 Locust users``."""
+        if self.mode == "open":
+            return f"{self.rate:g} req/s {self.arrival or 'poisson'}"
+        if self.mode == "locust":
+            return f"{self.concurrency or 1} Locust users"
+        return f"concurrency {self.concurrency or 1}"
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex[:12]
+
 
 @dataclass(frozen=True)
 class Point:
-    target: TargetInfo
+    """One measured (target, batch size, load) point.
+
+    ``key`` names the grid point (resume, compare); ``id`` names this measurement of
+    it. A point that re-measures another carries ``supersedes=<old id>``; readers
+    skip superseded points. Build one from an analysis with ``Point.measured``.
+    """
+
+    target: Target
     model: str
     signature: str
     payload: str  # float | jpeg
     batch_size: int
     load: LoadInfo
     duration_s: float
-    counts: dict[str, Any]  # requests, items, errors {status: n}
-    throughput: dict[str, float]  # requests_per_s, items_per_s, achieved_rate (open loop)
-    latency_us: dict[str, float]  # from the intended time (corrected for coordinated omission)
-    latency_uncorrected_us: dict[str, float] | None  # open loop: from the actual send
-    histogram: str  # encoded HdrHistogram of latency_us
-    schedule_lag_us: dict[str, float] | None
-    codec_us: dict[str, float]  # encode (once, prepared) and mean decode per request
-    client: dict[str, Any]  # cpu_percent, limited (bool), reasons, safety_cap_hits
-    server: dict[str, Any]  # breakdown from metrics, or {"available": False, "reason": ...}
-    stability: dict[str, Any]  # windows, spread, stable, tolerance
+    counts: Counts
+    throughput: Throughput
+    latency: Latency
+    stability: Stability
+    client: ClientView
+    codec: Codec
+    server: ServerView | None = None  # None: not scraped (imported, synthetic); unavailable: scrape failed
+    server_config: tuple[tuple[str, str], ...] = ()  # tune: the (knob, value) pairs of the server measured
+    inputs: InputSource | None = None  # what the requests carried (None: synthetic images)
+    pipeline: StreamFigures | None = None  # a video-pipeline point's own figures
     repeat: int = 0
     key: str = ""
+    id: str = field(default_factory=_new_id)
+    supersedes: str = ""
     started_at: str = ""
     warmup_s: float = 0.0
-    notes: list[str] = field(default_factory=list)
+    cut_off: str = ""  # why the point ended early (target down); "" when it ran its course
+    notes: tuple[str, ...] = ()
     schema_version: int = SCHEMA_VERSION
 
-    def to_json(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True, separators=(",", ":"))
-
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Point":
-        version = data.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise ValueError(f"point has schema_version {version!r}; this serve-bench reads {SCHEMA_VERSION}")
-        values = dict(data)
-        values["target"] = TargetInfo(**values["target"])
-        values["load"] = LoadInfo(**values["load"])
-        return cls(**values)
+    def measured(cls, figures: Figures, *, target: Target, model: str, signature: str, payload: str,
+                 batch_size: int, load: LoadInfo, **extra: Any) -> Point:
+        """A point from an analysis (load.analyze) plus where and what was measured.
+
+        ``extra`` takes the remaining fields (server, repeat, key, started_at, warmup_s, …);
+        notes given there are added after the analysis' own.
+        """
+        values = {f.name: getattr(figures, f.name) for f in fields(figures)}
+        values["notes"] = (*figures.notes, *extra.pop("notes", ()))
+        return cls(target=target, model=model, signature=signature, payload=payload, batch_size=batch_size,
+                   load=load, **values, **extra)
 
     @property
     def limited(self) -> bool:
-        return bool(self.client.get("limited"))
+        return self.client.limited
 
     @property
     def error_count(self) -> int:
-        return int(sum(self.counts.get("errors", {}).values()))
+        return self.counts.error_count
+
+    @property
+    def items_per_s(self) -> float:
+        return self.throughput.items_per_s
+
+    @property
+    def needs_remeasure(self) -> bool:
+        """True when the point says nothing about the server's speed: no request succeeded, or it was cut off."""
+        return self.counts.ok == 0 or bool(self.cut_off)
+
+    def flags(self) -> tuple[str, ...]:
+        """Every flag of every record, in one order: what a table's flags column shows."""
+        flags: list[str] = []
+        if self.cut_off:
+            flags.append("cut off")
+        flags += self.counts.flags()
+        flags += self.stability.flags()
+        flags += self.client.flags()
+        if self.server is not None and self.server.available:  # no metrics is not a fault of the figures
+            flags += self.server.flags()
+        return tuple(flags)
+
+    def describe(self) -> str:
+        """One line a perf_analyzer user reads at a glance."""
+        text = (f"{self.target.name} b{self.batch_size} {self.load.describe()}: {self.throughput.describe()}, "
+                f"{self.latency.describe()}")
+        if self.server is not None and self.server.available:
+            server = self.server.describe()
+            if server:
+                text += f", {server}"
+        problems = []
+        if self.cut_off:
+            problems.append(f"CUT OFF: {self.cut_off}")
+        if self.counts.ok == 0:
+            problems.append("NO SUCCESSES")
+        if not self.stability.stable or not self.stability.enough_requests:
+            problems.append(self.stability.describe().upper().split(":")[0])
+        if self.client.limited:
+            problems.append("CLIENT-LIMITED: " + "; ".join(self.client.reasons))
+        if self.counts.errors:
+            problems.append(self.counts.describe())
+        return text + (f" [{', '.join(problems)}]" if problems else "")
+
+    def with_notes(self, *notes: str) -> Point:
+        return replace(self, notes=(*self.notes, *notes))
+
+    def superseding(self, old: Point) -> Point:
+        """This point as the re-measurement of ``old`` (whose line stays in the file, marked superseded)."""
+        return replace(self, supersedes=old.id)
 
 
 def point_key(target: str, model: str, signature: str, payload: str, batch_size: int, load: LoadInfo,

@@ -1,4 +1,4 @@
-"""results/<run>/points.jsonl: appended and flushed to disk as each point ends."""
+"""results/<run>/points.jsonl and run.json: appended and flushed as each point ends, read back checked."""
 
 from __future__ import annotations
 
@@ -9,59 +9,149 @@ from typing import Any
 
 from serve_bench.errors import UserError
 from serve_bench.stats._point import Point
+from serve_bench.stats._schema import RUN_SCHEMA_VERSION, migrate_run, point_from_data, point_to_data
 
-__all__ = ["ResultsWriter", "read_points", "POINTS_FILE", "RUN_FILE"]
+__all__ = ["POINTS_FILE", "RUN_FILE", "ResultsFileError", "ResultsWriter", "read_points", "read_run"]
 
 POINTS_FILE = "points.jsonl"
 RUN_FILE = "run.json"
+TORN_SUFFIX = ".torn"
+
+
+class ResultsFileError(UserError):
+    """A results file that cannot be read: the message names the file and line and what is wrong."""
+
+
+def _points_path(run: Path) -> Path:
+    return run / POINTS_FILE if run.is_dir() else run
+
+
+def _repair_torn_tail(path: Path) -> str:
+    """Cut a last line that has no newline (a run killed mid-write) and keep it beside the file.
+
+    Returns the fragment removed ("" when the file was whole).
+    """
+    with open(path, "rb+") as f:
+        size = f.seek(0, os.SEEK_END)
+        if size == 0:
+            return ""
+        f.seek(size - 1)
+        if f.read(1) == b"\n":
+            return ""
+        # find the last newline: the torn fragment starts after it
+        chunk, position = 65536, size
+        start = 0
+        while position > 0:
+            step = min(chunk, position)
+            position -= step
+            f.seek(position)
+            block = f.read(step)
+            newline = block.rfind(b"\n")
+            if newline >= 0:
+                start = position + newline + 1
+                break
+        f.seek(start)
+        fragment = f.read()
+        f.truncate(start)
+        f.flush()
+        os.fsync(f.fileno())
+    with open(path.with_name(path.name + TORN_SUFFIX), "ab") as torn:
+        torn.write(fragment + b"\n")
+    return fragment.decode("utf-8", "replace")
 
 
 class ResultsWriter:
+    """Appends points to ``run_dir/points.jsonl``, each flushed to disk before the next point starts.
+
+    A torn last line left by a killed run is cut off first (and kept in
+    ``points.jsonl.torn``), so new points never glue onto a fragment.
+    """
+
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
+        path = run_dir / POINTS_FILE
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
-            self._file = open(run_dir / POINTS_FILE, "a", encoding="utf-8")
+            self.repaired = _repair_torn_tail(path) if path.exists() else ""
+            self._file = open(path, "a", encoding="utf-8")
         except OSError as exc:
-            raise UserError(f"cannot write results to {run_dir} ({exc.strerror or exc}); choose another --out") from exc
+            raise UserError(f"cannot write results to {run_dir} ({exc.strerror or exc})") from exc
 
     def append(self, point: Point) -> None:
-        self._file.write(point.to_json() + "\n")
+        self._file.write(json.dumps(point_to_data(point), sort_keys=True, separators=(",", ":")) + "\n")
         self._file.flush()
         os.fsync(self._file.fileno())  # a killed run keeps every finished point
 
     def write_run(self, metadata: dict[str, Any]) -> None:
+        """run.json (replaced atomically), stamped with its schema version."""
         path = self.run_dir / RUN_FILE
         tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps(metadata, indent=2, sort_keys=True) + "\n")
+        tmp.write_text(json.dumps({**metadata, "schema_version": RUN_SCHEMA_VERSION}, indent=2, sort_keys=True)
+                       + "\n")
         os.replace(tmp, path)
 
     def close(self) -> None:
         self._file.close()
 
-    def __enter__(self) -> "ResultsWriter":
+    def __enter__(self) -> ResultsWriter:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def read_points(run_dir: Path) -> list[Point]:
-    """Every complete point of a run; a torn last line (a run killed mid-write) is skipped."""
-    path = run_dir / POINTS_FILE if run_dir.is_dir() else run_dir
+def read_points(run: Path, *, include_superseded: bool = False) -> list[Point]:
+    """Every point of a run, in file order; points re-measured by a later point are left out.
+
+    ``run`` is a run directory or a points.jsonl file. A torn last line (a run
+    killed mid-write) is skipped; any other line that is not a point raises
+    ResultsFileError naming the file and line.
+    """
+    path = _points_path(run)
     if not path.exists():
-        raise UserError(f"no results at {path}; run `serve-bench sweep SPEC.toml` or `serve-bench bench` first")
-    points = []
-    lines = path.read_text(encoding="utf-8").splitlines()
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
+        raise ResultsFileError(f"no results at {path}")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ResultsFileError(f"cannot read {path} ({exc.strerror or exc})") from None
+    lines = raw.split(b"\n")
+    torn_tail = not raw.endswith(b"\n")
+    points: list[Point] = []
+    for number, line_bytes in enumerate(lines, 1):
+        if not line_bytes.strip():
             continue
+        last = number == len(lines)
         try:
-            points.append(Point.from_dict(json.loads(line)))
+            line = line_bytes.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ResultsFileError(f"{path}:{number}: not UTF-8 text (byte 0x{line_bytes[exc.start]:02x} at column "
+                                   f"{exc.start + 1}); is this a serve-bench points.jsonl?") from None
+        try:
+            data = json.loads(line)
         except json.JSONDecodeError:
-            if number == len(lines):
-                continue
-            raise UserError(f"{path}:{number} is not valid JSON; the results file is damaged") from None
-        except (TypeError, ValueError) as exc:
-            raise UserError(f"{path}:{number}: {exc}") from None
-    return points
+            if last and torn_tail:
+                continue  # the run was killed while writing this line
+            raise ResultsFileError(f"{path}:{number}: not valid JSON; is this a serve-bench points.jsonl?") from None
+        try:
+            points.append(point_from_data(data, line))
+        except ValueError as exc:
+            raise ResultsFileError(f"{path}:{number}: {exc}") from None
+    if include_superseded:
+        return points
+    superseded = {p.supersedes for p in points if p.supersedes}
+    return [p for p in points if p.id not in superseded]
+
+
+def read_run(run_dir: Path) -> dict[str, Any]:
+    """run.json as the current version's dict; {} when the run has none."""
+    path = run_dir / RUN_FILE
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ResultsFileError(f"{path}: not a readable JSON file ({exc})") from None
+    try:
+        return migrate_run(data, str(path))
+    except ValueError as exc:
+        raise ResultsFileError(str(exc)) from None

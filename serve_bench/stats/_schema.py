@@ -1,0 +1,229 @@
+"""The points.jsonl and run.json formats: versions, their history, and the migration of old files.
+
+Each line of points.jsonl is one point as a JSON object carrying ``schema_version``.
+The reader migrates older versions in memory (the file is never rewritten) and
+refuses newer ones.
+
+History of ``schema_version`` (points.jsonl):
+
+1. First format (serve-bench 0.1). Figures as free-form objects: ``counts``
+   (errors as ``{status: n}``), ``throughput``, ``latency_us``,
+   ``latency_uncorrected_us``, ``schedule_lag_us``, ``codec_us``, ``client``,
+   ``server`` (``{"available": false, "reason": …}`` when metrics were not
+   reachable, plus telemetry keys), ``stability`` (``spread`` by figure);
+   ``target`` with ``protocol`` and ``server_kind``; ``notes`` a list.
+2. Typed records (serve-bench 0.2). ``latency`` = ``{due, sent, histogram,
+   p50_ci, p99_ci}`` (``due`` from the time each request was due; ``sent``
+   open loop from the actual send); ``counts.errors`` as ``[[status, n], …]``;
+   ``throughput.items_per_s_ci``; ``client.schedule_lag``; ``codec`` =
+   ``{encode_once_us, decode_mean_us, request_bytes}``; ``stability`` with
+   ``items_spread``, ``latency_spread``, ``judged_on``; ``server`` is the server
+   view (``available`` false with a ``reason`` when the scrape failed) or null
+   when not scraped; ``server_config`` (tune); ``target.server`` is the server
+   kind; new ``id``, ``supersedes`` (the id of the point this one re-measured)
+   and ``cut_off`` (why the point ended early).
+
+History of ``schema_version`` (run.json):
+
+1. No version field: host metadata, settings, spec name.
+2. ``schema_version`` added; otherwise as 1.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any
+
+from serve_bench.stats._point import SCHEMA_VERSION, Point
+
+__all__ = ["RUN_SCHEMA_VERSION", "SCHEMA_HISTORY", "point_from_data", "point_to_data", "migrate_run", "to_data",
+           "from_data"]
+
+RUN_SCHEMA_VERSION = 2
+SCHEMA_HISTORY = {1: "free-form figure objects (serve-bench 0.1)",
+                  2: "typed records, id/supersedes/cut_off (serve-bench 0.2)"}
+
+
+# --- generic (de)serialisation of frozen dataclasses -------------------------
+
+def to_data(value: Any) -> Any:
+    """A frozen record as JSON-ready data: dataclasses -> objects, tuples -> lists."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: to_data(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (tuple, list)):
+        return [to_data(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): to_data(v) for k, v in value.items()}
+    return value
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "true/false", type(None): "null"}.get(
+        type(value), "a number")
+
+
+def from_data(tp: Any, value: Any, where: str) -> Any:
+    """Rebuild a value of type ``tp`` from JSON data, checking types; ValueError names ``where``."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(tp)
+        if value is None and type(None) in options:
+            return None
+        errors = []
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return from_data(option, value, where)
+            except ValueError as exc:
+                errors.append(str(exc))
+        raise ValueError(errors[0] if errors else f"{where}: unexpected null")
+    if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+        if not isinstance(value, dict):
+            raise ValueError(f"{where}: expected an object, found {_kind(value)}")
+        hints = _hints(tp)
+        known = {f.name: f for f in dataclasses.fields(tp) if f.init}
+        unknown = sorted(set(value) - set(known))
+        if unknown:
+            raise ValueError(f"{where}: unknown field {unknown[0]!r}")
+        args = {}
+        for name, spec in known.items():
+            if name in value:
+                args[name] = from_data(hints[name], value[name], f"{where}.{name}" if where else name)
+            elif spec.default is dataclasses.MISSING and spec.default_factory is dataclasses.MISSING:
+                raise ValueError(f"{where or 'point'}: missing field {name!r}")
+        return tp(**args)
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise ValueError(f"{where}: expected a list, found {_kind(value)}")
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(from_data(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+        if len(args) != len(value):
+            raise ValueError(f"{where}: expected {len(args)} values, found {len(value)}")
+        return tuple(from_data(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ValueError(f"{where}: expected an object, found {_kind(value)}")
+        _, value_type = typing.get_args(tp)
+        return {str(k): from_data(value_type, v, f"{where}.{k}") for k, v in value.items()}
+    if tp is Any:
+        return value
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ValueError(f"{where}: expected true/false, found {_kind(value)}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValueError(f"{where}: expected an integer, found {_kind(value)}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ValueError(f"{where}: expected a number, found {_kind(value)}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ValueError(f"{where}: expected a string, found {_kind(value)}")
+        return value
+    raise TypeError(f"{where}: cannot read values of type {tp!r}")  # a record uses a type this reader lacks
+
+
+# --- points ---------------------------------------------------------------------
+
+def point_to_data(point: Point) -> dict[str, Any]:
+    data: dict[str, Any] = to_data(point)
+    return data
+
+
+def point_from_data(data: Any, line_text: str = "") -> Point:
+    """A Point from one parsed JSON line of any known version; ValueError says what does not fit."""
+    if not isinstance(data, dict):
+        raise ValueError(f"expected a point (a JSON object), found {_kind(data)}")
+    if "schema_version" not in data:
+        raise ValueError("JSON but not a serve-bench point (no schema_version)")
+    version = data["schema_version"]
+    if version == 1:
+        data = _v1_to_v2(data, line_text)
+    elif version != SCHEMA_VERSION:
+        raise ValueError(f"point has schema_version {version!r}; this serve-bench reads 1 to {SCHEMA_VERSION} "
+                         "(a newer serve-bench wrote it)")
+    point: Point = from_data(Point, data, "")
+    return point
+
+
+def _percentiles(value: Any) -> Any:
+    if not isinstance(value, dict):
+        return value
+    return {k: value[k] for k in ("p50", "p90", "p95", "p99", "p99_9", "max", "mean", "count") if k in value}
+
+
+def _v1_to_v2(old: dict[str, Any], line_text: str) -> dict[str, Any]:
+    """A version-1 point as version-2 data (missing fields get the defaults of the new records)."""
+    from serve_bench.stats._server_view import ServerView
+
+    def get(name: str) -> Any:
+        if name not in old:
+            raise ValueError(f"schema_version 1 point without {name!r}")
+        return old[name]
+
+    target = dict(get("target"))
+    kind = target.pop("server_kind", "unknown")
+    target["server"] = "" if kind == "unknown" else kind
+    counts = dict(get("counts"))
+    errors = counts.get("errors") or {}
+    counts["errors"] = sorted([str(k), v] for k, v in errors.items()) if isinstance(errors, dict) else errors
+    client = dict(get("client"))
+    client.pop("locust_users", None)
+    client["schedule_lag"] = _percentiles(old.get("schedule_lag_us"))
+    stability = dict(get("stability"))
+    spread = stability.pop("spread", {}) or {}
+    stability["items_spread"] = spread.get("items_per_s", 0.0)
+    stability["latency_spread"] = spread.get("mean_latency", 0.0)
+    codec_us = old.get("codec_us") or {}
+    notes = list(old.get("notes") or [])
+    server_old = old.get("server") or {}
+    server: dict[str, Any] = {"available": False, "reason": str(server_old.get("reason", ""))}
+    if server_old.get("available"):
+        names = {f.name for f in dataclasses.fields(ServerView)}
+        server = {k: v for k, v in server_old.items() if k in names}
+    return {
+        "target": target, "model": get("model"), "signature": get("signature"), "payload": get("payload"),
+        "batch_size": get("batch_size"), "load": get("load"), "duration_s": get("duration_s"), "counts": counts,
+        "throughput": get("throughput"),
+        "latency": {"due": _percentiles(get("latency_us")), "sent": _percentiles(old.get("latency_uncorrected_us")),
+                    "histogram": old.get("histogram", "")},
+        "stability": stability, "client": client,
+        "codec": {"encode_once_us": codec_us.get("encode_once", 0.0),
+                  "decode_mean_us": codec_us.get("decode_mean", 0.0),
+                  "request_bytes": codec_us.get("request_bytes", 0)},
+        "server": server, "repeat": old.get("repeat", 0), "key": old.get("key", ""),
+        # a stable id for an old line, so that a re-measurement can name it
+        "id": "v1-" + hashlib.sha256(line_text.encode()).hexdigest()[:10],
+        "started_at": old.get("started_at", ""), "warmup_s": old.get("warmup_s", 0.0), "notes": notes,
+        "schema_version": SCHEMA_VERSION,
+    }
+
+
+# --- run.json ---------------------------------------------------------------------
+
+def migrate_run(data: Any, where: str) -> dict[str, Any]:
+    """run.json of any known version as the current version's dict."""
+    if not isinstance(data, dict):
+        raise ValueError(f"{where}: expected a JSON object, found {_kind(data)}")
+    version = data.get("schema_version", 1)
+    if version not in SCHEMA_HISTORY:
+        raise ValueError(f"{where} has schema_version {version!r}; this serve-bench reads 1 to {RUN_SCHEMA_VERSION}")
+    return {**data, "schema_version": RUN_SCHEMA_VERSION}

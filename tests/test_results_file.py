@@ -1,0 +1,194 @@
+"""points.jsonl and run.json: typed round trip, the v1 migration, torn lines, bad files, superseded points."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from serve_bench.cli import main
+from serve_bench.stats import (
+    POINTS_FILE,
+    RUN_SCHEMA_VERSION,
+    SCHEMA_HISTORY,
+    SCHEMA_VERSION,
+    Point,
+    ResultsFileError,
+    ResultsWriter,
+    ServerView,
+    read_points,
+    read_run,
+)
+from serve_bench.stats import _schema
+from tests._points import make_point
+
+DATA = Path(__file__).parent / "data"
+
+
+def _mutable_parts(value: Any, where: str = "point") -> list[str]:
+    """Paths of every list, dict or set inside a record (an immutable point has none)."""
+    if isinstance(value, (list, dict, set)):
+        return [where]
+    found = []
+    if dataclasses.is_dataclass(value):
+        for f in dataclasses.fields(value):
+            found += _mutable_parts(getattr(value, f.name), f"{where}.{f.name}")
+    elif isinstance(value, tuple):
+        for i, item in enumerate(value):
+            found += _mutable_parts(item, f"{where}[{i}]")
+    return found
+
+
+def test_points_round_trip_unchanged_and_hold_no_mutable_parts(tmp_path):
+    points = [make_point("gpu", "gpu", 8, 12_000.0, errors=2), make_point("cpu", "cpu", 1, 70_000.0, stable=False),
+              make_point("gpu", "gpu", 1, 9_000.0, ok=0, errors=5, cut_off="target down")]
+    with ResultsWriter(tmp_path) as writer:
+        for point in points:
+            writer.append(point)
+    again = read_points(tmp_path)
+    assert again == points
+    assert all(p.schema_version == SCHEMA_VERSION for p in again)
+    assert [_mutable_parts(p) for p in again] == [[], [], []]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        again[0].counts.ok = 3  # type: ignore[misc]
+
+
+def test_version_1_points_are_migrated():
+    """Lines written by serve-bench 0.1 (commit 1228b33) read as typed points with the same figures."""
+    points = read_points(DATA / "points_v1.jsonl")
+    raw = [json.loads(line) for line in (DATA / "points_v1.jsonl").read_text().splitlines()]
+    assert len(points) == len(raw) == 5
+    for point, old in zip(points, raw):
+        assert point.schema_version == 2 and point.key == old["key"]
+        assert point.latency.p99 == old["latency_us"]["p99"] and point.latency.due.count == old["latency_us"]["count"]
+        assert point.counts.errors_by_status() == old["counts"]["errors"]
+        assert point.throughput.items_per_s == old["throughput"]["items_per_s"]
+        assert point.stability.stable == old["stability"]["stable"]
+        assert point.stability.items_spread == old["stability"]["spread"]["items_per_s"]
+        assert point.codec.encode_once_us == old["codec_us"].get("encode_once", 0.0)
+        assert point.target.protocol == old["target"]["protocol"]
+        assert point.target.server_kind == old["target"]["server_kind"]
+        assert _mutable_parts(point) == []
+    closed, open_loop, dead, synthetic, local = points
+    assert open_loop.latency.sent is not None and open_loop.latency.sent.p99 == raw[1]["latency_uncorrected_us"]["p99"]
+    assert open_loop.client.schedule_lag is not None
+    assert open_loop.client.schedule_lag.p99 == raw[1]["schedule_lag_us"]["p99"]
+    assert dead.needs_remeasure and not closed.needs_remeasure
+    assert closed.server == ServerView.unavailable("no metrics endpoint configured")
+    assert local.server == ServerView(requests=122.0, errors=0.0, request_us_mean=5400.0, queue_us_mean=150.0,
+                                      compute_us_mean=5100.0, overhead_us_mean=150.0, tf_calls=122.0,
+                                      input_batch_mean=1.0, processed_batch_mean=1.0, padding_share=0.0)
+    # a v1 line's id is derived from its text: stable between reads, distinct between lines
+    assert [p.id for p in read_points(DATA / "points_v1.jsonl")] == [p.id for p in points]
+    assert len({p.id for p in points}) == 5
+
+
+def test_run_json_is_versioned(tmp_path):
+    assert read_run(tmp_path) == {}  # a run without run.json
+    shutil.copy(DATA / "run_v1.json", tmp_path / "run.json")
+    migrated = read_run(tmp_path)
+    assert migrated["schema_version"] == RUN_SCHEMA_VERSION and migrated["spec_name"]
+    with ResultsWriter(tmp_path / "new") as writer:
+        writer.write_run({"command": "bench"})
+    assert json.loads((tmp_path / "new" / "run.json").read_text())["schema_version"] == RUN_SCHEMA_VERSION
+    (tmp_path / "run.json").write_text(json.dumps({"schema_version": 99}))
+    with pytest.raises(ResultsFileError, match="schema_version 99"):
+        read_run(tmp_path)
+
+
+def test_schema_history_is_written_down_for_every_version():
+    assert set(SCHEMA_HISTORY) == set(range(1, SCHEMA_VERSION + 1))
+    doc = _schema.__doc__ or ""
+    for version in SCHEMA_HISTORY:
+        assert f"\n{version}. " in doc
+
+
+def test_a_torn_last_line_is_skipped_then_repaired_before_appending(tmp_path):
+    first, second, third = (make_point("cpu", "cpu", b, 10_000.0 * b) for b in (1, 2, 4))
+    with ResultsWriter(tmp_path) as writer:
+        writer.append(first)
+        writer.append(second)
+    path = tmp_path / POINTS_FILE
+    whole = path.read_bytes()
+    fragment = whole.splitlines()[1][:57]
+    path.write_bytes(whole.splitlines(keepends=True)[0] + fragment)  # killed while writing the second line
+    assert read_points(tmp_path) == [first]
+    with ResultsWriter(tmp_path) as writer:
+        assert writer.repaired == fragment.decode()
+        writer.append(third)
+    assert read_points(tmp_path) == [first, third]
+    assert (tmp_path / (POINTS_FILE + ".torn")).read_bytes() == fragment + b"\n"
+    with ResultsWriter(tmp_path) as writer:  # a whole file is left alone
+        assert writer.repaired == ""
+    assert read_points(tmp_path) == [first, third]
+
+
+@pytest.mark.parametrize("content, line, message", [
+    (b'{"name": "not a point"}\n', 1, "not a serve-bench point"),
+    (b"[1, 2, 3]\n", 1, "expected a point"),
+    (b'{\n  "schema_version": 2\n}\n', 1, "not valid JSON"),
+    (b"POINT\n" + b"\xff\xfe\n", 1, "not valid JSON"),
+    (b"\xff\xfe{}\n", 1, "not UTF-8 text (byte 0xff at column 1)"),
+    (b'{"schema_version": 7}\n', 1, "schema_version 7"),
+], ids=["other-object", "array", "pretty-printed", "garbage", "not-utf8", "newer-version"])
+def test_a_file_that_is_not_points_names_file_and_line(tmp_path, content, line, message):
+    (tmp_path / POINTS_FILE).write_bytes(content)
+    with pytest.raises(ResultsFileError) as caught:
+        read_points(tmp_path)
+    assert f"{tmp_path / POINTS_FILE}:{line}: " in str(caught.value) and message in str(caught.value)
+
+
+def test_a_point_with_a_wrong_field_names_the_field(tmp_path):
+    good = make_point("cpu", "cpu", 1, 5_000.0)
+    data = _schema.point_to_data(good)
+    data["counts"]["ok"] = "many"
+    bad_key = dict(_schema.point_to_data(good), colour="blue")
+    missing = _schema.point_to_data(good)
+    del missing["latency"]
+    lines = [json.dumps(_schema.point_to_data(good)), json.dumps(data), json.dumps(bad_key), json.dumps(missing)]
+    for number, expected in ((2, "counts.ok: expected an integer, found a string"),
+                             (3, "unknown field 'colour'"), (4, "missing field 'latency'")):
+        (tmp_path / POINTS_FILE).write_text(lines[0] + "\n" + lines[number - 1] + "\n")
+        with pytest.raises(ResultsFileError, match=f":2: .*{expected}"):
+            read_points(tmp_path)
+
+
+def test_report_on_a_bad_file_exits_2_with_the_line(tmp_path, capsys):
+    with ResultsWriter(tmp_path) as writer:
+        writer.append(make_point("cpu", "cpu", 1, 5_000.0))
+    with (tmp_path / POINTS_FILE).open("ab") as f:
+        f.write(b'{"hello": 1}\n')
+    assert main(["report", str(tmp_path), "--no-plots"]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / POINTS_FILE}:2:" in err and "Traceback" not in err
+
+
+def test_a_remeasured_point_supersedes_the_old_line(tmp_path):
+    dead = make_point("cpu", "cpu", 1, 5_000.0, ok=0, errors=40)
+    cut = make_point("cpu", "cpu", 2, 5_000.0, cut_off="target down after 1.2 s")
+    fine = make_point("cpu", "cpu", 4, 5_000.0)
+    assert dead.needs_remeasure and cut.needs_remeasure and not fine.needs_remeasure
+    assert "no successes" in dead.flags() and "cut off" in cut.flags() and fine.flags() == ()
+    with ResultsWriter(tmp_path) as writer:
+        for point in (dead, cut, fine):
+            writer.append(point)
+    redo = make_point("cpu", "cpu", 1, 6_000.0).superseding(dead)
+    with ResultsWriter(tmp_path) as writer:
+        writer.append(redo)
+    assert redo.key == dead.key and redo.supersedes == dead.id
+    assert read_points(tmp_path) == [cut, fine, redo]
+    assert read_points(tmp_path, include_superseded=True) == [dead, cut, fine, redo]
+    assert len((tmp_path / POINTS_FILE).read_text().splitlines()) == 4  # the old line stays
+
+
+def test_point_describe_and_flags_come_from_its_records():
+    point = make_point("gpu", "gpu", 8, 12_000.0, concurrency=4, stable=False, errors=3)
+    line = point.describe()
+    assert line.startswith(f"gpu b8 concurrency 4: {point.items_per_s:.1f} items/s")
+    assert "p99 14.4 ms" in line and "UNSTABLE" in line and "3 errors of 100 requests (UNAVAILABLE ×3)" in line
+    assert point.flags() == ("errors", "unstable")
+    assert Point.describe(make_point("gpu", "gpu", 8, 12_000.0)).endswith("p99 14.4 ms")
