@@ -312,11 +312,15 @@ def test_answer_best_pareto_knobs_and_gains() -> None:
     assert knob_rows[("max_batch_size", "default")].best_config == "defaults"
     gains = {g.baseline: g for g in result.gains}
     assert math.isclose(gains["defaults"].ratio or 0, 500 / 200)
-    # relative half-widths 10/500 and 10/200 add in quadrature
-    half = 2.5 * math.hypot(10 / 500, 10 / 200)
-    assert math.isclose(gains["defaults"].low or 0, 2.5 - half) and math.isclose(gains["defaults"].high or 0,
-                                                                                  2.5 + half)
+    # log-scale half-widths of [490, 510] and [190, 210] add in quadrature
+    factor = math.exp(math.hypot(math.log(510 / 490) / 2, math.log(210 / 190) / 2))
+    assert math.isclose(gains["defaults"].low or 0, 2.5 / factor)
+    assert math.isclose(gains["defaults"].high or 0, 2.5 * factor)
     assert math.isclose(gains["no_batching"].ratio or 0, 500 / 400)
+    # at the best's own load (concurrency 8) the baseline's latency: 60 ms vs 24 ms
+    assert gains["defaults"].load == "concurrency 8"
+    assert math.isclose(gains["defaults"].latency_ratio or 0, 60 / 24)
+    assert gains["defaults"].latency_low is None  # synthetic points carry no p99 interval: none invented
 
 
 def test_no_configuration_meets_the_slo_names_the_closest() -> None:

@@ -62,12 +62,49 @@ def _meets(point: Point, slo: TuneSlo) -> bool:
     return point.error_count == 0 and _latency_ms(point, slo.percentile) <= slo.max_ms
 
 
-def _score_of(config: str, point: Point, slo: TuneSlo, feasible: bool) -> Score:
+# two-sided 95% Student t quantiles by degrees of freedom (batch means over a point's windows)
+_T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26}
+_QUANTILE = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p99_9": 0.999}
+
+
+def items_interval(point: Point) -> tuple[float, float] | None:
+    """The point's own 95% interval for items/s, else one from its stability windows as batch means."""
     ci = point.throughput.items_per_s_ci
-    lat_ci = point.latency.p99_ci if slo.percentile == "p99" else None
-    return Score(config, feasible, point.items_per_s, (ci.low, ci.high) if ci else None,
-                 _latency_ms(point, slo.percentile), (lat_ci.low / 1000, lat_ci.high / 1000) if lat_ci else None,
-                 point.key, point.load.describe())
+    if ci is not None:
+        return (ci.low, ci.high)
+    rates = [w.items_per_s for w in point.stability.windows]
+    if len(rates) < 2:
+        return None
+    mean = sum(rates) / len(rates)
+    sd = math.sqrt(sum((r - mean) ** 2 for r in rates) / (len(rates) - 1))
+    half = _T95.get(len(rates) - 1, 1.96) * sd / math.sqrt(len(rates))
+    return (point.items_per_s - half, point.items_per_s + half)
+
+
+def latency_interval(point: Point, percentile: str) -> tuple[float, float] | None:
+    """95% interval (ms) for a latency percentile: the point's own for p99, else the distribution-free
+    order-statistic interval (ranks n*q -/+ 1.96*sqrt(n*q*(1-q))) read off its HdrHistogram."""
+    own = point.latency.p99_ci if percentile == "p99" else None
+    if own is not None:
+        return (own.low / 1000, own.high / 1000)
+    if not point.latency.histogram:
+        return None
+    from serve_bench.stats import decode
+
+    histogram = decode(point.latency.histogram)
+    n = histogram.get_total_count()
+    q = _QUANTILE[percentile]
+    if n < 2:
+        return None
+    spread = 1.96 * math.sqrt(n * q * (1 - q))
+    low_rank, high_rank = max(1.0, n * q - spread), min(float(n), n * q + spread + 1)
+    return (histogram.get_value_at_percentile(100 * low_rank / n) / 1000,
+            histogram.get_value_at_percentile(100 * high_rank / n) / 1000)
+
+
+def _score_of(config: str, point: Point, slo: TuneSlo, feasible: bool) -> Score:
+    return Score(config, feasible, point.items_per_s, items_interval(point), _latency_ms(point, slo.percentile),
+                 latency_interval(point, slo.percentile), point.key, point.load.describe())
 
 
 def score_config(config: str, points: Iterable[Point], slo: TuneSlo) -> Score:
@@ -122,7 +159,9 @@ class KnobRow:
 
 @dataclass(frozen=True)
 class Gain:
-    """How much better the best configuration is than a baseline: ratio and its 95% interval (None: unknown)."""
+    """How much better the best configuration is than a baseline, each ratio with its 95% interval
+    (None: not measurable). ``ratio``: the objective (items/s under the SLO, or latency at the SLO rate);
+    ``latency_ratio``: baseline latency / best latency at the load where the best reached its objective."""
 
     baseline: str
     config: str
@@ -130,37 +169,59 @@ class Gain:
     low: float | None
     high: float | None
     text: str
+    load: str = ""
+    latency_ratio: float | None = None
+    latency_low: float | None = None
+    latency_high: float | None = None
 
 
-def _relative_half(value: float, ci: tuple[float, float] | None) -> float | None:
-    if ci is None or value <= 0:
+def _log_half(value: float, ci: tuple[float, float] | None) -> float | None:
+    """Half-width of the interval on a log scale (intervals of latency percentiles are not symmetric)."""
+    if ci is None or value <= 0 or ci[0] <= 0 or ci[1] <= 0:
         return None
-    return (ci[1] - ci[0]) / 2 / value
+    return math.log(ci[1] / ci[0]) / 2
 
 
-def _gain(name: str, best: Score, base: Score, mode: str) -> Gain:
+def _ratio(top: float, top_ci: tuple[float, float] | None, bottom: float,
+           bottom_ci: tuple[float, float] | None) -> tuple[float | None, float | None, float | None]:
+    """top / bottom with a 95% interval: independent log-scale half-widths add in quadrature."""
+    if not bottom or not math.isfinite(top) or not math.isfinite(bottom):
+        return None, None, None
+    ratio = top / bottom
+    errors = [_log_half(top, top_ci), _log_half(bottom, bottom_ci)]
+    if any(e is None for e in errors):
+        return ratio, None, None
+    factor = math.exp(math.sqrt(sum(e * e for e in errors if e is not None)))
+    return ratio, ratio / factor, ratio * factor
+
+
+def _ratio_text(ratio: float | None, low: float | None, high: float | None) -> str:
+    if ratio is None:
+        return "n/a"
+    return f"{ratio:.2f}x" + (f" (95% CI {low:.2f}-{high:.2f})" if low is not None and high is not None
+                              else " (interval unknown)")
+
+
+def _gain(name: str, best: Score, base: Score, mode: str, same_load: Score | None, percentile: str) -> Gain:
     if base.failed:
         return Gain(name, base.config, None, None, None, f"{name} ({base.config}) did not start: {base.failed}")
-    if not base.feasible and mode == "throughput":
-        return Gain(name, base.config, None, None, None,
-                    f"{name} ({base.config}) meets the SLO at no measured load (closest: {base.describe('p')})")
     if mode == "throughput":
-        ratio = best.items_per_s / base.items_per_s if base.items_per_s else None
-        errors = [_relative_half(best.items_per_s, best.items_ci), _relative_half(base.items_per_s, base.items_ci)]
+        ratio, low, high = (_ratio(best.items_per_s, best.items_ci, base.items_per_s, base.items_ci)
+                            if base.feasible else (None, None, None))
+        what = "images/s under the SLO"
     else:
-        ratio = base.latency_ms / best.latency_ms if best.latency_ms else None
-        errors = [_relative_half(best.latency_ms, best.latency_ci_ms), _relative_half(base.latency_ms,
-                                                                                       base.latency_ci_ms)]
-    if ratio is None:
-        return Gain(name, base.config, None, None, None, f"{name}: nothing to compare")
-    what = "throughput under the SLO" if mode == "throughput" else "lower latency at the SLO rate"
-    if any(e is None for e in errors):
-        return Gain(name, base.config, ratio, None, None,
-                    f"{ratio:.2f}x the {what} of {name} ({base.config}); uncertainty unknown (no interval)")
-    # relative errors of a ratio add in quadrature (independent measurements)
-    half = ratio * math.sqrt(sum(e * e for e in errors if e is not None))
-    return Gain(name, base.config, ratio, ratio - half, ratio + half,
-                f"{ratio:.2f}x (95% CI {ratio - half:.2f}-{ratio + half:.2f}) the {what} of {name} ({base.config})")
+        ratio, low, high = _ratio(base.latency_ms, base.latency_ci_ms, best.latency_ms, best.latency_ci_ms)
+        what = f"lower {percentile} at the SLO rate"
+    text = (f"{_ratio_text(ratio, low, high)} the {what} of {name} ({base.config})" if ratio is not None
+            else f"{name} ({base.config}) meets the SLO at no measured load")
+    lat: tuple[float | None, float | None, float | None] = (None, None, None)
+    if same_load is not None and not same_load.failed:
+        lat = _ratio(same_load.latency_ms, same_load.latency_ci_ms, best.latency_ms, best.latency_ci_ms)
+        items = _ratio(best.items_per_s, best.items_ci, same_load.items_per_s, same_load.items_ci)
+        text += (f"; at {best.load}: {percentile} {best.latency_ms:.1f} ms vs {same_load.latency_ms:.1f} ms "
+                 f"({_ratio_text(*lat)} lower), {best.items_per_s:.1f} vs {same_load.items_per_s:.1f} images/s "
+                 f"({_ratio_text(*items)})")
+    return Gain(name, base.config, ratio, low, high, text, best.load, *lat)
 
 
 @dataclass(frozen=True)
@@ -212,7 +273,12 @@ def answer(points_by_config: Mapping[str, Sequence[Point]], configs: Mapping[str
                 vs = (top.objective(mode) / best.objective(mode) - 1) * 100 if best.objective(mode) else 0.0
             rows.append(KnobRow(knob, value, len(group), top.config, top.feasible, top.items_per_s, top.latency_ms,
                                 vs))
-    gains = tuple(_gain(name, best, by_id[cid], mode) for name, cid in baselines.items()
-                  if best is not None and cid in by_id)
+    gains = []
+    for name, cid in baselines.items():
+        if best is None or cid not in by_id:
+            continue
+        same = [p for p in points_by_config.get(cid, ()) if p.load.describe() == best.load and not p.needs_remeasure]
+        same_load = _score_of(cid, same[0], slo, _meets(same[0], slo)) if same else None
+        gains.append(_gain(name, best, by_id[cid], mode, same_load, slo.percentile))
     return TuneAnswer(mode, slo.percentile, slo.max_ms, best, closest, tuple(scores),
-                      pareto_front(every, slo.percentile), tuple(rows), gains)
+                      pareto_front(every, slo.percentile), tuple(rows), tuple(gains))
