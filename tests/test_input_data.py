@@ -140,3 +140,26 @@ def test_payloads_reach_the_model_intact(models_dir, reference, tmp_path):
         served_png = asyncio.run(ask(pngs, "serving_bytes", "image_bytes"))
     assert np.allclose(served_float, expected, atol=1e-5)
     assert np.allclose(served_png, expected, atol=1e-4)
+
+
+def test_synthetic_jpeg_sizes_are_like_a_real_photograph(tmp_path):
+    """The synthetic JPEG payload (smooth gradients + noise) should cost about what a photograph costs on
+    the wire. The real photograph is matplotlib's bundled sample (grace_hopper.jpg, 512x600), read
+    through --input-data and re-encoded at the model's size with the same quality.
+
+    Measured: synthetic / real = 1.25 at 299x299 and 1.17 at 224x224. Photographs of different scenes
+    vary about 2x in JPEG size at one quality, hence the [0.5, 2] band."""
+    matplotlib = pytest.importorskip("matplotlib")
+    import os
+    import shutil
+
+    from serve_bench.load import make_inputs
+
+    folder = tmp_path / "photo"
+    folder.mkdir()
+    shutil.copy(os.path.join(matplotlib.get_data_path(), "sample_data", "grace_hopper.jpg"), folder)
+    for size in (299, 224):
+        real = load_input_data(folder, "jpeg", (size, size), fixed_size=True)  # re-encoded at q90, this size
+        synthetic = next(iter(make_inputs("jpeg", 8, None, image_size=(size, size)).values()))
+        ratio = float(np.mean([len(b) for b in synthetic])) / real.mean_bytes
+        assert 0.5 <= ratio <= 2.0, (size, ratio)

@@ -214,9 +214,10 @@ async def _sweep_payload(config: PipelineConfig, payload: str, float_client: Cli
             for in_flight in config.max_in_flight:
                 first = [_as_string_item(e) for e in encoded[:batch]] if payload == "jpeg" else \
                     [f.astype(np.float32) for f in compare[:batch]]
+                info = client.signature_info
+                name = next(iter(info.inputs)) if info else {"float": "images", "jpeg": "image_bytes"}[payload]
                 try:  # warm-up: the server's first call at a new batch shape is slow; not counted
-                    await client.predict({next(iter(client.signature_info.inputs)) if client.signature_info
-                                          else "images": np.stack(first)})
+                    await client.predict({name: np.stack(first)})
                 except ServeBenchError as exc:
                     raise UserError(f"the warm-up request (batch {batch}, {payload}) failed: {exc}") from exc
                 keep = config.keep_features and outcome.features is None  # float first: exact pixels
