@@ -1,7 +1,9 @@
-"""serve-bench command line: a table of small subcommands over the library.
+"""serve-bench command line: one table of subcommands, each a few lines over the library.
 
-Each subcommand parses its flags and calls one library function. User mistakes
-raise ``UserError`` and end as one line on stderr with exit status 2.
+``COMMANDS`` maps a name to its help, its flags and the function that runs it
+(as pyperf's ``__main__``). User mistakes raise ``UserError`` and end as one line
+on stderr with exit status 2; a library ``InvalidValue`` is reworded with the flag
+the user typed.
 """
 
 from __future__ import annotations
@@ -9,111 +11,110 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Callable, Sequence
+from typing import NamedTuple, NoReturn
 
-from serve_bench.errors import UserError
+from serve_bench import _cli_args as flags
+from serve_bench import _cli_commands as commands
+from serve_bench.errors import InvalidValue, UserError
 
-__all__ = ["main"]
-
-Command = Callable[[argparse.Namespace], int]
-_COMMANDS: dict[str, tuple[Callable[[argparse.ArgumentParser], None], Command, str]] = {}
+__all__ = ["COMMANDS", "Command", "build_parser", "main"]
 
 
-def command(name: str, help: str) -> Callable[[Callable[[argparse.ArgumentParser], None]], Callable[[Command], Command]]:
-    def register_args(add_args: Callable[[argparse.ArgumentParser], None]) -> Callable[[Command], Command]:
-        def register_run(run: Command) -> Command:
-            _COMMANDS[name] = (add_args, run, help)
-            return run
+class Command(NamedTuple):
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
 
-        return register_run
 
-    return register_args
+def _pipeline_arguments(parser: argparse.ArgumentParser) -> None:
+    from serve_bench.pipeline import add_pipeline_arguments
+
+    add_pipeline_arguments(parser)
+
+
+def _pipeline(args: argparse.Namespace) -> int:
+    from serve_bench.pipeline import run_pipeline_command
+
+    return run_pipeline_command(args)
+
+
+def _tune_arguments(parser: argparse.ArgumentParser) -> None:
+    from serve_bench.tune import add_tune_arguments
+
+    add_tune_arguments(parser)
+
+
+def _tune(args: argparse.Namespace) -> int:
+    from serve_bench.tune import run_tune_command
+
+    return run_tune_command(args)
+
+
+COMMANDS: dict[str, Command] = {
+    "export": Command("export a catalogue model as a SavedModel in TF Serving's layout",
+                      flags.export_args, commands.export),
+    "serve": Command("run the local TF-Serving-compatible server (gRPC + REST)", flags.serve_args, commands.serve),
+    "bench": Command("measure one point (closed loop with --concurrency, open loop with --rate)",
+                     flags.bench_args, commands.bench),
+    "sweep": Command("measure a grid of points from a TOML spec; resumable", flags.sweep_args, commands.sweep),
+    "tune": Command("search TF Serving batching configurations under a latency SLO; restarts the server per "
+                    "configuration", _tune_arguments, _tune),
+    "pipeline": Command("decode a video, stream its frames through the model, measure frames/s by batch size",
+                        _pipeline_arguments, _pipeline),
+    "report": Command("analyse a run: terminal summary, summary.csv, plots/*.png, report.html",
+                      flags.report_args, commands.report),
+    "compare": Command("two runs side by side: B/A ratio of images/s and p99 per matching point",
+                       flags.compare_args, commands.compare),
+    "import-locust": Command("turn Locust CSV output into a serve-bench run that `report` reads",
+                             flags.import_locust_args, commands.import_locust),
+    "demo": Command("the README's first command: export, serve, sweep, report", flags.demo_args, commands.demo),
+}
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2, like every other user error
+    def error(self, message: str) -> NoReturn:  # one line, exit 2, like every other user error
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-# --- export -----------------------------------------------------------------
+def _unavailable(name: str, why: str) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        raise UserError(f"the {name} command is not available here: {why}")
+
+    return run
 
 
-def _export_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", nargs="?", help="catalogue name: inception_v3, resnet50, mobilenet_v2, tiny")
-    p.add_argument("--list", action="store_true", help="list the catalogue with sizes, parameters and GFLOPs")
-    p.add_argument("--weights", default="imagenet", help="imagenet (needs network), random, or a Keras weights file")
-    p.add_argument("--version", type=int, default=None, help="version number (default: next free)")
-    p.add_argument("--out", default="exported_models", help="models directory (default: exported_models/)")
-    p.add_argument("--warmup-batch-sizes", default="1,8,32", help="one warm-up record per size (default 1,8,32)")
-    p.add_argument("--force", action="store_true", help="replace an existing version")
+def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argparse.Namespace], int]]]:
+    """The parser and, per subcommand, the function that runs it.
 
-
-@command("export", "export a catalogue model as a SavedModel in TF Serving's layout")(_export_args)
-def _export(args: argparse.Namespace) -> int:
-    from serve_bench import export
-
-    if args.list:
-        from rich.console import Console
-        from rich.table import Table
-
-        table = Table(title="serve-bench model catalogue (counted from each graph)")
-        for column in ("model", "input", "output", "parameters", "GFLOPs/image", "description"):
-            table.add_column(column, justify="right" if column in ("parameters", "GFLOPs/image") else "left")
-        for name, spec in export.CATALOGUE.items():
-            facts = export.model_facts(name)
-            h, w, c = facts.input_shape
-            table.add_row(name, f"{h}x{w}x{c}", str(facts.feature_size), f"{facts.parameters:,}",
-                          f"{facts.flops_per_image / 1e9:.3f}", spec.description)
-        Console().print(table)
-        return 0
-    if not args.model:
-        raise UserError(f"name a model to export ({', '.join(export.CATALOGUE)}) or pass --list")
-    export.get_spec(args.model)  # fail on a bad name before TensorFlow starts
-    sizes = export.parse_batch_sizes(args.warmup_batch_sizes)
-    result = export.export_model(
-        args.model, weights=args.weights, version=args.version, out=args.out,
-        warmup_batch_sizes=sizes, force=args.force,
-    )
-    facts = result.facts
-    h, w, c = facts.input_shape
-    print(f"exported {facts.model} version {result.version} to {result.path}")
-    print(f"  serving_default: images float32 [-1, {h}, {w}, {c}] (pixels 0-255) -> features float32 [-1, {facts.feature_size}]")
-    print(f"  serving_bytes:   image_bytes string [-1] (JPEG/PNG) -> features float32 [-1, {facts.feature_size}]")
-    print(f"  parameters {facts.parameters:,}; {facts.flops_per_image / 1e9:.3f} GFLOPs per image; "
-          f"warm-up batch sizes {','.join(map(str, sizes))}")
-    if facts.weights == "random":
-        print("  weights: random (timing does not depend on weight values; the features mean nothing)")
-    else:
-        print(f"  weights: {facts.weights}")
-    print(f"  models.config: {result.models_config}")
-    return 0
-
-
-# --- entry point ------------------------------------------------------------
-
-
-def _load_commands() -> None:
-    # Commands defined in other modules register themselves on import.
-    from serve_bench import _cli_commands  # noqa: F401
-
-
-def build_parser() -> argparse.ArgumentParser:
-    _load_commands()
-    parser = _Parser(prog="serve-bench", description=__doc__.splitlines()[0] if __doc__ else None)
+    A command whose optional package is missing (an ImportError while adding its
+    flags) stays listed and says why when run; the others are unaffected.
+    """
     from serve_bench import __version__
 
+    parser = _Parser(prog="serve-bench", description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--version", action="version", version=f"serve-bench {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    for name, (add_args, _, help_text) in _COMMANDS.items():
-        add_args(sub.add_parser(name, help=help_text, description=help_text))
-    return parser
+    runs: dict[str, Callable[[argparse.Namespace], int]] = {}
+    for name, command in COMMANDS.items():
+        subparser = sub.add_parser(name, help=command.help, description=command.help)
+        try:
+            command.add_arguments(subparser)
+            runs[name] = command.run
+        except ImportError as exc:
+            subparser.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+            runs[name] = _unavailable(name, f"{exc} (install the missing package)")
+    return parser, runs
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    parser, runs = build_parser()
     args = parser.parse_args(argv)
-    _, run, _ = _COMMANDS[args.command]
     try:
-        return run(args)
+        return runs[args.command](args)
+    except InvalidValue as exc:
+        message = str(exc.named(flags.FLAG_OF[exc.name])) if exc.name in flags.FLAG_OF else str(exc)
+        print(f"serve-bench {args.command}: error: {message}", file=sys.stderr)
+        return 2
     except UserError as exc:
         print(f"serve-bench {args.command}: error: {exc}", file=sys.stderr)
         return 2
@@ -123,7 +124,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # Run through the imported module so subcommands register in one table.
-    from serve_bench.cli import main as _main
-
-    sys.exit(_main())
+    sys.exit(main())

@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import dataclasses
 import os
@@ -19,8 +18,13 @@ import time
 import urllib.request
 from pathlib import Path
 
+from rich.console import Console
+
 from serve_bench import export
+from serve_bench._progress import SweepProgress
 from serve_bench.errors import UserError
+from serve_bench.report import build_report, print_summary
+from serve_bench.sweep import SweepSpec, load_spec, new_run_dir, run_sweep
 
 DEMO_MODELS = ("inception_v3", "mobilenet_v2")
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,7 +54,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_local_server(models_dir: Path, grpc_port: int, rest_port: int) -> subprocess.Popen[str]:
+def start_local_server(models_dir: Path, grpc_port: int, rest_port: int,
+                       ready_model: str = DEMO_MODELS[0]) -> subprocess.Popen[str]:
+    """``serve-bench serve`` in a subprocess, with TF Serving's CPU batching and metrics configs; waits until
+    ``ready_model`` answers on REST."""
     command = [
         sys.executable, "-m", "serve_bench", "serve",
         "--model_config_file", str(models_dir / "models.config"), "--models_dir", str(models_dir),
@@ -61,7 +68,7 @@ def start_local_server(models_dir: Path, grpc_port: int, rest_port: int) -> subp
     print("starting the local server: " + " ".join(command[2:]), flush=True)
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     deadline = time.monotonic() + 300
-    url = f"http://127.0.0.1:{rest_port}/v1/models/{DEMO_MODELS[0]}"
+    url = f"http://127.0.0.1:{rest_port}/v1/models/{ready_model}"
     while time.monotonic() < deadline:
         if process.poll() is not None:
             output = process.stdout.read() if process.stdout else ""
@@ -85,45 +92,38 @@ def stop_local_server(process: subprocess.Popen[str]) -> None:
             process.kill()
 
 
-def run_demo(args: argparse.Namespace) -> int:
-    from rich.console import Console
+def _demo_spec(spec_path: Path, model: str, results: Path, grpc_port: int, rest_port: int,
+               pid: int) -> SweepSpec:
+    """The spec with its targets pointed at the demo's server (gRPC and REST) and its name per model."""
+    base = load_spec(spec_path)
+    metrics = f"http://127.0.0.1:{rest_port}/monitoring/prometheus/metrics"
+    targets = tuple(
+        dataclasses.replace(t, url=(f"grpc://127.0.0.1:{grpc_port}" if t.protocol == "grpc"
+                                    else f"http://127.0.0.1:{rest_port}"), metrics_url=metrics, pid=pid)
+        for t in base.targets)
+    return dataclasses.replace(base, model=model, name=f"demo-{model}", targets=targets, out=str(results))
 
-    from serve_bench._cli_commands import describe_point
-    from serve_bench.report import build_report, print_summary
-    from serve_bench.sweep import load_spec, new_run_dir, run_sweep
 
-    console = Console()
+def run_demo(out: Path, results: Path, *, models: tuple[str, ...] = DEMO_MODELS, spec_path: Path = SPEC,
+             console: Console | None = None) -> list[Path]:
+    """Export (or reuse) ``models``, serve them locally, sweep each with ``spec_path``, report; the HTML paths."""
+    console = console or Console()
     started = time.monotonic()
-    out = Path(args.out)
-    for name in DEMO_MODELS:
+    for name in models:
         ensure_exported(name, out)
     print(f"models.config: {export.write_models_config(out)}")
 
     grpc_port, rest_port = _free_port(), _free_port()
-    server = start_local_server(out, grpc_port, rest_port)
+    server = start_local_server(out, grpc_port, rest_port, ready_model=models[0])
     reports = []
     try:
-        base = load_spec(SPEC)
-        metrics = f"http://127.0.0.1:{rest_port}/monitoring/prometheus/metrics"
-        targets = tuple(
-            dataclasses.replace(t, url=(f"grpc://127.0.0.1:{grpc_port}" if t.protocol == "grpc"
-                                        else f"http://127.0.0.1:{rest_port}"), metrics_url=metrics, pid=server.pid)
-            for t in base.targets)
-        for model in DEMO_MODELS:
-            spec = dataclasses.replace(base, model=model, name=f"demo-{model}", targets=targets,
-                                       out=args.results)
+        for model in models:
+            spec = _demo_spec(spec_path, model, results, grpc_port, rest_port, server.pid)
             run_dir = new_run_dir(spec)
             console.print(f"\n[bold]sweep {model}[/bold] over gRPC and REST, batch sizes "
                           f"{', '.join(map(str, spec.batch_sizes))} -> {run_dir}")
-
-            def on_point(plan, point, done, total, eta):  # type: ignore[no-untyped-def]
-                if point is None:
-                    console.print(f"  [{done + 1}/{total}] {plan.target.name} batch {plan.batch_size} "
-                                  f"concurrency {plan.load.concurrency} (about {int(eta)} s left)")
-                else:
-                    console.print("    " + describe_point(point))
-
-            asyncio.run(run_sweep(spec, run_dir, on_point=on_point))
+            with SweepProgress(console, bar=False, indent="  ") as progress:
+                asyncio.run(run_sweep(spec, run_dir, on_point=progress, models_dir=out))
             output = build_report(run_dir, models_dir=out)
             print_summary(output.analysis, console)
             reports.append(output.html)
@@ -133,4 +133,4 @@ def run_demo(args: argparse.Namespace) -> int:
                   "timings are real, the features are not). Reports:")
     for path in reports:
         console.print(f"  {path}  (plots and summary.csv beside it)")
-    return 0
+    return reports

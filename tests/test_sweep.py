@@ -33,6 +33,7 @@ concurrency = [1, 2]
 warmup_s = 0.1
 min_duration_s = 0.4
 min_requests = 3
+max_duration_s = 1.5
 [[targets]]
 name = "delay"
 url = "{url}"
@@ -50,6 +51,10 @@ def test_shipped_specs_parse():
     assert {t.device for t in load_spec(ROOT / "loadtests/sweeps/cpu-vs-gpu.toml").targets} == {"cpu", "gpu"}
 
 
+# a valid spec's targets; each bad-number case below appends one table (repeats go before any table)
+_TARGET = "model = 'x'\nbatch_sizes = [1]\n[[targets]]\nname='a'\nurl='grpc://h:1'\n"
+
+
 @pytest.mark.parametrize("text, words", [
     ("model = 'x'\nbatch_sizes = [1]\n[[targets]]\nname='a'\nurl='grpc://h:1'\n[load]\nconcurency = [1]\n",
      ["concurency", "[load]", "concurrency"]),
@@ -57,11 +62,28 @@ def test_shipped_specs_parse():
     ("model = 'x'\nbatch_sizes = [1]\n[[targets]]\nname='a'\nurl='grpc://h:1'\ndevise='gpu'\n",
      ["devise", "targets", "#1"]),
     ("model = 'x'\nbatch_sizes = [1,,2]\nname = 'a'\n", ["not valid TOML", "line 2"]),
-    ("model = 'x'\nbatch_sizes = [0]\n[[targets]]\nname='a'\nurl='grpc://h:1'\n", ["positive"]),
+    ("model = 'x'\nbatch_sizes = [0]\n[[targets]]\nname='a'\nurl='grpc://h:1'\n", ["batch_sizes[0]", ">= 1", "got 0"]),
     ("model = 'x'\nbatch_sizes = [1]\n[[targets]]\nname='a'\nurl='ftp://h:1'\n", ["grpc://"]),
     ("model = 'x'\nbatch_sizes = [1]\n", ["targets"]),
     ("model = 'x'\nbatch_sizes = [1]\n[[targets]]\nname='a'\nurl='grpc://h:1'\n[slo]\npercentile='p42'\n", ["p99"]),
-], ids=["load-key", "top-key", "target-key", "toml-syntax", "zero-batch", "scheme", "no-targets", "percentile"])
+] + [(_TARGET + extra, words) for extra, words in [
+    ("[load]\nrates = [inf]\n", ["load.rates[0]", "finite", "got inf"]),
+    ("[load]\nrates = [5, nan]\n", ["load.rates[1]", "finite", "got nan"]),
+    ("[load]\nconcurrency = [2, 0]\n", ["load.concurrency[1]", ">= 1"]),
+    ("[load]\nprocesses = 0\n", ["load.processes", ">= 1"]),
+    ("[durations]\nmin_duration_s = inf\n", ["durations.min_duration_s", "finite", "got inf"]),
+    ("[durations]\ntolerance = -1\n", ["durations.tolerance", "> 0", "got -1"]),
+    ("[durations]\nwarmup_s = -0.5\n", ["durations.warmup_s", ">= 0"]),
+    ("[durations]\nwindows = 0\n", ["durations.windows", ">= 1"]),
+    ("[durations]\nuntil_stable = true\nmin_duration_s = 10\nmax_duration_s = 5\n",
+     ["durations.max_duration_s", "min_duration_s"]),
+    ("[slo]\nmax_ms = -5\n", ["slo.max_ms", "> 0", "got -5"]),
+    ("[slo]\nmax_ms = nan\n", ["slo.max_ms", "finite"]),
+    ("[slo]\nsearch = true\nsearch_steps = 0\n", ["slo.search_steps", ">= 1"]),
+]] + [("repeats = 0\n" + _TARGET, ["repeats", ">= 1", "got 0"])], ids=["load-key", "top-key", "target-key", "toml-syntax", "zero-batch", "scheme", "no-targets", "percentile",
+         "rate-inf", "rate-nan", "concurrency-0", "processes-0", "duration-inf", "tolerance-negative",
+         "warmup-negative", "windows-0", "cap-below-minimum", "slo-negative", "slo-nan",
+         "search-steps-0", "repeats-0"])
 def test_bad_specs_say_what_and_where(text, words):
     with pytest.raises(UserError) as info:
         parse_spec(text, "spec.toml")
@@ -87,7 +109,7 @@ async def test_sweep_writes_every_point_and_resume_skips_them(tmp_path):
         assert len(outcome.measured) == 4
         points = read_points(run_dir)
         assert [p.key for p in points] == [p.key for p in plan_points(spec)]
-        assert all(p.counts["ok"] > 0 and p.schema_version == 1 for p in points)
+        assert all(p.counts.ok > 0 and p.schema_version == 2 for p in points)
         run = json.loads((run_dir / "run.json").read_text())
         assert run["config_hash"] and run["cpu_model"] and "grpcio" in run["libraries"]
 
@@ -122,9 +144,9 @@ async def test_target_dying_mid_sweep_keeps_points_and_skips_the_rest(tmp_path):
 
     outcome = await run_sweep(spec, tmp_path / "run", on_point=on_point)
     points = read_points(tmp_path / "run")
-    assert points[0].counts["ok"] > 0
+    assert points[0].counts.ok > 0
     assert len(points) == 2  # the point that met the dead server records its errors
-    assert points[1].counts["ok"] == 0 and points[1].error_count > 0
+    assert points[1].counts.ok == 0 and points[1].error_count > 0
     assert "delay" in outcome.failed_targets
 
 
@@ -173,7 +195,7 @@ async def test_until_stable_stops_once_windows_agree(tmp_path):
             run = await run_closed_loop(client, prepared, 2, settings, stable=lambda r, s, e: is_stable(
                 r, s, e, settings.windows, settings.tolerance))
     figures = analyze(run, "closed", settings)
-    assert figures["stability"]["stable"]
+    assert figures.stability.stable
     assert run.window_end - run.window_start < 5.0  # stopped well before max_duration_s
     assert not run.notes
 
@@ -186,8 +208,8 @@ def test_bench_with_two_processes_merges_their_load(tmp_path, capsys):
     (point,) = read_points(out)
     assert point.load.processes == 2 and "load from 2 processes" in point.notes
     # 4 in flight at ~5 ms each: far more than one process at concurrency 2 could do in 1.5 s alone
-    assert point.counts["ok"] > 4 * 1.5 / 0.0055 * 0.6
-    assert point.throughput["items_per_s"] == point.throughput["requests_per_s"]
+    assert point.counts.ok > 4 * 1.5 / 0.0055 * 0.6
+    assert point.throughput.items_per_s == point.throughput.requests_per_s
 
 
 async def test_slo_search_finds_the_highest_rate_that_meets_it(tmp_path):
@@ -215,7 +237,7 @@ metrics = ""
 """)
         outcome = await run_sweep(spec, tmp_path / "run")
     def meets(point) -> bool:
-        return point.error_count == 0 and point.latency_us["p99"] / 1000 <= 50
+        return point.error_count == 0 and point.latency.p99 / 1000 <= 50
 
     first = {p.load.rate: p for p in outcome.measured[:2]}
     assert meets(first[20.0]) and not meets(first[300.0])

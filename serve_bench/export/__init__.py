@@ -13,6 +13,7 @@ from serve_bench.export._export import (
     model_facts,
     parse_batch_sizes,
 )
+from serve_bench.export._listing import catalogue_table, describe_export
 from serve_bench.export._layout import METADATA_FILE, WARMUP_FILE, list_models, list_versions, read_metadata
 from serve_bench.export._warmup import read_warmup_records, warmup_requests
 
@@ -24,6 +25,8 @@ __all__ = [
     "ModelFacts",
     "ModelSpec",
     "WARMUP_FILE",
+    "catalogue_table",
+    "describe_export",
     "export_model",
     "get_spec",
     "list_models",

@@ -1,21 +1,43 @@
-"""Sweeps: the TOML spec, the grid runner with resume, and one-point measurement."""
+"""Measuring: one point (``measure``), a grid of points from a TOML spec (``run_sweep``) with resume.
 
-from serve_bench.sweep._measure import PointPlan, Target, measure_point, server_kind
-from serve_bench.sweep._runner import SweepOutcome, latest_run_dir, new_run_dir, plan_points, run_sweep
-from serve_bench.sweep._spec import Slo, SweepSpec, load_spec, parse_spec
+One-point measurement lives here because sweep is the lowest layer that may use both
+``load`` (the generators) and ``metrics`` (the server's side). The checks of a point's
+settings and load (``check_settings``, ``check_load``) are the only ones: the CLI, the
+sweep spec and tune all call them.
+"""
+
+from serve_bench.sweep._checks import check_batch_size, check_load, check_settings, positive_int, positive_number
+from serve_bench.sweep._measure import PointPlan, measure, measure_async, measure_point, metrics_url_of, server_kind
+from serve_bench.sweep._outcome import open_point_run, point_failure
+from serve_bench.sweep._runner import OnPoint, SweepOutcome, latest_run_dir, new_run_dir, plan_points, run_sweep
+from serve_bench.sweep._spec import SweepSpec, load_spec, parse_spec
+from serve_bench.sweep._toml import check_keys, checked, typed, typed_list
 
 __all__ = [
+    "OnPoint",
     "PointPlan",
-    "Slo",
     "SweepOutcome",
     "SweepSpec",
-    "Target",
+    "check_batch_size",
+    "check_keys",
+    "check_load",
+    "check_settings",
+    "checked",
     "latest_run_dir",
     "load_spec",
+    "measure",
+    "measure_async",
     "measure_point",
+    "metrics_url_of",
     "new_run_dir",
     "parse_spec",
     "plan_points",
+    "open_point_run",
+    "point_failure",
+    "positive_int",
+    "positive_number",
     "run_sweep",
     "server_kind",
+    "typed",
+    "typed_list",
 ]

@@ -1,14 +1,23 @@
-"""Measure one point: payload, load, server metrics before and after, telemetry -> Point."""
+"""Measure one point: payload, load, server metrics before and after, telemetry -> Point.
+
+It lives in sweep/ because it is the lowest layer allowed to use both ``load`` (the
+generators) and ``metrics`` (the server's side); ``bench``, sweeps and tune all call it.
+From Python::
+
+    point = measure("grpc://localhost:8500", "inception_v3", batch_size=8,
+                    load=LoadInfo("closed", concurrency=4))
+"""
 
 from __future__ import annotations
 
 import asyncio
 import datetime as _dt
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
-from serve_bench.client import Client
+from serve_bench.client import Client, connect
 from serve_bench.load import (
+    LoadRun,
     PointSettings,
     analyze,
     arrival_offsets,
@@ -18,35 +27,24 @@ from serve_bench.load import (
     run_closed_loop,
     run_in_processes,
     run_open_loop,
+    signature_for_payload,
 )
 from serve_bench.metrics import GpuSampler, ProcessCpu, breakdown, default_metrics_url, scrape
-from serve_bench.stats import LoadInfo, Point, TargetInfo, point_key
+from serve_bench.stats import LoadInfo, Point, ServerView, Target, point_key
+from serve_bench.sweep._checks import check_batch_size, check_load, check_settings
 
-__all__ = ["Target", "PointPlan", "measure_point", "server_kind"]
+__all__ = ["PointPlan", "measure", "measure_async", "measure_point", "metrics_url_of", "server_kind"]
 
 
-@dataclass(frozen=True)
-class Target:
-    name: str
-    url: str
-    device: str = "cpu"
-    metrics_url: str | None = None  # None: TF Serving's default for the URL; "": no metrics
-    server: str = ""  # declared server kind, e.g. "tensorflow-serving"
-    pid: int | None = None  # a local server process whose CPU to sample
-
-    @property
-    def protocol(self) -> str:
-        return "grpc" if self.url.startswith("grpc://") else "rest"
-
-    @property
-    def resolved_metrics_url(self) -> str:
-        if self.metrics_url is None:
-            return default_metrics_url(self.url)
-        return self.metrics_url
+def metrics_url_of(target: Target) -> str:
+    """The target's metrics endpoint: as given, or TF Serving's default for its URL ("" means none)."""
+    return default_metrics_url(target.url) if target.metrics_url is None else target.metrics_url
 
 
 @dataclass(frozen=True)
 class PointPlan:
+    """What to measure at one grid point: target, model and signature, payload, batch size, load."""
+
     target: Target
     model: str
     signature: str
@@ -63,20 +61,48 @@ class PointPlan:
 
 
 def server_kind(client: Client, declared: str) -> tuple[str, str]:
-    identity = getattr(client.transport, "server_identity", "") or ""
+    """(kind, version) of the server behind ``client``: the local server names itself; else as declared."""
+    identity = client.transport.server_identity
     if "serve-bench-local" in identity:
-        name, _, version = identity.partition("/")
+        _, _, version = identity.partition("/")
         return "serve-bench-local", version.split()[0] if version else ""
     return (declared or "unknown"), ""
 
 
+def _as_server_view(view: ServerView | dict[str, Any]) -> ServerView:
+    # metrics.breakdown returned a dict before ServerView existed; accept both while it moves over
+    if isinstance(view, ServerView):
+        return view
+    return ServerView(**{k: v for k, v in view.items() if k in ServerView.__dataclass_fields__})
+
+
+async def _generate(client: Client, plan: PointPlan, settings: PointSettings, prepared: Any,
+                    image_size: tuple[int, int]) -> LoadRun:
+    load = plan.load
+    if load.processes > 1:
+        return await asyncio.to_thread(
+            run_in_processes, load.processes, plan.target.url, plan.model, plan.signature, client.version,
+            plan.payload, plan.batch_size, load, settings, plan.seed, image_size)
+    if load.mode == "closed":
+        return await run_closed_loop(
+            client, prepared, load.concurrency or 1, settings,
+            stable=lambda records, start, end: is_stable(records, start, end, settings.windows, settings.tolerance))
+    rate = load.rate or 1.0
+    offsets = arrival_offsets(rate, settings.min_duration_s, load.arrival or "poisson", plan.seed,
+                              warmup_s=settings.warmup_s)
+    return await run_open_loop(client, prepared, rate, offsets, settings)
+
+
 async def measure_point(client: Client, plan: PointPlan, settings: PointSettings) -> Point:
     """Run one point against an open client (processes > 1 opens its own connections)."""
+    check_batch_size(plan.batch_size)
+    check_load(plan.load)
+    check_settings(settings)
     target = plan.target
     image_size = image_size_of(client.signatures.get("serving_default"))
     prepared = client.prepare(make_inputs(plan.payload, plan.batch_size, client.signature_info, seed=plan.seed,
                                           image_size=image_size))
-    metrics_url = target.resolved_metrics_url
+    metrics_url = metrics_url_of(target)
     before, why = (await scrape(metrics_url, plan.model)) if metrics_url else (None, "no metrics endpoint configured")
     cpu = ProcessCpu(target.pid) if target.pid else None
     gpu = GpuSampler()
@@ -84,40 +110,50 @@ async def measure_point(client: Client, plan: PointPlan, settings: PointSettings
         cpu.start()
     gpu.start()
     started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
-    load = plan.load
-    if load.processes > 1:
-        run = await asyncio.to_thread(
-            run_in_processes, load.processes, target.url, plan.model, plan.signature, client.version, plan.payload,
-            plan.batch_size, load, settings, plan.seed, image_size)
-    elif load.mode == "closed":
-        run = await run_closed_loop(
-            client, prepared, load.concurrency or 1, settings,
-            stable=lambda records, start, end: is_stable(records, start, end, settings.windows, settings.tolerance))
-    else:
-        offsets = arrival_offsets(load.rate or 1.0, settings.warmup_s + settings.min_duration_s,
-                                  load.arrival or "poisson", plan.seed)
-        run = await run_open_loop(client, prepared, load.rate or 1.0, offsets, settings)
+    run = await _generate(client, plan, settings, prepared, image_size)
     telemetry: dict[str, Any] = {}
     if cpu:
         telemetry.update(cpu.stop())
     telemetry.update(gpu.stop())
-    server: dict[str, Any]
+    server: ServerView | None = None
+    notes = [f"{name} {value}" for name, value in telemetry.items()]  # until the energy/telemetry record lands
     if before is not None:
         after, why = await scrape(metrics_url, plan.model)
-        server = breakdown(before, after) if after is not None else {"available": False, "reason": why}
-    else:
-        server = {"available": False, "reason": why}
-    server.update(telemetry)
-    figures = analyze(run, load.mode, settings)
+        if after is not None:
+            # count only the predicts of this point's protocol (TF Serving labels them API/entrypoint)
+            server = _as_server_view(breakdown(before, after, "GRPC" if target.protocol == "grpc" else "REST"))
+    if server is None:
+        notes.append(f"server metrics unavailable: {why}")
+    figures = analyze(run, plan.load.mode, settings, encode_us=prepared.encode_seconds * 1e6)
     kind, version = server_kind(client, target.server)
-    return Point(
-        target=TargetInfo(target.name, target.url, target.protocol, target.device, kind, version),
-        model=plan.model, signature=plan.signature, payload=plan.payload, batch_size=plan.batch_size,
-        load=load, duration_s=figures["duration_s"], counts=figures["counts"], throughput=figures["throughput"],
-        latency_us=figures["latency_us"], latency_uncorrected_us=figures["latency_uncorrected_us"],
-        histogram=figures["histogram"], schedule_lag_us=figures["schedule_lag_us"],
-        codec_us={"encode_once": round(prepared.encode_seconds * 1e6, 1), "decode_mean": round(figures["decode_us_mean"], 1),
-                  "request_bytes": prepared.nbytes},
-        client=figures["client"], server=server, stability=figures["stability"], repeat=plan.repeat, key=plan.key,
-        started_at=started_at, warmup_s=settings.warmup_s, notes=figures["notes"],
+    return Point.measured(
+        figures, target=replace(target, server=kind, server_version=version), model=plan.model,
+        signature=plan.signature, payload=plan.payload, batch_size=plan.batch_size, load=plan.load, server=server,
+        repeat=plan.repeat, key=plan.key, started_at=started_at, warmup_s=settings.warmup_s, notes=tuple(notes),
     )
+
+
+async def measure_async(url: str, model: str, *, batch_size: int = 1, load: LoadInfo | None = None,
+                        settings: PointSettings | None = None, payload: str = "float", signature: str = "",
+                        version: int | None = None, target_name: str = "bench", device: str = "cpu",
+                        metrics_url: str | None = None, seed: int = 0) -> Point:
+    """Connect to ``url``, measure one point, close. ``load`` defaults to one request in flight.
+
+    Bad values raise ``InvalidValue`` before anything is sent; a target that cannot be
+    reached raises the client's ``ServeBenchError``.
+    """
+    load = load or LoadInfo("closed", concurrency=1)
+    settings = settings or PointSettings()
+    check_batch_size(batch_size)
+    check_load(load)
+    check_settings(settings)
+    signature = signature_for_payload(payload, signature)
+    plan = PointPlan(Target(target_name, url, device, metrics_url), model, signature, payload, batch_size, load,
+                     0, seed)
+    async with connect(url, model, signature, version, timeout=settings.timeout_s) as client:
+        return await measure_point(client, plan, settings)
+
+
+def measure(url: str, model: str, **options: Any) -> Point:
+    """``measure_async`` for code without an event loop (takes the same keyword arguments)."""
+    return asyncio.run(measure_async(url, model, **options))

@@ -1,4 +1,9 @@
-"""Run a sweep: every grid point, appended to points.jsonl as it ends, resumable."""
+"""Run a sweep: every grid point, appended to points.jsonl as it ends, resumable.
+
+Resume skips a grid point only when the run already holds a usable measurement of
+it; a point with no successes or one cut off (the target went down) is measured
+again, and the new line supersedes the old one (which stays in the file).
+"""
 
 from __future__ import annotations
 
@@ -8,26 +13,28 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from serve_bench.client import Client, ConnectError, ServeBenchError, connect
+from serve_bench.client import Client, ServeBenchError, connect
 from serve_bench.errors import UserError
-from serve_bench.export._layout import latest_metadata
+from serve_bench.export import list_versions, read_metadata
 from serve_bench.load import signature_for_payload
 from serve_bench.stats import LoadInfo, Point, ResultsWriter, collect_run_metadata, read_points
-from serve_bench.sweep._measure import PointPlan, Target, measure_point
+from serve_bench.sweep._measure import PointPlan, measure_point
 from serve_bench.sweep._spec import SweepSpec
 
-__all__ = ["SweepOutcome", "plan_points", "run_sweep", "new_run_dir", "latest_run_dir"]
+__all__ = ["OnPoint", "SweepOutcome", "latest_run_dir", "new_run_dir", "plan_points", "run_sweep"]
 
-# statuses that mean the server is gone rather than refusing one request
-_DEAD = {"ConnectError", "UNAVAILABLE"}
+# on_point(plan, point, done, total, eta_s): point is None when the plan starts, the Point when it ends
+OnPoint = Callable[[PointPlan, "Point | None", int, int, float], None]
 
 
 @dataclass
 class SweepOutcome:
     run_dir: Path
     measured: list[Point] = field(default_factory=list)
-    skipped: int = 0
+    skipped: int = 0  # grid points already measured (resume)
+    remeasured: int = 0  # grid points whose earlier measurement was unusable (resume)
     failed_targets: dict[str, str] = field(default_factory=dict)
     interrupted: bool = False
 
@@ -62,6 +69,11 @@ def latest_run_dir(spec: SweepSpec) -> Path | None:
     return runs[-1] if runs else None
 
 
+def _model_facts(models_dir: Path | None, model: str) -> dict[str, Any] | None:
+    versions = list_versions(models_dir / model) if models_dir is not None else []
+    return read_metadata(models_dir / model / str(versions[-1])) if models_dir is not None and versions else None
+
+
 def _estimate(spec: SweepSpec) -> float:
     return spec.settings.warmup_s + spec.settings.min_duration_s + 0.5
 
@@ -85,32 +97,66 @@ async def _open_clients(spec: SweepSpec) -> dict[tuple[str, str], Client]:
     return clients
 
 
-def _slo_value(point: Point, percentile: str) -> float:
-    return point.latency_us.get(percentile, float("inf")) / 1000.0
+class _Sweep:
+    """One sweep's state: the clients, the writer, what the run already holds, and the outcome."""
+
+    def __init__(self, spec: SweepSpec, clients: dict[tuple[str, str], Client], writer: ResultsWriter,
+                 previous: dict[str, Point], outcome: SweepOutcome) -> None:
+        self.spec = spec
+        self.clients = clients
+        self.writer = writer
+        self.previous = previous
+        self.outcome = outcome
+
+    def usable(self, key: str) -> Point | None:
+        """The run's current measurement of ``key`` when it says something about the server."""
+        point = self.previous.get(key)
+        return point if point is not None and not point.needs_remeasure else None
+
+    async def measure(self, plan: PointPlan, *notes: str) -> Point:
+        point = await measure_point(self.clients[(plan.target.name, plan.signature)], plan, self.spec.settings)
+        old = self.previous.get(plan.key)
+        if old is not None:  # unusable earlier measurement: this one replaces it
+            point = point.superseding(old)
+            self.outcome.remeasured += 1
+        if notes:
+            point = point.with_notes(*notes)
+        self.writer.append(point)
+        self.previous[plan.key] = point
+        self.outcome.measured.append(point)
+        return point
+
+    def target_failed(self, plan: PointPlan, point: Point) -> bool:
+        """Record a target that went down (the generator cut the point off); True when the sweep stops."""
+        if point.cut_off:
+            self.outcome.failed_targets[plan.target.name] = f"{point.cut_off} (at {plan.key})"
+            return self.spec.stop_on_error
+        return bool(point.error_count) and self.spec.stop_on_error
 
 
-def _meets(point: Point, spec: SweepSpec) -> bool:
-    assert spec.slo is not None
-    return point.counts["ok"] > 0 and point.error_count == 0 and _slo_value(point, spec.slo.percentile) <= spec.slo.max_ms
+async def run_sweep(spec: SweepSpec, run_dir: Path, *, resume: bool = False, on_point: OnPoint | None = None,
+                    models_dir: Path | None = None) -> SweepOutcome:
+    """Measure every point not yet (usably) in ``run_dir``; then the SLO rate search, if the spec asks.
 
-
-async def run_sweep(spec: SweepSpec, run_dir: Path, *, resume: bool = False,
-                    on_point: Callable[[PointPlan, Point | None, int, int, float], None] | None = None) -> SweepOutcome:
-    """Measure every point not yet in ``run_dir``; ``on_point(plan, point, done, total, eta_s)`` reports progress."""
+    ``models_dir`` is where the model was exported: its export facts (FLOPs per
+    image, weights) go into run.json for the report.
+    """
     outcome = SweepOutcome(run_dir)
-    done_keys: set[str] = set()
+    previous: dict[str, Point] = {}
     if resume and (run_dir / "points.jsonl").exists():
-        done_keys = {p.key for p in read_points(run_dir)}
+        previous = {p.key: p for p in read_points(run_dir)}  # the latest measurement of each key
     plans = plan_points(spec)
-    todo = [p for p in plans if p.key not in done_keys]
+    todo = [p for p in plans if p.key not in previous or previous[p.key].needs_remeasure]
     outcome.skipped = len(plans) - len(todo)
     clients = await _open_clients(spec)
     writer = ResultsWriter(run_dir)
+    sweep = _Sweep(spec, clients, writer, previous, outcome)
     try:
         writer.write_run(collect_run_metadata(
             spec.text, spec_name=spec.name, model=spec.model, run_dir=str(run_dir),
-            targets=[t.__dict__ for t in spec.targets], slo=spec.slo.__dict__ if spec.slo else None,
-            settings=spec.settings.__dict__, model_facts=latest_metadata(Path("exported_models"), spec.model)))
+            targets=[t.__dict__ for t in spec.targets],
+            slo={"percentile": spec.slo.percentile, "max_ms": spec.slo.max_ms} if spec.slo else None,
+            settings=spec.settings.__dict__, model_facts=_model_facts(models_dir, spec.model)))
         spent: list[float] = []  # seconds each finished point took: the ETA learns from them
 
         def eta(left: int) -> float:
@@ -123,20 +169,14 @@ async def run_sweep(spec: SweepSpec, run_dir: Path, *, resume: bool = False,
             if on_point:
                 on_point(plan, None, index, len(todo), eta(len(todo) - index))
             started = time.perf_counter()
-            point = await measure_point(clients[(plan.target.name, plan.signature)], plan, spec.settings)
+            point = await sweep.measure(plan)
             spent.append(time.perf_counter() - started)
-            writer.append(point)
-            outcome.measured.append(point)
             if on_point:
                 on_point(plan, point, index + 1, len(todo), eta(len(todo) - index - 1))
-            if point.counts["ok"] == 0 and set(point.counts["errors"]) & _DEAD:
-                outcome.failed_targets[plan.target.name] = f"no answers at {plan.key}: {point.counts['errors']}"
-                if spec.stop_on_error:
-                    break
-            elif point.error_count and spec.stop_on_error:
+            if sweep.target_failed(plan, point):
                 break
-        if spec.slo and spec.slo.search and spec.rates:
-            await _slo_search(spec, clients, writer, outcome, done_keys)
+        if spec.slo is not None and spec.slo_search_steps and spec.rates:
+            await _slo_search(sweep)
     except (KeyboardInterrupt, asyncio.CancelledError):
         outcome.interrupted = True
         raise
@@ -145,43 +185,46 @@ async def run_sweep(spec: SweepSpec, run_dir: Path, *, resume: bool = False,
         for client in clients.values():
             try:
                 await asyncio.shield(client.aclose())
-            except (ServeBenchError, asyncio.CancelledError, ConnectError):
+            except (ServeBenchError, asyncio.CancelledError):
                 pass
     return outcome
 
 
-async def _slo_search(spec: SweepSpec, clients: dict[tuple[str, str], Client], writer: ResultsWriter,
-                      outcome: SweepOutcome, done_keys: set[str]) -> None:
-    """Bisect the open-loop rate between the best passing and the first failing measured rate."""
-    assert spec.slo is not None
-    by_group: dict[tuple[str, str, int], list[Point]] = {}
-    for point in outcome.measured:
-        if point.load.mode == "open":
-            by_group.setdefault((point.target.name, point.payload, point.batch_size), []).append(point)
+async def _slo_search(sweep: _Sweep) -> None:
+    """Bisect the open-loop rate between the best passing and the first failing rate, per target/payload/batch.
+
+    It starts from every usable open-loop point of the run (measured now or before a
+    resume); a step whose rate the run already measured reuses that point, so a
+    resumed search continues where it stopped instead of repeating a step.
+    """
+    spec = sweep.spec
+    slo = spec.slo
+    assert slo is not None
+    groups: dict[tuple[str, str, int], list[Point]] = {}
+    for point in sweep.previous.values():
+        if point.load.mode == "open" and not point.needs_remeasure:
+            groups.setdefault((point.target.name, point.payload, point.batch_size), []).append(point)
     targets = {t.name: t for t in spec.targets}
-    for (target_name, payload, batch), points in by_group.items():
-        if target_name in outcome.failed_targets:
+    for (target_name, payload, batch), points in groups.items():
+        if target_name in sweep.outcome.failed_targets or target_name not in targets:
             continue
-        passing = [p.load.rate or 0 for p in points if _meets(p, spec)]
-        failing = [p.load.rate or 0 for p in points if not _meets(p, spec)]
+        passing = [p.load.rate or 0.0 for p in points if slo.met_by(p)]
+        failing = [p.load.rate or 0.0 for p in points if not slo.met_by(p)]
         low = max(passing) if passing else 0.0
         above = [r for r in failing if r > low]
         high = min(above) if above else None
         if high is None or low == 0.0:
             continue  # the SLO holds at every measured rate, or at none
         signature = signature_for_payload(payload, spec.signature)
-        for step in range(spec.slo.search_steps):
+        for step in range(spec.slo_search_steps):
             rate = round((low + high) / 2, 3)
             plan = PointPlan(targets[target_name], spec.model, signature, payload, batch,
                              LoadInfo("open", rate=rate, arrival=spec.arrival, processes=spec.processes),
                              0, spec.seed)
-            if plan.key in done_keys:
-                continue
-            point = await measure_point(clients[(target_name, signature)], plan, spec.settings)
-            point.notes.append(f"slo-search step {step + 1}")
-            writer.append(point)
-            outcome.measured.append(point)
-            if _meets(point, spec):
+            point = sweep.usable(plan.key) or await sweep.measure(plan, f"slo-search step {step + 1}")
+            if sweep.target_failed(plan, point) or target_name in sweep.outcome.failed_targets:
+                break
+            if slo.met_by(point):
                 low = rate
             else:
                 high = rate

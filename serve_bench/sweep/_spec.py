@@ -12,40 +12,40 @@
     [durations]
     warmup_s = 2
     min_duration_s = 5
+    until_stable = true           # the default: run each closed-loop point until its windows agree,
+    max_duration_s = 60           #   at most this long
     [slo]
     percentile = "p99"
     max_ms = 100
+    search = true                 # open loop: bisect for the highest rate meeting the SLO
+    search_steps = 4
     [[targets]]
     name = "cpu"
     url = "grpc://localhost:8500"
     device = "cpu"
 
-Every key is checked: an unknown or mistyped key is an error naming it and where.
+Every key is checked: an unknown or mistyped key is an error naming it and where; every
+number goes through the same checks as the CLI's flags (sweep/_checks.py).
 """
 
 from __future__ import annotations
 
-import difflib
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from serve_bench.errors import UserError
-from serve_bench.load import ARRIVALS, PAYLOADS, PointSettings
-from serve_bench.sweep._measure import Target
+from serve_bench.errors import InvalidValue, UserError
+from serve_bench.load import PAYLOADS, PointSettings
+from serve_bench.stats import PERCENTILE_NAMES, LoadInfo, Slo, Target
+from serve_bench.sweep._checks import check_load, check_settings, positive_int
+from serve_bench.sweep._toml import check_keys, checked, typed, typed_list
 
-__all__ = ["SweepSpec", "Slo", "load_spec", "parse_spec"]
+__all__ = ["SweepSpec", "load_spec", "parse_spec"]
 
-PERCENTILE_KEYS = ("p50", "p90", "p95", "p99", "p99_9")
-
-
-@dataclass(frozen=True)
-class Slo:
-    percentile: str = "p99"
-    max_ms: float = 100.0
-    search: bool = False  # open loop: bisect for the highest rate meeting the SLO
-    search_steps: int = 4
+# A sweep runs each closed-loop point until its windows agree (capped by max_duration_s)
+# unless the spec says until_stable = false: one-shot points on a busy machine are noise.
+SWEEP_UNTIL_STABLE = True
 
 
 @dataclass(frozen=True)
@@ -67,37 +67,26 @@ class SweepSpec:
     seed: int = 0
     settings: PointSettings = field(default_factory=PointSettings)
     slo: Slo | None = None
+    slo_search_steps: int = 0  # open loop: bisection steps for the highest rate meeting the SLO (0: none)
     stop_on_error: bool = False
     out: str = "results"
     text: str = ""  # the spec as written, for the config hash
 
 
-def _nearest(key: str, allowed: list[str]) -> str:
-    close = difflib.get_close_matches(key, allowed, n=1)
-    return f" (did you mean {close[0]!r}?)" if close else f" (allowed: {', '.join(allowed)})"
+def _at(exc: InvalidValue, where: str, source: str) -> UserError:
+    return UserError(f"{source}: {exc.named(where)}")
 
 
-def _check_keys(table: dict[str, Any], allowed: dict[str, Any], where: str, source: str) -> None:
-    for key in table:
-        if key not in allowed:
-            raise UserError(f"{source}: unknown key {key!r} in {where}{_nearest(key, list(allowed))}")
-
-
-def _typed(value: Any, kind: Any, where: str, source: str) -> Any:
-    ok = isinstance(value, kind) and not (kind in (int, float, (int, float)) and isinstance(value, bool))
-    if not ok:
-        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
-        raise UserError(f"{source}: {where} must be {names}, got {value!r}")
-    return value
-
-
-def _list(value: Any, kind: Any, where: str, source: str, positive: bool = True) -> tuple[Any, ...]:
-    if not isinstance(value, list):
-        value = [value]
-    items = tuple(_typed(v, kind, f"{where}[{i}]", source) for i, v in enumerate(value))
-    if positive and any(v <= 0 for v in items):
-        raise UserError(f"{source}: every value in {where} must be positive, got {list(items)}")
+def _positive_ints(value: Any, where: str, source: str) -> tuple[int, ...]:
+    items = typed_list(value, int, where, source, positive=False)
+    for i, item in enumerate(items):
+        checked(positive_int, where, item, where=f"{where}[{i}]", source=source)
     return items
+
+
+# Old private names, kept while serve_bench.tune moves to the public ones.
+_check_keys, _typed, _list = check_keys, typed, typed_list
+PERCENTILE_KEYS = tuple(PERCENTILE_NAMES)
 
 
 _TOP = {"name": str, "model": str, "signature": str, "version": int, "batch_sizes": list, "payloads": list,
@@ -116,50 +105,66 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{source} is not valid TOML: {exc}") from None
-    _check_keys(data, _TOP, "the top level", source)
+    check_keys(data, _TOP, "the top level", source)
     for key, kind in _TOP.items():
         if key in data:
-            _typed(data[key], kind, key, source)
+            typed(data[key], kind, key, source)
     for required in ("model", "batch_sizes", "targets"):
         if required not in data:
             raise UserError(f"{source}: missing required key {required!r} at the top level")
 
     load = data.get("load", {})
-    _check_keys(load, _LOAD, "[load]", source)
+    check_keys(load, _LOAD, "[load]", source)
     durations = data.get("durations", {})
-    _check_keys(durations, _DURATIONS, "[durations]", source)
-    settings_values = {k: _typed(v, _DURATIONS[k], f"durations.{k}", source) for k, v in durations.items()}
+    check_keys(durations, _DURATIONS, "[durations]", source)
+    settings_values = {k: typed(v, _DURATIONS[k], f"durations.{k}", source) for k, v in durations.items()}
+    settings_values.setdefault("until_stable", SWEEP_UNTIL_STABLE)
     settings = PointSettings(**settings_values)
-    if settings.windows < 1 or settings.min_duration_s <= 0 or settings.warmup_s < 0 or settings.timeout_s <= 0:
-        raise UserError(f"{source}: [durations] needs windows >= 1, min_duration_s > 0, warmup_s >= 0, timeout_s > 0")
+    try:
+        check_settings(settings)
+    except InvalidValue as exc:
+        raise _at(exc, f"durations.{exc.name}", source) from None
 
-    concurrency = _list(load.get("concurrency", []), int, "load.concurrency", source)
-    rates = _list(load.get("rates", []), (int, float), "load.rates", source)
-    server_batching = _list(load.get("server_batching_concurrency", []), int, "load.server_batching_concurrency",
-                            source)
+    concurrency = _positive_ints(load.get("concurrency", []), "load.concurrency", source)
+    rates = typed_list(load.get("rates", []), (int, float), "load.rates", source, positive=False)
+    server_batching = _positive_ints(load.get("server_batching_concurrency", []),
+                                     "load.server_batching_concurrency", source)
     if not concurrency and not rates:
         concurrency = (1,)
-    arrival = _typed(load.get("arrival", "poisson"), str, "load.arrival", source)
-    if arrival not in ARRIVALS:
-        raise UserError(f"{source}: load.arrival must be one of {', '.join(ARRIVALS)}, got {arrival!r}")
-    processes = _typed(load.get("processes", 1), int, "load.processes", source)
-    if processes < 1:
-        raise UserError(f"{source}: load.processes must be at least 1")
+    arrival = typed(load.get("arrival", "poisson"), str, "load.arrival", source)
+    processes = typed(load.get("processes", 1), int, "load.processes", source)
+    levels = [(f"load.concurrency[{i}]", LoadInfo("closed", concurrency=c, processes=processes))
+              for i, c in enumerate(concurrency)]
+    levels += [(f"load.rates[{i}]", LoadInfo("open", rate=r, arrival=arrival, processes=processes))
+               for i, r in enumerate(rates)]
+    for where, level in levels:
+        try:
+            check_load(level)
+        except InvalidValue as exc:
+            raise _at(exc, where if exc.name in ("rate", "concurrency") else f"load.{exc.name}", source) from None
+    rates = tuple(float(r) for r in rates)
 
-    payloads = _list(data.get("payloads", ["float"]), str, "payloads", source, positive=False)
+    payloads = typed_list(data.get("payloads", ["float"]), str, "payloads", source, positive=False)
     for payload in payloads:
         if payload not in PAYLOADS:
             raise UserError(f"{source}: payload {payload!r} is not one of {', '.join(PAYLOADS)}")
+    batch_sizes = _positive_ints(data["batch_sizes"], "batch_sizes", source)
+    repeats = checked(positive_int, "repeats", data.get("repeats", 1), where="repeats", source=source)
 
     slo = None
+    search_steps = 0
     if "slo" in data:
-        _check_keys(data["slo"], _SLO, "[slo]", source)
-        values = {k: _typed(v, _SLO[k], f"slo.{k}", source) for k, v in data["slo"].items()}
-        slo = Slo(**values)
-        if slo.percentile not in PERCENTILE_KEYS:
-            raise UserError(f"{source}: slo.percentile must be one of {', '.join(PERCENTILE_KEYS)}")
-        if slo.search and len(rates) < 1:
-            raise UserError(f"{source}: slo.search needs load.rates to start the search from")
+        check_keys(data["slo"], _SLO, "[slo]", source)
+        values = {k: typed(v, _SLO[k], f"slo.{k}", source) for k, v in data["slo"].items()}
+        try:
+            slo = Slo(values.get("percentile", "p99"), values.get("max_ms", 100.0))
+        except InvalidValue as exc:
+            raise _at(exc, f"slo.{exc.name}", source) from None
+        if values.get("search", False):
+            search_steps = checked(positive_int, "search_steps", values.get("search_steps", 4),
+                                   where="slo.search_steps", source=source)
+            if not rates:
+                raise UserError(f"{source}: slo.search needs load.rates to start the search from")
 
     targets = []
     names = set()
@@ -167,12 +172,12 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
         raise UserError(f"{source}: [[targets]] is empty; name at least one server")
     for i, raw in enumerate(data["targets"]):
         where = f"targets[{i}]"
-        _typed(raw, dict, where, source)
-        _check_keys(raw, _TARGET, f"[[targets]] #{i + 1}", source)
+        typed(raw, dict, where, source)
+        check_keys(raw, _TARGET, f"[[targets]] #{i + 1}", source)
         for required in ("name", "url"):
             if required not in raw:
                 raise UserError(f"{source}: {where} is missing {required!r}")
-        values = {k: _typed(v, _TARGET[k], f"{where}.{k}", source) for k, v in raw.items()}
+        values = {k: typed(v, _TARGET[k], f"{where}.{k}", source) for k, v in raw.items()}
         if not values["url"].startswith(("grpc://", "http://", "https://")):
             raise UserError(f"{source}: {where}.url {values['url']!r} must start with grpc://, http:// or https://")
         if values["name"] in names:
@@ -183,11 +188,11 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
 
     return SweepSpec(
         name=data.get("name", "sweep"), model=data["model"], targets=tuple(targets),
-        batch_sizes=_list(data["batch_sizes"], int, "batch_sizes", source), payloads=payloads,
+        batch_sizes=batch_sizes, payloads=payloads,
         signature=data.get("signature", ""), version=data.get("version"), concurrency=concurrency, rates=rates,
         server_batching_concurrency=server_batching,
-        arrival=arrival, processes=processes, repeats=_typed(data.get("repeats", 1), int, "repeats", source),
-        seed=data.get("seed", 0), settings=settings, slo=slo, stop_on_error=data.get("stop_on_error", False),
+        arrival=arrival, processes=processes, repeats=repeats,
+        seed=data.get("seed", 0), settings=settings, slo=slo, slo_search_steps=search_steps, stop_on_error=data.get("stop_on_error", False),
         out=data.get("out", "results"), text=text,
     )
 
@@ -195,7 +200,10 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
 def load_spec(path: str | Path) -> SweepSpec:
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise UserError(f"cannot read sweep spec {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise UserError(f"{path}:{line}: not UTF-8 text; a sweep spec is a TOML file") from None
     return parse_spec(text, str(path))

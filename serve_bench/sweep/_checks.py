@@ -1,0 +1,65 @@
+"""The one validator of a point's settings and load, used by the CLI, the sweep spec and ``measure``.
+
+Each check raises ``InvalidValue`` naming the library's parameter (``min_duration_s``,
+``rate``); the CLI and the spec parser rename it into their flag or key.
+"""
+
+from __future__ import annotations
+
+import math
+
+from serve_bench.errors import InvalidValue
+from serve_bench.load import ARRIVALS, PointSettings
+from serve_bench.stats import LoadInfo
+
+__all__ = ["check_batch_size", "check_load", "check_settings", "positive_int", "positive_number"]
+
+
+def positive_number(name: str, value: object, *, allow_zero: bool = False) -> float:
+    """A finite number > 0 (>= 0 with ``allow_zero``): NaN and infinities are refused."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = float(value)
+        if math.isfinite(number) and (number > 0 or (allow_zero and number == 0)):
+            return number
+    raise InvalidValue(name, value, "a finite number >= 0" if allow_zero else "a finite number > 0")
+
+
+def positive_int(name: str, value: object, *, minimum: int = 1) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+        raise InvalidValue(name, value, f"a whole number >= {minimum}")
+    return value
+
+
+def check_batch_size(batch_size: object) -> int:
+    return positive_int("batch_size", batch_size)
+
+
+def check_settings(settings: PointSettings) -> PointSettings:
+    """Refuse durations, counts and tolerances that cannot make a measurement; return ``settings``."""
+    positive_number("warmup_s", settings.warmup_s, allow_zero=True)
+    positive_number("min_duration_s", settings.min_duration_s)
+    positive_int("min_requests", settings.min_requests)
+    positive_int("windows", settings.windows)
+    positive_number("tolerance", settings.tolerance)
+    positive_number("max_duration_s", settings.max_duration_s)
+    positive_number("timeout_s", settings.timeout_s)
+    positive_int("safety_cap", settings.safety_cap)
+    positive_number("drain_s", settings.drain_s, allow_zero=True)
+    if settings.until_stable and settings.max_duration_s < settings.min_duration_s:
+        raise InvalidValue("max_duration_s", settings.max_duration_s,
+                           f"at least min_duration_s ({settings.min_duration_s:g}) when running until stable")
+    return settings
+
+
+def check_load(load: LoadInfo) -> LoadInfo:
+    """Closed loop needs concurrency >= 1; open loop a finite rate > 0 and a known arrival."""
+    if load.mode == "open":
+        positive_number("rate", load.rate)
+        if load.arrival not in ARRIVALS:
+            raise InvalidValue("arrival", load.arrival, f"one of {', '.join(ARRIVALS)}")
+    elif load.mode == "closed":
+        positive_int("concurrency", load.concurrency)
+    else:
+        raise InvalidValue("mode", load.mode, "closed or open")
+    positive_int("processes", load.processes)
+    return load

@@ -1,0 +1,63 @@
+"""Judging a measured point, and keeping one run directory's points measured alike."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from serve_bench.errors import UserError
+from serve_bench.load import PointSettings
+from serve_bench.stats import Point, ResultsWriter, collect_run_metadata, read_run
+
+__all__ = ["open_point_run", "point_failure"]
+
+
+def point_failure(point: Point, max_error_share: float = 0.0) -> str:
+    """Why the point does not measure the server ("" when it does).
+
+    Cut off (the target went down), no request answered, or more than
+    ``max_error_share`` of its requests failed.
+    """
+    if point.cut_off:
+        return f"the point was cut off: {point.cut_off}"
+    requests = point.counts.requests
+    if point.counts.ok == 0:
+        return f"no request succeeded ({point.counts.describe()})"
+    share = point.error_count / requests if requests else 0.0
+    if share > max_error_share:
+        return (f"{point.error_count} of {requests} requests failed ({share:.1%}, more than the "
+                f"{max_error_share:.1%} allowed): {point.counts.describe()}")
+    return ""
+
+
+def _as_json(settings: PointSettings) -> dict[str, Any]:
+    # compared with what run.json holds, so both go through JSON
+    data: dict[str, Any] = json.loads(json.dumps(dataclasses.asdict(settings)))
+    return data
+
+
+def open_point_run(run_dir: Path, settings: PointSettings, *, command: str, source: str) -> ResultsWriter:
+    """A writer that appends points to ``run_dir``, whose run.json records ``settings``.
+
+    A new directory gets a run.json; one that already holds points keeps its run.json
+    and must have been measured with the same settings, or ``compare`` and ``report``
+    would mix points measured differently: UserError naming the differences.
+    """
+    wanted = _as_json(settings)
+    recorded = read_run(run_dir) if run_dir.is_dir() else {}
+    if recorded:
+        held = recorded.get("settings")
+        if held is None:
+            raise UserError(f"{run_dir} holds a run that recorded no settings; write new points to another "
+                            "directory")
+        differences = [f"{key} {held.get(key)} there, {value} now" for key, value in wanted.items()
+                       if held.get(key) != value]
+        if differences:
+            raise UserError(f"{run_dir} holds points measured with other settings ({'; '.join(differences)}); "
+                            "write these to another directory")
+    writer = ResultsWriter(run_dir)
+    if not recorded:
+        writer.write_run(collect_run_metadata(source, command=command, run_dir=str(run_dir), settings=wanted))
+    return writer
