@@ -72,4 +72,15 @@ def batching_answer(runs: Sequence[tuple[str, StreamRun]], limits: dict[int, str
     ratio = top.frames_per_s / base.frames_per_s if base.frames_per_s else float("inf")
     unbatched = "unbatched" if base.batch_size == 1 else f"at batch {base.batch_size}"
     return (f"batching {batch} frames per request: {top.frames_per_s:.1f} fps vs {base.frames_per_s:.1f} fps "
-            f"{unbatched} (×{ratio:.2f}); the {limits.get(id(top), 'unknown')} is the limit")
+            f"{unbatched} (×{ratio:.2f}{_ratio_range(top, base)}); the {limits.get(id(top), 'unknown')} is the limit")
+
+
+def _ratio_range(top: StreamRun, base: StreamRun) -> str:
+    """The ratio's spread: frames/s of each stream in its thirds (equal frame counts), worst and best pairing."""
+    from serve_bench.pipeline._points import stream_stability
+
+    top_rates = [w.items_per_s for w in stream_stability(top).windows]
+    base_rates = [w.items_per_s for w in stream_stability(base).windows]
+    if not top_rates or not base_rates or min(base_rates) <= 0:
+        return ""
+    return f", {min(top_rates) / max(base_rates):.2f}–{max(top_rates) / min(base_rates):.2f} across the streams' thirds"
