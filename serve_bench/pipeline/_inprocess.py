@@ -36,6 +36,7 @@ class InProcessModel:
 
     path: Path
     _call: Callable[[np.ndarray], np.ndarray] | None = None
+    _loaded: Any = None  # the SavedModel object: keeps the graph alive as long as the function
 
     def load(self) -> "InProcessModel":
         from serve_bench._tf import import_tensorflow
@@ -50,7 +51,7 @@ class InProcessModel:
             name = "features" if "features" in outputs else next(iter(outputs))
             return np.asarray(outputs[name].numpy(), dtype=np.float32)
 
-        self._loaded = loaded  # keep the graph alive as long as the function
+        self._loaded = loaded
         self._call = call
         return self
 
