@@ -78,7 +78,7 @@ def items_interval(point: Point) -> tuple[float, float] | None:
     mean = sum(rates) / len(rates)
     sd = math.sqrt(sum((r - mean) ** 2 for r in rates) / (len(rates) - 1))
     half = _T95.get(len(rates) - 1, 1.96) * sd / math.sqrt(len(rates))
-    return (point.items_per_s - half, point.items_per_s + half)
+    return (max(0.0, point.items_per_s - half), point.items_per_s + half)
 
 
 def latency_interval(point: Point, percentile: str) -> tuple[float, float] | None:

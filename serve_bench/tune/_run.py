@@ -110,7 +110,7 @@ def _record(point: Point, config: TuneConfig) -> Point:
     """The point with its configuration recorded (a Point field once the results model has one, else a note)."""
     pairs = config.knobs()
     if "server_config" in {f.name for f in dataclasses.fields(Point)}:
-        return dataclasses.replace(point, server_config=pairs)  # type: ignore[call-arg]
+        return dataclasses.replace(point, server_config=pairs)
     return point.with_notes("server_config " + ",".join(f"{k}={v}" for k, v in pairs))
 
 
