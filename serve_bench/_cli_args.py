@@ -57,10 +57,16 @@ def serve_args(p: argparse.ArgumentParser) -> None:
 def demo_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="exported_models", help="models directory")
     p.add_argument("--results", default="results", help="where the runs are written")
-    p.add_argument("--models", default="inception_v3,mobilenet_v2",
-                   help="catalogue models to export and sweep (default inception_v3,mobilenet_v2)")
-    p.add_argument("--spec", default=None, help="sweep spec whose targets the demo points at its server "
-                   "(default loadtests/sweeps/local-cpu.toml)")
+    p.add_argument(
+        "--models",
+        default="inception_v3,mobilenet_v2",
+        help="catalogue models to export and sweep (default inception_v3,mobilenet_v2)",
+    )
+    p.add_argument(
+        "--spec",
+        default=None,
+        help="sweep spec whose targets the demo points at its server (default loadtests/sweeps/local-cpu.toml)",
+    )
 
 
 def _settings_args(p: argparse.ArgumentParser) -> None:
@@ -88,21 +94,35 @@ def bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="cpu", help="label for the target (cpu, gpu)")
     p.add_argument("--name", default="bench", help="target name in the results")
     p.add_argument("--metrics", default=None, help="Prometheus URL (default: TF Serving's, on the REST port)")
-    p.add_argument("--out", default="results/bench", help="run directory to append the point to (its points "
-                   "must share the settings below)")
+    p.add_argument(
+        "--out",
+        default="results/bench",
+        help="run directory to append the point to (its points must share the settings below)",
+    )
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-errors", type=float, default=0.01,
-                   help="exit 1 when more than this share of requests failed (default 0.01)")
+    p.add_argument(
+        "--max-errors",
+        type=float,
+        default=0.01,
+        help="exit 1 when more than this share of requests failed (default 0.01)",
+    )
     _settings_args(p)
 
 
 def sweep_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", help="sweep spec (TOML), e.g. loadtests/sweeps/local-cpu.toml")
     p.add_argument("--run-dir", default=None, help="results directory (default results/<name>-<time>)")
-    p.add_argument("--resume", action="store_true", help="skip points already measured in the run directory, "
-                   "measure again those with no successes or cut off (default: the latest run of this spec)")
-    p.add_argument("--models-dir", default="exported_models", help="where the model was exported (its FLOPs "
-                   "and weights go into run.json)")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="skip points already measured in the run directory, "
+        "measure again those with no successes or cut off (default: the latest run of this spec)",
+    )
+    p.add_argument(
+        "--models-dir",
+        default="exported_models",
+        help="where the model was exported (its FLOPs and weights go into run.json)",
+    )
     p.add_argument("--no-progress", action="store_true", help="plain lines instead of a progress bar")
 
 

@@ -34,8 +34,9 @@ def export(args: argparse.Namespace) -> int:
         raise UserError(f"name a model to export ({', '.join(library.CATALOGUE)}) or pass --list")
     library.get_spec(args.model)  # fail on a bad name before TensorFlow starts
     sizes = library.parse_batch_sizes(args.warmup_batch_sizes)
-    result = library.export_model(args.model, weights=args.weights, version=args.version, out=args.out,
-                                  warmup_batch_sizes=sizes, force=args.force)
+    result = library.export_model(
+        args.model, weights=args.weights, version=args.version, out=args.out, warmup_batch_sizes=sizes, force=args.force
+    )
     print(library.describe_export(result))
     return 0
 
@@ -63,9 +64,16 @@ def demo(args: argparse.Namespace) -> int:
 def _point_settings(args: argparse.Namespace) -> PointSettings:
     from serve_bench.load import PointSettings
 
-    return PointSettings(warmup_s=args.warmup, min_duration_s=args.duration, min_requests=args.min_requests,
-                         windows=args.windows, tolerance=args.tolerance, until_stable=args.until_stable,
-                         max_duration_s=args.max_duration, timeout_s=args.timeout)
+    return PointSettings(
+        warmup_s=args.warmup,
+        min_duration_s=args.duration,
+        min_requests=args.min_requests,
+        windows=args.windows,
+        tolerance=args.tolerance,
+        until_stable=args.until_stable,
+        max_duration_s=args.max_duration,
+        timeout_s=args.timeout,
+    )
 
 
 def bench(args: argparse.Namespace) -> int:
@@ -96,10 +104,21 @@ def bench(args: argparse.Namespace) -> int:
     out = Path(args.out)
     with open_point_run(out, settings, command="bench", source=f"bench {args.url} {args.model}") as writer:
         try:
-            point = asyncio.run(measure_async(
-                args.url, args.model, batch_size=args.batch_size, load=load, settings=settings,
-                payload=args.payload, signature=args.signature, target_name=args.name, device=args.device,
-                metrics_url=args.metrics, seed=args.seed))
+            point = asyncio.run(
+                measure_async(
+                    args.url,
+                    args.model,
+                    batch_size=args.batch_size,
+                    load=load,
+                    settings=settings,
+                    payload=args.payload,
+                    signature=args.signature,
+                    target_name=args.name,
+                    device=args.device,
+                    metrics_url=args.metrics,
+                    seed=args.seed,
+                )
+            )
         except ServeBenchError as exc:
             raise UserError(str(exc)) from exc
         writer.append(point)
@@ -119,25 +138,33 @@ def sweep(args: argparse.Namespace) -> int:
     from serve_bench.sweep import latest_run_dir, load_spec, new_run_dir, run_sweep
 
     spec = load_spec(args.spec)
-    run_dir = Path(args.run_dir) if args.run_dir else (
-        (latest_run_dir(spec) or new_run_dir(spec)) if args.resume else new_run_dir(spec))
+    run_dir = (
+        Path(args.run_dir)
+        if args.run_dir
+        else ((latest_run_dir(spec) or new_run_dir(spec)) if args.resume else new_run_dir(spec))
+    )
     if run_dir.exists() and not run_dir.is_dir():
         raise UserError(f"{run_dir} is not a directory; choose another --run-dir")
     console = Console()
     console.print(f"sweep {spec.name}: results in {run_dir}")
     try:
         with SweepProgress(console, bar=not args.no_progress and sys.stdout.isatty()) as progress:
-            outcome = asyncio.run(run_sweep(spec, run_dir, resume=args.resume, on_point=progress,
-                                            models_dir=Path(args.models_dir)))
+            outcome = asyncio.run(
+                run_sweep(spec, run_dir, resume=args.resume, on_point=progress, models_dir=Path(args.models_dir))
+            )
     except KeyboardInterrupt:
-        console.print(f"interrupted: every finished point is kept in {run_dir / 'points.jsonl'}; "
-                      f"continue with --resume --run-dir {run_dir}")
+        console.print(
+            f"interrupted: every finished point is kept in {run_dir / 'points.jsonl'}; "
+            f"continue with --resume --run-dir {run_dir}"
+        )
         return 130
     if outcome.skipped:
         console.print(f"resumed: {outcome.skipped} points were already measured")
     if outcome.remeasured:
-        console.print(f"measured again: {outcome.remeasured} points whose earlier result had no successes or was "
-                      "cut off (the old lines stay, marked superseded)")
+        console.print(
+            f"measured again: {outcome.remeasured} points whose earlier result had no successes or was "
+            "cut off (the old lines stay, marked superseded)"
+        )
     for name, why in outcome.failed_targets.items():
         console.print(f"[red]target {name} stopped answering[/red]: {why}; its remaining points were skipped")
     console.print(f"{len(outcome.measured)} points measured -> {run_dir / 'points.jsonl'}")
@@ -165,16 +192,31 @@ def compare(args: argparse.Namespace) -> int:
 
     result = compare_runs(Path(args.run_a), Path(args.run_b), allow_mismatch=args.allow_mismatch)
     table = Table(title=f"B = {args.run_b} vs A = {args.run_a}")
-    for column in ("configuration", "A target", "B target", "A images/s", "B images/s", "B/A images/s",
-                   "A p99 ms", "B p99 ms", "B/A p99"):
+    for column in (
+        "configuration",
+        "A target",
+        "B target",
+        "A images/s",
+        "B images/s",
+        "B/A images/s",
+        "A p99 ms",
+        "B p99 ms",
+        "B/A p99",
+    ):
         table.add_column(column, justify="right")
     for row in result.rows:
         a, b = row["a"], row["b"]
-        table.add_row(row["config"], f"{a.target.name} ({a.target.server_kind})",
-                      f"{b.target.name} ({b.target.server_kind})", f"{a.items_per_s:.1f}",
-                      f"{b.items_per_s:.1f}", format_ratio(row["items_ratio"]),
-                      f"{a.latency.p99 / 1000:.1f}", f"{b.latency.p99 / 1000:.1f}",
-                      format_ratio(row["p99_ratio"]))
+        table.add_row(
+            row["config"],
+            f"{a.target.name} ({a.target.server_kind})",
+            f"{b.target.name} ({b.target.server_kind})",
+            f"{a.items_per_s:.1f}",
+            f"{b.items_per_s:.1f}",
+            format_ratio(row["items_ratio"]),
+            f"{a.latency.p99 / 1000:.1f}",
+            f"{b.latency.p99 / 1000:.1f}",
+            format_ratio(row["p99_ratio"]),
+        )
     console = Console()
     console.print(table)
     for difference in result.differences:
@@ -188,13 +230,23 @@ def import_locust(args: argparse.Namespace) -> int:
     from serve_bench.stats import ResultsWriter, collect_run_metadata
     from serve_bench.stats import import_locust as read_locust
 
-    points = read_locust(args.prefix, target_name=args.target_name, url=args.url, device=args.device,
-                         server=args.server, model=args.model, batch_size=args.batch_size, payload=args.payload)
+    points = read_locust(
+        args.prefix,
+        target_name=args.target_name,
+        url=args.url,
+        device=args.device,
+        server=args.server,
+        model=args.model,
+        batch_size=args.batch_size,
+        payload=args.payload,
+    )
     out = Path(args.out or f"results/locust-{_dt.datetime.now():%Y%m%d-%H%M%S}")
     with ResultsWriter(out) as writer:
         for point in points:
             writer.append(point)
         writer.write_run(collect_run_metadata(source=f"locust csv {args.prefix}", command="import-locust"))
-    print(f"{len(points)} points imported from {args.prefix}_stats.csv -> {out / 'points.jsonl'} "
-          "(closed loop by Locust users; Locust's latency resolution is coarser)")
+    print(
+        f"{len(points)} points imported from {args.prefix}_stats.csv -> {out / 'points.jsonl'} "
+        "(closed loop by Locust users; Locust's latency resolution is coarser)"
+    )
     return 0

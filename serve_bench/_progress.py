@@ -24,9 +24,15 @@ class SweepProgress:
         self.console = console
         self.bar = bar
         self.indent = indent
-        self.progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), TextColumn("ETA {task.fields[eta]}"), console=console,
-                                 disable=not bar)
+        self.progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA {task.fields[eta]}"),
+            console=console,
+            disable=not bar,
+        )
 
     def __call__(self, plan: PointPlan, point: Point | None, done: int, total: int, eta: float) -> None:
         if not self.progress.tasks:
@@ -44,6 +50,7 @@ class SweepProgress:
         self.progress.__enter__()
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         self.progress.__exit__(kind, error, trace)

@@ -51,22 +51,35 @@ def _tune(args: argparse.Namespace) -> int:
 
 
 COMMANDS: dict[str, Command] = {
-    "export": Command("export a catalogue model as a SavedModel in TF Serving's layout",
-                      flags.export_args, commands.export),
+    "export": Command(
+        "export a catalogue model as a SavedModel in TF Serving's layout", flags.export_args, commands.export
+    ),
     "serve": Command("run the local TF-Serving-compatible server (gRPC + REST)", flags.serve_args, commands.serve),
-    "bench": Command("measure one point (closed loop with --concurrency, open loop with --rate)",
-                     flags.bench_args, commands.bench),
+    "bench": Command(
+        "measure one point (closed loop with --concurrency, open loop with --rate)", flags.bench_args, commands.bench
+    ),
     "sweep": Command("measure a grid of points from a TOML spec; resumable", flags.sweep_args, commands.sweep),
-    "tune": Command("search TF Serving batching configurations under a latency SLO; restarts the server per "
-                    "configuration", _tune_arguments, _tune),
-    "pipeline": Command("decode a video, stream its frames through the model, measure frames/s by batch size",
-                        _pipeline_arguments, _pipeline),
-    "report": Command("analyse a run: terminal summary, summary.csv, plots/*.png, report.html",
-                      flags.report_args, commands.report),
-    "compare": Command("two runs side by side: B/A ratio of images/s and p99 per matching point",
-                       flags.compare_args, commands.compare),
-    "import-locust": Command("turn Locust CSV output into a serve-bench run that `report` reads",
-                             flags.import_locust_args, commands.import_locust),
+    "tune": Command(
+        "search TF Serving batching configurations under a latency SLO; restarts the server per configuration",
+        _tune_arguments,
+        _tune,
+    ),
+    "pipeline": Command(
+        "decode a video, stream its frames through the model, measure frames/s by batch size",
+        _pipeline_arguments,
+        _pipeline,
+    ),
+    "report": Command(
+        "analyse a run: terminal summary, summary.csv, plots/*.png, report.html", flags.report_args, commands.report
+    ),
+    "compare": Command(
+        "two runs side by side: B/A ratio of images/s and p99 per matching point", flags.compare_args, commands.compare
+    ),
+    "import-locust": Command(
+        "turn Locust CSV output into a serve-bench run that `report` reads",
+        flags.import_locust_args,
+        commands.import_locust,
+    ),
     "demo": Command("the README's first command: export, serve, sweep, report", flags.demo_args, commands.demo),
 }
 

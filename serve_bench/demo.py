@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 import signal
 import subprocess
 import sys
@@ -38,8 +37,11 @@ def ensure_exported(name: str, out: Path, warmup_batch_sizes: tuple[int, ...] = 
         path = out / name / str(versions[-1])
         print(f"reusing {name} version {versions[-1]} at {path}")
         return path
-    print(f"exporting {name} with RANDOM weights (no download here; timing does not depend on weight values, "
-          "the features are meaningless)", flush=True)
+    print(
+        f"exporting {name} with RANDOM weights (no download here; timing does not depend on weight values, "
+        "the features are meaningless)",
+        flush=True,
+    )
     result = export.export_model(name, weights="random", out=out, warmup_batch_sizes=warmup_batch_sizes)
     facts = result.facts
     print(f"  -> {result.path}: {facts.parameters:,} parameters, {facts.flops_per_image / 1e9:.2f} GFLOPs/image")
@@ -54,16 +56,29 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def start_local_server(models_dir: Path, grpc_port: int, rest_port: int,
-                       ready_model: str = DEMO_MODELS[0]) -> subprocess.Popen[str]:
+def start_local_server(
+    models_dir: Path, grpc_port: int, rest_port: int, ready_model: str = DEMO_MODELS[0]
+) -> subprocess.Popen[str]:
     """``serve-bench serve`` in a subprocess, with TF Serving's CPU batching and metrics configs; waits until
     ``ready_model`` answers on REST."""
     command = [
-        sys.executable, "-m", "serve_bench", "serve",
-        "--model_config_file", str(models_dir / "models.config"), "--models_dir", str(models_dir),
-        "--port", str(grpc_port), "--rest_api_port", str(rest_port),
-        "--enable_batching", "--batching_parameters_file", str(ROOT / "docker" / "batching" / "cpu.txt"),
-        "--monitoring_config_file", str(ROOT / "docker" / "monitoring.config"),
+        sys.executable,
+        "-m",
+        "serve_bench",
+        "serve",
+        "--model_config_file",
+        str(models_dir / "models.config"),
+        "--models_dir",
+        str(models_dir),
+        "--port",
+        str(grpc_port),
+        "--rest_api_port",
+        str(rest_port),
+        "--enable_batching",
+        "--batching_parameters_file",
+        str(ROOT / "docker" / "batching" / "cpu.txt"),
+        "--monitoring_config_file",
+        str(ROOT / "docker" / "monitoring.config"),
     ]
     print("starting the local server: " + " ".join(command[2:]), flush=True)
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -92,20 +107,30 @@ def stop_local_server(process: subprocess.Popen[str]) -> None:
             process.kill()
 
 
-def _demo_spec(spec_path: Path, model: str, results: Path, grpc_port: int, rest_port: int,
-               pid: int) -> SweepSpec:
+def _demo_spec(spec_path: Path, model: str, results: Path, grpc_port: int, rest_port: int, pid: int) -> SweepSpec:
     """The spec with its targets pointed at the demo's server (gRPC and REST) and its name per model."""
     base = load_spec(spec_path)
     metrics = f"http://127.0.0.1:{rest_port}/monitoring/prometheus/metrics"
     targets = tuple(
-        dataclasses.replace(t, url=(f"grpc://127.0.0.1:{grpc_port}" if t.protocol == "grpc"
-                                    else f"http://127.0.0.1:{rest_port}"), metrics_url=metrics, pid=pid)
-        for t in base.targets)
+        dataclasses.replace(
+            t,
+            url=(f"grpc://127.0.0.1:{grpc_port}" if t.protocol == "grpc" else f"http://127.0.0.1:{rest_port}"),
+            metrics_url=metrics,
+            pid=pid,
+        )
+        for t in base.targets
+    )
     return dataclasses.replace(base, model=model, name=f"demo-{model}", targets=targets, out=str(results))
 
 
-def run_demo(out: Path, results: Path, *, models: tuple[str, ...] = DEMO_MODELS, spec_path: Path = SPEC,
-             console: Console | None = None) -> list[Path]:
+def run_demo(
+    out: Path,
+    results: Path,
+    *,
+    models: tuple[str, ...] = DEMO_MODELS,
+    spec_path: Path = SPEC,
+    console: Console | None = None,
+) -> list[Path]:
     """Export (or reuse) ``models``, serve them locally, sweep each with ``spec_path``, report; the HTML paths."""
     console = console or Console()
     started = time.monotonic()
@@ -120,8 +145,10 @@ def run_demo(out: Path, results: Path, *, models: tuple[str, ...] = DEMO_MODELS,
         for model in models:
             spec = _demo_spec(spec_path, model, results, grpc_port, rest_port, server.pid)
             run_dir = new_run_dir(spec)
-            console.print(f"\n[bold]sweep {model}[/bold] over gRPC and REST, batch sizes "
-                          f"{', '.join(map(str, spec.batch_sizes))} -> {run_dir}")
+            console.print(
+                f"\n[bold]sweep {model}[/bold] over gRPC and REST, batch sizes "
+                f"{', '.join(map(str, spec.batch_sizes))} -> {run_dir}"
+            )
             with SweepProgress(console, bar=False, indent="  ") as progress:
                 asyncio.run(run_sweep(spec, run_dir, on_point=progress, models_dir=out))
             output = build_report(run_dir, models_dir=out)
@@ -129,8 +156,10 @@ def run_demo(out: Path, results: Path, *, models: tuple[str, ...] = DEMO_MODELS,
             reports.append(output.html)
     finally:
         stop_local_server(server)
-    console.print(f"\ndemo finished in {time.monotonic() - started:.0f} s (models with random weights: the "
-                  "timings are real, the features are not). Reports:")
+    console.print(
+        f"\ndemo finished in {time.monotonic() - started:.0f} s (models with random weights: the "
+        "timings are real, the features are not). Reports:"
+    )
     for path in reports:
         console.print(f"  {path}  (plots and summary.csv beside it)")
     return reports

@@ -55,35 +55,72 @@ def test_shipped_specs_parse():
 _TARGET = "model = 'x'\nbatch_sizes = [1]\n[[targets]]\nname='a'\nurl='grpc://h:1'\n"
 
 
-@pytest.mark.parametrize("text, words", [
-    ("model = 'x'\nbatch_sizes = [1]\n[[targets]]\nname='a'\nurl='grpc://h:1'\n[load]\nconcurency = [1]\n",
-     ["concurency", "[load]", "concurrency"]),
-    ("model = 'x'\nbatch_size = [1]\n[[targets]]\nname='a'\nurl='grpc://h:1'\n", ["batch_size", "batch_sizes"]),
-    ("model = 'x'\nbatch_sizes = [1]\n[[targets]]\nname='a'\nurl='grpc://h:1'\ndevise='gpu'\n",
-     ["devise", "targets", "#1"]),
-    ("model = 'x'\nbatch_sizes = [1,,2]\nname = 'a'\n", ["not valid TOML", "line 2"]),
-    ("model = 'x'\nbatch_sizes = [0]\n[[targets]]\nname='a'\nurl='grpc://h:1'\n", ["batch_sizes[0]", ">= 1", "got 0"]),
-    ("model = 'x'\nbatch_sizes = [1]\n[[targets]]\nname='a'\nurl='ftp://h:1'\n", ["grpc://"]),
-    ("model = 'x'\nbatch_sizes = [1]\n", ["targets"]),
-    ("model = 'x'\nbatch_sizes = [1]\n[[targets]]\nname='a'\nurl='grpc://h:1'\n[slo]\npercentile='p42'\n", ["p99"]),
-] + [(_TARGET + extra, words) for extra, words in [
-    ("[load]\nrates = [inf]\n", ["load.rates[0]", "finite", "got inf"]),
-    ("[load]\nrates = [5, nan]\n", ["load.rates[1]", "finite", "got nan"]),
-    ("[load]\nconcurrency = [2, 0]\n", ["load.concurrency[1]", ">= 1"]),
-    ("[load]\nprocesses = 0\n", ["load.processes", ">= 1"]),
-    ("[durations]\nmin_duration_s = inf\n", ["durations.min_duration_s", "finite", "got inf"]),
-    ("[durations]\ntolerance = -1\n", ["durations.tolerance", "> 0", "got -1"]),
-    ("[durations]\nwarmup_s = -0.5\n", ["durations.warmup_s", ">= 0"]),
-    ("[durations]\nwindows = 0\n", ["durations.windows", ">= 1"]),
-    ("[durations]\nuntil_stable = true\nmin_duration_s = 10\nmax_duration_s = 5\n",
-     ["durations.max_duration_s", "min_duration_s"]),
-    ("[slo]\nmax_ms = -5\n", ["slo.max_ms", "> 0", "got -5"]),
-    ("[slo]\nmax_ms = nan\n", ["slo.max_ms", "finite"]),
-    ("[slo]\nsearch = true\nsearch_steps = 0\n", ["slo.search_steps", ">= 1"]),
-]] + [("repeats = 0\n" + _TARGET, ["repeats", ">= 1", "got 0"])], ids=["load-key", "top-key", "target-key", "toml-syntax", "zero-batch", "scheme", "no-targets", "percentile",
-         "rate-inf", "rate-nan", "concurrency-0", "processes-0", "duration-inf", "tolerance-negative",
-         "warmup-negative", "windows-0", "cap-below-minimum", "slo-negative", "slo-nan",
-         "search-steps-0", "repeats-0"])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        (
+            "model = 'x'\nbatch_sizes = [1]\n[[targets]]\nname='a'\nurl='grpc://h:1'\n[load]\nconcurency = [1]\n",
+            ["concurency", "[load]", "concurrency"],
+        ),
+        ("model = 'x'\nbatch_size = [1]\n[[targets]]\nname='a'\nurl='grpc://h:1'\n", ["batch_size", "batch_sizes"]),
+        (
+            "model = 'x'\nbatch_sizes = [1]\n[[targets]]\nname='a'\nurl='grpc://h:1'\ndevise='gpu'\n",
+            ["devise", "targets", "#1"],
+        ),
+        ("model = 'x'\nbatch_sizes = [1,,2]\nname = 'a'\n", ["not valid TOML", "line 2"]),
+        (
+            "model = 'x'\nbatch_sizes = [0]\n[[targets]]\nname='a'\nurl='grpc://h:1'\n",
+            ["batch_sizes[0]", ">= 1", "got 0"],
+        ),
+        ("model = 'x'\nbatch_sizes = [1]\n[[targets]]\nname='a'\nurl='ftp://h:1'\n", ["grpc://"]),
+        ("model = 'x'\nbatch_sizes = [1]\n", ["targets"]),
+        ("model = 'x'\nbatch_sizes = [1]\n[[targets]]\nname='a'\nurl='grpc://h:1'\n[slo]\npercentile='p42'\n", ["p99"]),
+    ]
+    + [
+        (_TARGET + extra, words)
+        for extra, words in [
+            ("[load]\nrates = [inf]\n", ["load.rates[0]", "finite", "got inf"]),
+            ("[load]\nrates = [5, nan]\n", ["load.rates[1]", "finite", "got nan"]),
+            ("[load]\nconcurrency = [2, 0]\n", ["load.concurrency[1]", ">= 1"]),
+            ("[load]\nprocesses = 0\n", ["load.processes", ">= 1"]),
+            ("[durations]\nmin_duration_s = inf\n", ["durations.min_duration_s", "finite", "got inf"]),
+            ("[durations]\ntolerance = -1\n", ["durations.tolerance", "> 0", "got -1"]),
+            ("[durations]\nwarmup_s = -0.5\n", ["durations.warmup_s", ">= 0"]),
+            ("[durations]\nwindows = 0\n", ["durations.windows", ">= 1"]),
+            (
+                "[durations]\nuntil_stable = true\nmin_duration_s = 10\nmax_duration_s = 5\n",
+                ["durations.max_duration_s", "min_duration_s"],
+            ),
+            ("[slo]\nmax_ms = -5\n", ["slo.max_ms", "> 0", "got -5"]),
+            ("[slo]\nmax_ms = nan\n", ["slo.max_ms", "finite"]),
+            ("[slo]\nsearch = true\nsearch_steps = 0\n", ["slo.search_steps", ">= 1"]),
+        ]
+    ]
+    + [("repeats = 0\n" + _TARGET, ["repeats", ">= 1", "got 0"])],
+    ids=[
+        "load-key",
+        "top-key",
+        "target-key",
+        "toml-syntax",
+        "zero-batch",
+        "scheme",
+        "no-targets",
+        "percentile",
+        "rate-inf",
+        "rate-nan",
+        "concurrency-0",
+        "processes-0",
+        "duration-inf",
+        "tolerance-negative",
+        "warmup-negative",
+        "windows-0",
+        "cap-below-minimum",
+        "slo-negative",
+        "slo-nan",
+        "search-steps-0",
+        "repeats-0",
+    ],
+)
 def test_bad_specs_say_what_and_where(text, words):
     with pytest.raises(UserError) as info:
         parse_spec(text, "spec.toml")
@@ -166,10 +203,14 @@ def test_ctrl_c_keeps_finished_points(tmp_path):
         spec = tmp_path / "spec.toml"
         spec.write_text(_spec(server.grpc_url).replace("min_duration_s = 0.4", "min_duration_s = 1.0"))
         run_dir = tmp_path / "run"
-        process = subprocess.Popen([sys.executable, "-m", "serve_bench", "sweep", str(spec), "--run-dir",
-                                    str(run_dir), "--no-progress"], stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True, cwd=ROOT,
-                                   env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        process = subprocess.Popen(
+            [sys.executable, "-m", "serve_bench", "sweep", str(spec), "--run-dir", str(run_dir), "--no-progress"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if (run_dir / "points.jsonl").exists() and (run_dir / "points.jsonl").read_text().count("\n") >= 1:
@@ -188,12 +229,18 @@ async def test_until_stable_stops_once_windows_agree(tmp_path):
     from serve_bench.load import PointSettings, analyze, is_stable, make_inputs, run_closed_loop
 
     with DelayServer(delay=0.005) as server:
-        settings = PointSettings(warmup_s=0.2, min_duration_s=0.5, min_requests=10, until_stable=True,
-                                 max_duration_s=10.0, tolerance=0.2)
+        settings = PointSettings(
+            warmup_s=0.2, min_duration_s=0.5, min_requests=10, until_stable=True, max_duration_s=10.0, tolerance=0.2
+        )
         async with connect(server.grpc_url, MODEL) as client:
             prepared = client.prepare(make_inputs("float", 1, client.signature_info))
-            run = await run_closed_loop(client, prepared, 2, settings, stable=lambda r, s, e: is_stable(
-                r, s, e, settings.windows, settings.tolerance))
+            run = await run_closed_loop(
+                client,
+                prepared,
+                2,
+                settings,
+                stable=lambda r, s, e: is_stable(r, s, e, settings.windows, settings.tolerance),
+            )
     figures = analyze(run, "closed", settings)
     assert figures.stability.stable
     assert run.window_end - run.window_start < 5.0  # stopped well before max_duration_s
@@ -203,8 +250,29 @@ async def test_until_stable_stops_once_windows_agree(tmp_path):
 def test_bench_with_two_processes_merges_their_load(tmp_path, capsys):
     with DelayServer(delay=0.005) as server:
         out = tmp_path / "run"
-        assert main(["bench", server.grpc_url, "--model", MODEL, "--concurrency", "4", "--processes", "2",
-                     "--warmup", "0.3", "--duration", "1.5", "--metrics", "", "--out", str(out)]) == 0
+        assert (
+            main(
+                [
+                    "bench",
+                    server.grpc_url,
+                    "--model",
+                    MODEL,
+                    "--concurrency",
+                    "4",
+                    "--processes",
+                    "2",
+                    "--warmup",
+                    "0.3",
+                    "--duration",
+                    "1.5",
+                    "--metrics",
+                    "",
+                    "--out",
+                    str(out),
+                ]
+            )
+            == 0
+        )
     (point,) = read_points(out)
     assert point.load.processes == 2 and "load from 2 processes" in point.notes
     # 4 in flight at ~5 ms each: far more than one process at concurrency 2 could do in 1.5 s alone
@@ -236,6 +304,7 @@ url = "{server.grpc_url}"
 metrics = ""
 """)
         outcome = await run_sweep(spec, tmp_path / "run")
+
     def meets(point) -> bool:
         return point.error_count == 0 and point.latency.p99 / 1000 <= 50
 

@@ -23,8 +23,14 @@ def catalogue_table() -> Table:
     for name, spec in CATALOGUE.items():
         facts = model_facts(name)
         h, w, c = facts.input_shape
-        table.add_row(name, f"{h}x{w}x{c}", str(facts.feature_size), f"{facts.parameters:,}",
-                      f"{facts.flops_per_image / 1e9:.3f}", spec.description)
+        table.add_row(
+            name,
+            f"{h}x{w}x{c}",
+            str(facts.feature_size),
+            f"{facts.parameters:,}",
+            f"{facts.flops_per_image / 1e9:.3f}",
+            spec.description,
+        )
     return table
 
 
@@ -32,15 +38,20 @@ def describe_export(result: ExportResult) -> str:
     """Where the export went, its two signatures, its size and cost, and its weights."""
     facts = result.facts
     h, w, c = facts.input_shape
-    weights = ("random (timing does not depend on weight values; the features mean nothing)"
-               if facts.weights == "random" else facts.weights)
-    return "\n".join([
-        f"exported {facts.model} version {result.version} to {result.path}",
-        f"  serving_default: images float32 [-1, {h}, {w}, {c}] (pixels 0-255) -> features float32 "
-        f"[-1, {facts.feature_size}]",
-        f"  serving_bytes:   image_bytes string [-1] (JPEG/PNG) -> features float32 [-1, {facts.feature_size}]",
-        f"  parameters {facts.parameters:,}; {facts.flops_per_image / 1e9:.3f} GFLOPs per image; "
-        f"warm-up batch sizes {','.join(map(str, facts.warmup_batch_sizes))}",
-        f"  weights: {weights}",
-        f"  models.config: {result.models_config}",
-    ])
+    weights = (
+        "random (timing does not depend on weight values; the features mean nothing)"
+        if facts.weights == "random"
+        else facts.weights
+    )
+    return "\n".join(
+        [
+            f"exported {facts.model} version {result.version} to {result.path}",
+            f"  serving_default: images float32 [-1, {h}, {w}, {c}] (pixels 0-255) -> features float32 "
+            f"[-1, {facts.feature_size}]",
+            f"  serving_bytes:   image_bytes string [-1] (JPEG/PNG) -> features float32 [-1, {facts.feature_size}]",
+            f"  parameters {facts.parameters:,}; {facts.flops_per_image / 1e9:.3f} GFLOPs per image; "
+            f"warm-up batch sizes {','.join(map(str, facts.warmup_batch_sizes))}",
+            f"  weights: {weights}",
+            f"  models.config: {result.models_config}",
+        ]
+    )

@@ -46,8 +46,11 @@ def check_settings(settings: PointSettings) -> PointSettings:
     positive_int("safety_cap", settings.safety_cap)
     positive_number("drain_s", settings.drain_s, allow_zero=True)
     if settings.until_stable and settings.max_duration_s < settings.min_duration_s:
-        raise InvalidValue("max_duration_s", settings.max_duration_s,
-                           f"at least min_duration_s ({settings.min_duration_s:g}) when running until stable")
+        raise InvalidValue(
+            "max_duration_s",
+            settings.max_duration_s,
+            f"at least min_duration_s ({settings.min_duration_s:g}) when running until stable",
+        )
     return settings
 
 

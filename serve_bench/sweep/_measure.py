@@ -56,8 +56,9 @@ class PointPlan:
 
     @property
     def key(self) -> str:
-        return point_key(self.target.name, self.model, self.signature, self.payload, self.batch_size, self.load,
-                         self.repeat)
+        return point_key(
+            self.target.name, self.model, self.signature, self.payload, self.batch_size, self.load, self.repeat
+        )
 
 
 def server_kind(client: Client, declared: str) -> tuple[str, str]:
@@ -76,20 +77,37 @@ def _as_server_view(view: ServerView | dict[str, Any]) -> ServerView:
     return ServerView(**{k: v for k, v in view.items() if k in ServerView.__dataclass_fields__})
 
 
-async def _generate(client: Client, plan: PointPlan, settings: PointSettings, prepared: Any,
-                    image_size: tuple[int, int]) -> LoadRun:
+async def _generate(
+    client: Client, plan: PointPlan, settings: PointSettings, prepared: Any, image_size: tuple[int, int]
+) -> LoadRun:
     load = plan.load
     if load.processes > 1:
         return await asyncio.to_thread(
-            run_in_processes, load.processes, plan.target.url, plan.model, plan.signature, client.version,
-            plan.payload, plan.batch_size, load, settings, plan.seed, image_size)
+            run_in_processes,
+            load.processes,
+            plan.target.url,
+            plan.model,
+            plan.signature,
+            client.version,
+            plan.payload,
+            plan.batch_size,
+            load,
+            settings,
+            plan.seed,
+            image_size,
+        )
     if load.mode == "closed":
         return await run_closed_loop(
-            client, prepared, load.concurrency or 1, settings,
-            stable=lambda records, start, end: is_stable(records, start, end, settings.windows, settings.tolerance))
+            client,
+            prepared,
+            load.concurrency or 1,
+            settings,
+            stable=lambda records, start, end: is_stable(records, start, end, settings.windows, settings.tolerance),
+        )
     rate = load.rate or 1.0
-    offsets = arrival_offsets(rate, settings.min_duration_s, load.arrival or "poisson", plan.seed,
-                              warmup_s=settings.warmup_s)
+    offsets = arrival_offsets(
+        rate, settings.min_duration_s, load.arrival or "poisson", plan.seed, warmup_s=settings.warmup_s
+    )
     return await run_open_loop(client, prepared, rate, offsets, settings)
 
 
@@ -100,8 +118,9 @@ async def measure_point(client: Client, plan: PointPlan, settings: PointSettings
     check_settings(settings)
     target = plan.target
     image_size = image_size_of(client.signatures.get("serving_default"))
-    prepared = client.prepare(make_inputs(plan.payload, plan.batch_size, client.signature_info, seed=plan.seed,
-                                          image_size=image_size))
+    prepared = client.prepare(
+        make_inputs(plan.payload, plan.batch_size, client.signature_info, seed=plan.seed, image_size=image_size)
+    )
     metrics_url = metrics_url_of(target)
     before, why = (await scrape(metrics_url, plan.model)) if metrics_url else (None, "no metrics endpoint configured")
     cpu = ProcessCpu(target.pid) if target.pid else None
@@ -109,7 +128,7 @@ async def measure_point(client: Client, plan: PointPlan, settings: PointSettings
     if cpu:
         cpu.start()
     gpu.start()
-    started_at = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    started_at = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     run = await _generate(client, plan, settings, prepared, image_size)
     telemetry: dict[str, Any] = {}
     if cpu:
@@ -127,16 +146,37 @@ async def measure_point(client: Client, plan: PointPlan, settings: PointSettings
     figures = analyze(run, plan.load.mode, settings, encode_us=prepared.encode_seconds * 1e6)
     kind, version = server_kind(client, target.server)
     return Point.measured(
-        figures, target=replace(target, server=kind, server_version=version), model=plan.model,
-        signature=plan.signature, payload=plan.payload, batch_size=plan.batch_size, load=plan.load, server=server,
-        repeat=plan.repeat, key=plan.key, started_at=started_at, warmup_s=settings.warmup_s, notes=tuple(notes),
+        figures,
+        target=replace(target, server=kind, server_version=version),
+        model=plan.model,
+        signature=plan.signature,
+        payload=plan.payload,
+        batch_size=plan.batch_size,
+        load=plan.load,
+        server=server,
+        repeat=plan.repeat,
+        key=plan.key,
+        started_at=started_at,
+        warmup_s=settings.warmup_s,
+        notes=tuple(notes),
     )
 
 
-async def measure_async(url: str, model: str, *, batch_size: int = 1, load: LoadInfo | None = None,
-                        settings: PointSettings | None = None, payload: str = "float", signature: str = "",
-                        version: int | None = None, target_name: str = "bench", device: str = "cpu",
-                        metrics_url: str | None = None, seed: int = 0) -> Point:
+async def measure_async(
+    url: str,
+    model: str,
+    *,
+    batch_size: int = 1,
+    load: LoadInfo | None = None,
+    settings: PointSettings | None = None,
+    payload: str = "float",
+    signature: str = "",
+    version: int | None = None,
+    target_name: str = "bench",
+    device: str = "cpu",
+    metrics_url: str | None = None,
+    seed: int = 0,
+) -> Point:
     """Connect to ``url``, measure one point, close. ``load`` defaults to one request in flight.
 
     Bad values raise ``InvalidValue`` before anything is sent; a target that cannot be
@@ -148,8 +188,9 @@ async def measure_async(url: str, model: str, *, batch_size: int = 1, load: Load
     check_load(load)
     check_settings(settings)
     signature = signature_for_payload(payload, signature)
-    plan = PointPlan(Target(target_name, url, device, metrics_url), model, signature, payload, batch_size, load,
-                     0, seed)
+    plan = PointPlan(
+        Target(target_name, url, device, metrics_url), model, signature, payload, batch_size, load, 0, seed
+    )
     async with connect(url, model, signature, version, timeout=settings.timeout_s) as client:
         return await measure_point(client, plan, settings)
 

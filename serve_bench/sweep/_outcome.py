@@ -27,8 +27,10 @@ def point_failure(point: Point, max_error_share: float = 0.0) -> str:
         return f"no request succeeded ({point.counts.describe()})"
     share = point.error_count / requests if requests else 0.0
     if share > max_error_share:
-        return (f"{point.error_count} of {requests} requests failed ({share:.1%}, more than the "
-                f"{max_error_share:.1%} allowed): {point.counts.describe()}")
+        return (
+            f"{point.error_count} of {requests} requests failed ({share:.1%}, more than the "
+            f"{max_error_share:.1%} allowed): {point.counts.describe()}"
+        )
     return ""
 
 
@@ -50,13 +52,15 @@ def open_point_run(run_dir: Path, settings: PointSettings, *, command: str, sour
     if recorded:
         held = recorded.get("settings")
         if held is None:
-            raise UserError(f"{run_dir} holds a run that recorded no settings; write new points to another "
-                            "directory")
-        differences = [f"{key} {held.get(key)} there, {value} now" for key, value in wanted.items()
-                       if held.get(key) != value]
+            raise UserError(f"{run_dir} holds a run that recorded no settings; write new points to another directory")
+        differences = [
+            f"{key} {held.get(key)} there, {value} now" for key, value in wanted.items() if held.get(key) != value
+        ]
         if differences:
-            raise UserError(f"{run_dir} holds points measured with other settings ({'; '.join(differences)}); "
-                            "write these to another directory")
+            raise UserError(
+                f"{run_dir} holds points measured with other settings ({'; '.join(differences)}); "
+                "write these to another directory"
+            )
     writer = ResultsWriter(run_dir)
     if not recorded:
         writer.write_run(collect_run_metadata(source, command=command, run_dir=str(run_dir), settings=wanted))

@@ -46,15 +46,20 @@ def plan_points(spec: SweepSpec) -> list[PointPlan]:
             signature = signature_for_payload(payload, spec.signature)
             for batch in spec.batch_sizes:
                 levels = [LoadInfo("closed", concurrency=c, processes=spec.processes) for c in spec.concurrency]
-                levels += [LoadInfo("open", rate=float(r), arrival=spec.arrival, processes=spec.processes)
-                           for r in spec.rates]
+                levels += [
+                    LoadInfo("open", rate=float(r), arrival=spec.arrival, processes=spec.processes) for r in spec.rates
+                ]
                 if batch == 1:
-                    levels += [LoadInfo("closed", concurrency=c, processes=spec.processes)
-                               for c in spec.server_batching_concurrency if c not in spec.concurrency]
+                    levels += [
+                        LoadInfo("closed", concurrency=c, processes=spec.processes)
+                        for c in spec.server_batching_concurrency
+                        if c not in spec.concurrency
+                    ]
                 for load in levels:
                     for repeat in range(spec.repeats):
-                        plans.append(PointPlan(target, spec.model, signature, payload, batch, load, repeat,
-                                               spec.seed + repeat))
+                        plans.append(
+                            PointPlan(target, spec.model, signature, payload, batch, load, repeat, spec.seed + repeat)
+                        )
     return plans
 
 
@@ -87,7 +92,8 @@ async def _open_clients(spec: SweepSpec) -> dict[tuple[str, str], Client]:
             for signature in sorted(signatures):
                 try:
                     clients[(target.name, signature)] = await connect(
-                        target.url, spec.model, signature, spec.version, timeout=spec.settings.timeout_s)
+                        target.url, spec.model, signature, spec.version, timeout=spec.settings.timeout_s
+                    )
                 except ServeBenchError as exc:
                     raise UserError(f"target {target.name!r} ({target.url}) is not usable: {exc}") from exc
     except BaseException:
@@ -100,8 +106,14 @@ async def _open_clients(spec: SweepSpec) -> dict[tuple[str, str], Client]:
 class _Sweep:
     """One sweep's state: the clients, the writer, what the run already holds, and the outcome."""
 
-    def __init__(self, spec: SweepSpec, clients: dict[tuple[str, str], Client], writer: ResultsWriter,
-                 previous: dict[str, Point], outcome: SweepOutcome) -> None:
+    def __init__(
+        self,
+        spec: SweepSpec,
+        clients: dict[tuple[str, str], Client],
+        writer: ResultsWriter,
+        previous: dict[str, Point],
+        outcome: SweepOutcome,
+    ) -> None:
         self.spec = spec
         self.clients = clients
         self.writer = writer
@@ -134,8 +146,14 @@ class _Sweep:
         return bool(point.error_count) and self.spec.stop_on_error
 
 
-async def run_sweep(spec: SweepSpec, run_dir: Path, *, resume: bool = False, on_point: OnPoint | None = None,
-                    models_dir: Path | None = None) -> SweepOutcome:
+async def run_sweep(
+    spec: SweepSpec,
+    run_dir: Path,
+    *,
+    resume: bool = False,
+    on_point: OnPoint | None = None,
+    models_dir: Path | None = None,
+) -> SweepOutcome:
     """Measure every point not yet (usably) in ``run_dir``; then the SLO rate search, if the spec asks.
 
     ``models_dir`` is where the model was exported: its export facts (FLOPs per
@@ -152,11 +170,18 @@ async def run_sweep(spec: SweepSpec, run_dir: Path, *, resume: bool = False, on_
     writer = ResultsWriter(run_dir)
     sweep = _Sweep(spec, clients, writer, previous, outcome)
     try:
-        writer.write_run(collect_run_metadata(
-            spec.text, spec_name=spec.name, model=spec.model, run_dir=str(run_dir),
-            targets=[t.__dict__ for t in spec.targets],
-            slo={"percentile": spec.slo.percentile, "max_ms": spec.slo.max_ms} if spec.slo else None,
-            settings=spec.settings.__dict__, model_facts=_model_facts(models_dir, spec.model)))
+        writer.write_run(
+            collect_run_metadata(
+                spec.text,
+                spec_name=spec.name,
+                model=spec.model,
+                run_dir=str(run_dir),
+                targets=[t.__dict__ for t in spec.targets],
+                slo={"percentile": spec.slo.percentile, "max_ms": spec.slo.max_ms} if spec.slo else None,
+                settings=spec.settings.__dict__,
+                model_facts=_model_facts(models_dir, spec.model),
+            )
+        )
         spent: list[float] = []  # seconds each finished point took: the ETA learns from them
 
         def eta(left: int) -> float:
@@ -218,9 +243,16 @@ async def _slo_search(sweep: _Sweep) -> None:
         signature = signature_for_payload(payload, spec.signature)
         for step in range(spec.slo_search_steps):
             rate = round((low + high) / 2, 3)
-            plan = PointPlan(targets[target_name], spec.model, signature, payload, batch,
-                             LoadInfo("open", rate=rate, arrival=spec.arrival, processes=spec.processes),
-                             0, spec.seed)
+            plan = PointPlan(
+                targets[target_name],
+                spec.model,
+                signature,
+                payload,
+                batch,
+                LoadInfo("open", rate=rate, arrival=spec.arrival, processes=spec.processes),
+                0,
+                spec.seed,
+            )
             point = sweep.usable(plan.key) or await sweep.measure(plan, f"slo-search step {step + 1}")
             if sweep.target_failed(plan, point) or target_name in sweep.outcome.failed_targets:
                 break

@@ -89,13 +89,35 @@ _check_keys, _typed, _list = check_keys, typed, typed_list
 PERCENTILE_KEYS = tuple(PERCENTILE_NAMES)
 
 
-_TOP = {"name": str, "model": str, "signature": str, "version": int, "batch_sizes": list, "payloads": list,
-        "repeats": int, "seed": int, "stop_on_error": bool, "out": str, "load": dict, "durations": dict, "slo": dict,
-        "targets": list}
+_TOP = {
+    "name": str,
+    "model": str,
+    "signature": str,
+    "version": int,
+    "batch_sizes": list,
+    "payloads": list,
+    "repeats": int,
+    "seed": int,
+    "stop_on_error": bool,
+    "out": str,
+    "load": dict,
+    "durations": dict,
+    "slo": dict,
+    "targets": list,
+}
 _LOAD = {"concurrency": list, "rates": list, "arrival": str, "processes": int, "server_batching_concurrency": list}
-_DURATIONS = {"warmup_s": (int, float), "min_duration_s": (int, float), "min_requests": int, "windows": int,
-              "tolerance": (int, float), "until_stable": bool, "max_duration_s": (int, float),
-              "timeout_s": (int, float), "safety_cap": int, "drain_s": (int, float)}
+_DURATIONS = {
+    "warmup_s": (int, float),
+    "min_duration_s": (int, float),
+    "min_requests": int,
+    "windows": int,
+    "tolerance": (int, float),
+    "until_stable": bool,
+    "max_duration_s": (int, float),
+    "timeout_s": (int, float),
+    "safety_cap": int,
+    "drain_s": (int, float),
+}
 _SLO = {"percentile": str, "max_ms": (int, float), "search": bool, "search_steps": int}
 _TARGET = {"name": str, "url": str, "device": str, "metrics": str, "server": str, "pid": int}
 
@@ -127,16 +149,21 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
 
     concurrency = _positive_ints(load.get("concurrency", []), "load.concurrency", source)
     rates = typed_list(load.get("rates", []), (int, float), "load.rates", source, positive=False)
-    server_batching = _positive_ints(load.get("server_batching_concurrency", []),
-                                     "load.server_batching_concurrency", source)
+    server_batching = _positive_ints(
+        load.get("server_batching_concurrency", []), "load.server_batching_concurrency", source
+    )
     if not concurrency and not rates:
         concurrency = (1,)
     arrival = typed(load.get("arrival", "poisson"), str, "load.arrival", source)
     processes = typed(load.get("processes", 1), int, "load.processes", source)
-    levels = [(f"load.concurrency[{i}]", LoadInfo("closed", concurrency=c, processes=processes))
-              for i, c in enumerate(concurrency)]
-    levels += [(f"load.rates[{i}]", LoadInfo("open", rate=r, arrival=arrival, processes=processes))
-               for i, r in enumerate(rates)]
+    levels = [
+        (f"load.concurrency[{i}]", LoadInfo("closed", concurrency=c, processes=processes))
+        for i, c in enumerate(concurrency)
+    ]
+    levels += [
+        (f"load.rates[{i}]", LoadInfo("open", rate=r, arrival=arrival, processes=processes))
+        for i, r in enumerate(rates)
+    ]
     for where, level in levels:
         try:
             check_load(level)
@@ -161,8 +188,9 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
         except InvalidValue as exc:
             raise _at(exc, f"slo.{exc.name}", source) from None
         if values.get("search", False):
-            search_steps = checked(positive_int, "search_steps", values.get("search_steps", 4),
-                                   where="slo.search_steps", source=source)
+            search_steps = checked(
+                positive_int, "search_steps", values.get("search_steps", 4), where="slo.search_steps", source=source
+            )
             if not rates:
                 raise UserError(f"{source}: slo.search needs load.rates to start the search from")
 
@@ -183,17 +211,38 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
         if values["name"] in names:
             raise UserError(f"{source}: two targets are named {values['name']!r}")
         names.add(values["name"])
-        targets.append(Target(values["name"], values["url"], values.get("device", "cpu"),
-                              values.get("metrics"), values.get("server", ""), values.get("pid")))
+        targets.append(
+            Target(
+                values["name"],
+                values["url"],
+                values.get("device", "cpu"),
+                values.get("metrics"),
+                values.get("server", ""),
+                values.get("pid"),
+            )
+        )
 
     return SweepSpec(
-        name=data.get("name", "sweep"), model=data["model"], targets=tuple(targets),
-        batch_sizes=batch_sizes, payloads=payloads,
-        signature=data.get("signature", ""), version=data.get("version"), concurrency=concurrency, rates=rates,
+        name=data.get("name", "sweep"),
+        model=data["model"],
+        targets=tuple(targets),
+        batch_sizes=batch_sizes,
+        payloads=payloads,
+        signature=data.get("signature", ""),
+        version=data.get("version"),
+        concurrency=concurrency,
+        rates=rates,
         server_batching_concurrency=server_batching,
-        arrival=arrival, processes=processes, repeats=repeats,
-        seed=data.get("seed", 0), settings=settings, slo=slo, slo_search_steps=search_steps, stop_on_error=data.get("stop_on_error", False),
-        out=data.get("out", "results"), text=text,
+        arrival=arrival,
+        processes=processes,
+        repeats=repeats,
+        seed=data.get("seed", 0),
+        settings=settings,
+        slo=slo,
+        slo_search_steps=search_steps,
+        stop_on_error=data.get("stop_on_error", False),
+        out=data.get("out", "results"),
+        text=text,
     )
 
 
