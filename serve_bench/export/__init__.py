@@ -14,7 +14,14 @@ from serve_bench.export._export import (
     parse_batch_sizes,
 )
 from serve_bench.export._listing import catalogue_table, describe_export
-from serve_bench.export._layout import METADATA_FILE, WARMUP_FILE, list_models, list_versions, read_metadata
+from serve_bench.export._layout import (
+    METADATA_FILE,
+    WARMUP_FILE,
+    latest_metadata,
+    list_models,
+    list_versions,
+    read_metadata,
+)
 from serve_bench.export._warmup import read_warmup_records, warmup_requests
 
 __all__ = [
@@ -29,6 +36,7 @@ __all__ = [
     "describe_export",
     "export_model",
     "get_spec",
+    "latest_metadata",
     "list_models",
     "list_versions",
     "model_facts",

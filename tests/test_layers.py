@@ -1,0 +1,216 @@
+"""The layout DESIGN.md draws, checked on the source: no import cycle, dependencies one way.
+
+DESIGN.md: cli -> tune -> sweep -> {load, metrics} -> client -> stats; cli -> pipeline -> client;
+cli -> report -> stats (report never imports load, client or server); the server shares only the
+public tensor codec with the client; only client/ and server/ import gRPC or aiohttp; only export/
+and server/ import TensorFlow. Every import counts, including those inside functions (a lazy
+import is still a dependency), except that cycles are looked for among module-level imports
+(the only ones Python runs while a module is being imported).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "serve_bench"
+
+# Shared leaves every part may use: the error base class, the generated-proto loader, the version.
+_LEAVES = {"errors", "_protos", "__init__"}
+
+# Which parts of serve_bench each part may import (besides itself and the leaves), from DESIGN.md's
+# arrows. Where the code has a reason DESIGN.md does not draw yet, the reason is written beside it.
+ALLOWED: dict[str, set[str]] = {
+    "stats": set(),
+    "codec": set(),
+    "media": set(),  # video decoding (PyAV) for load's --input-data and the pipeline
+    "_tf": set(),  # the one place TensorFlow is imported, with its log noise silenced
+    "client": {"codec", "stats"},
+    "load": {"client", "codec", "stats", "media"},
+    "metrics": {"client", "stats"},
+    "export": {"_tf"},
+    "server": {"codec", "export", "_tf"},
+    "sweep": {"load", "metrics", "client", "codec", "stats", "export"},
+    "tune": {"sweep", "load", "metrics", "client", "codec", "stats", "export"},
+    # the pipeline reads videos (media), reuses load's input sets and runs the model in-process
+    # (_tf, lazily) for its comparison
+    "pipeline": {"client", "codec", "stats", "load", "media", "_tf", "export"},
+    "report": {"stats", "export"},
+    "_progress": {"sweep", "stats"},
+    "demo": {"export", "report", "sweep", "_progress"},
+}
+# The command line sits on top: it may import everything.
+TOP = {"cli", "_cli_args", "_cli_commands", "__main__"}
+
+# Third-party libraries that belong to one room only.
+THIRD_PARTY = {
+    "grpc": {"client", "server"},
+    "aiohttp": {"client", "server"},
+    "tensorflow": {"_tf", "export", "server"},
+}
+
+
+def _part(path: Path) -> str:
+    rel = path.relative_to(PACKAGE).with_suffix("")
+    return rel.parts[0]
+
+
+def _module(path: Path) -> str:
+    rel = path.relative_to(PACKAGE).with_suffix("")
+    parts = ("serve_bench", *rel.parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _imports(tree: ast.AST, *, top_level_only: bool) -> Iterator[str]:
+    """Absolute names imported (``from a.b import c`` yields a.b and a.b.c)."""
+    nodes = ast.iter_child_nodes(tree) if top_level_only else ast.walk(tree)
+    for node in nodes:
+        if top_level_only and isinstance(node, ast.If):  # `if TYPE_CHECKING:` imports run no code
+            continue
+        if top_level_only and isinstance(node, ast.Try):
+            yield from (n for child in node.body for n in _imports(ast.Module([child], []), top_level_only=True))
+            continue
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module
+            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+
+
+def _sources() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def test_dependencies_point_the_way_design_md_draws() -> None:
+    wrong = []
+    for path in _sources():
+        source = _part(path)
+        if source in TOP:
+            continue
+        assert source in ALLOWED or source in _LEAVES, f"{source}: a new part of serve_bench; add it to ALLOWED"
+        allowed = ALLOWED.get(source, set()) | _LEAVES | {source}
+        for name in _imports(ast.parse(path.read_text()), top_level_only=False):
+            if not name.startswith("serve_bench."):
+                continue
+            target = name.split(".")[1]
+            if target.startswith("__version__"):
+                continue
+            if (PACKAGE / target).is_dir() or (PACKAGE / f"{target}.py").exists():
+                if target not in allowed:
+                    wrong.append(f"{path.relative_to(PACKAGE.parent)} imports {name} ({source} -> {target})")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_third_party_libraries_stay_in_their_rooms() -> None:
+    wrong = []
+    for path in _sources():
+        source = _part(path)
+        for name in _imports(ast.parse(path.read_text()), top_level_only=False):
+            library = name.split(".")[0]
+            if library in THIRD_PARTY and source not in THIRD_PARTY[library]:
+                wrong.append(f"{path.relative_to(PACKAGE.parent)} imports {library}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_part_imports_another_parts_private_modules() -> None:
+    """Parts talk through each other's __init__ (their public API), never through a private module."""
+    wrong = []
+    for path in _sources():
+        source = _part(path)
+        for name in _imports(ast.parse(path.read_text()), top_level_only=False):
+            parts = name.split(".")
+            if (
+                len(parts) >= 3
+                and parts[0] == "serve_bench"
+                and parts[2].startswith("_")
+                and parts[1] != source
+                and (PACKAGE / parts[1]).is_dir()
+            ):
+                wrong.append(f"{path.relative_to(PACKAGE.parent)} imports {'.'.join(parts[:3])}")
+    assert not wrong, "\n".join(sorted(set(wrong)))
+
+
+def _module_graph() -> dict[str, set[str]]:
+    modules = {_module(p): p for p in _sources()}
+    graph: dict[str, set[str]] = {}
+    for module, path in modules.items():
+        edges = set()
+        for name in _imports(ast.parse(path.read_text()), top_level_only=True):
+            # the longest imported prefix that is a module of ours (`from pkg import name` -> pkg)
+            while name and name not in modules:
+                name = name.rpartition(".")[0]
+            if name and name != module:
+                edges.add(name)
+        graph[module] = edges
+    # importing a.b.c runs a and a.b first
+    for module in list(graph):
+        parts = module.split(".")
+        for i in range(2, len(parts)):
+            parent = ".".join(parts[:i])
+            if parent in graph and parent != module:
+                graph[module].add(parent)
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle (as a list of modules, first == last), or []."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt) :], nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return []
+
+    for node in sorted(graph):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return []
+
+
+def _cycle_ignoring_package_parents(graph: dict[str, set[str]]) -> list[str]:
+    # a package's __init__ importing its own submodules, which import the package back, is how
+    # every package works; a cycle counts when it leaves and re-enters a package
+    trimmed = {m: {t for t in edges if not m.startswith(t + ".")} for m, edges in graph.items()}
+    return _cycle(trimmed)
+
+
+def test_no_import_cycle_inside_serve_bench() -> None:
+    cycle = _cycle_ignoring_package_parents(_module_graph())
+    assert not cycle, "import cycle: " + " -> ".join(cycle)
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    """The check above can fail: a graph with a cycle is reported, one without is not."""
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+@pytest.mark.parametrize(
+    "code, expected",
+    [
+        ("import serve_bench.client\n", ["serve_bench.client"]),
+        ("from serve_bench.stats import Point\n", ["serve_bench.stats", "serve_bench.stats.Point"]),
+        ("def f():\n    from serve_bench import load\n", []),  # lazy: not run at import time
+        (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import serve_bench.load\n",
+            ["typing", "typing.TYPE_CHECKING"],
+        ),
+    ],
+)
+def test_module_level_imports_are_read_as_python_runs_them(code: str, expected: list[str]) -> None:
+    assert list(_imports(ast.parse(code), top_level_only=True)) == expected
