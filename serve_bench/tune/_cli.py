@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import tempfile
 from pathlib import Path
 
 from serve_bench.errors import UserError
@@ -26,7 +25,7 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--method", choices=("grid", "coordinate"), default=None,
                    help="override the spec's search.method")
     p.add_argument("--dry-run", action="store_true",
-                   help="list the configurations and the exact restart command of each, run nothing")
+                   help="write each configuration's files and print the exact restart command of each; run nothing")
 
 
 def _clock(seconds: float) -> str:
@@ -95,11 +94,12 @@ def run_tune_command(args: argparse.Namespace) -> int:
     if args.method:
         spec = dataclasses.replace(spec, method=args.method)
     if args.dry_run:
-        with tempfile.TemporaryDirectory() as work:
-            for config_id, command in restart_commands(spec, Path(work)):
-                print(f"{config_id}: {command}")
+        work = Path(args.run_dir) if args.run_dir else new_tune_dir(spec)
+        for config_id, command in restart_commands(spec, work):
+            print(f"{config_id}: {command}")
         print(f"{len(spec.configs)} configurations in the grid; the {spec.method} search measures about "
-              f"{planned_configs(spec)} (baselines included)")
+              f"{planned_configs(spec)} (baselines included). Each configuration's files are in {work / 'configs'}; "
+              "nothing was run")
         return 0
     if args.run_dir:
         run_dir = Path(args.run_dir)
