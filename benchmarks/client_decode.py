@@ -67,46 +67,61 @@ def _cpu_name() -> str:
     return platform.processor() or "unknown CPU"
 
 
+def _row(shape: tuple[int, int], repeats: int) -> list[float]:
+    """µs per response: ours, tensor_content, list(), fromiter, encode typed, encode extend."""
+    response_type = _protos.message("tensorflow.serving.PredictResponse")
+    array = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    typed, content = _response(array, True), _response(array, False)
+    assert np.array_equal(decode_predict_response(typed)["features"], array)
+    assert np.array_equal(decode_predict_response(content)["features"], array)
+
+    def old_list() -> np.ndarray:
+        tensor = response_type.FromString(typed).outputs["features"]
+        return np.asarray(list(tensor.float_val), dtype=np.float32).reshape(shape)
+
+    def fromiter() -> np.ndarray:
+        field = response_type.FromString(typed).outputs["features"].float_val
+        return np.fromiter(field, np.float32, len(field)).reshape(shape)
+
+    def encode_extend() -> bytes:
+        response = response_type()
+        tensor = response.outputs["features"]
+        tensor.dtype = 1
+        tensor.tensor_shape.dim.add(size=shape[0])
+        tensor.tensor_shape.dim.add(size=shape[1])
+        tensor.float_val.extend(array.reshape(-1).tolist())
+        return bytes(response.SerializeToString())
+
+    assert encode_extend() == typed  # same bytes as the typed encoder
+    return [
+        _best_us(lambda: decode_predict_response(typed), repeats),
+        _best_us(lambda: decode_predict_response(content), repeats),
+        _best_us(old_list, repeats),
+        _best_us(fromiter, repeats),
+        _best_us(lambda: _response(array, True), repeats),
+        _best_us(encode_extend, repeats),
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args()
-    response_type = _protos.message("tensorflow.serving.PredictResponse")
-    print(f"{datetime.date.today()} | {_cpu_name()}, {os.cpu_count()} cores | Python {platform.python_version()} | "
-          f"protobuf {protobuf_version} ({api_implementation.Type()}) | numpy {np.__version__}")
-    print("| shape | float_val (serve-bench) | tensor_content | ratio | float_val list() | float_val fromiter "
-          "| encode typed (serve-bench) | encode extend(tolist) |")
+    print(
+        f"{datetime.date.today()} | {_cpu_name()}, {os.cpu_count()} cores | Python {platform.python_version()} | "
+        f"protobuf {protobuf_version} ({api_implementation.Type()}) | numpy {np.__version__}"
+    )
+    print(
+        "| shape | float_val (serve-bench) | tensor_content | ratio | float_val list() | float_val fromiter "
+        "| encode typed (serve-bench) | encode extend(tolist) |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for shape in SHAPES:
-        array = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-        typed, content = _response(array, True), _response(array, False)
-        assert np.array_equal(decode_predict_response(typed)["features"], array)
-        assert np.array_equal(decode_predict_response(content)["features"], array)
-
-        def old_list() -> np.ndarray:
-            tensor = response_type.FromString(typed).outputs["features"]
-            return np.asarray(list(tensor.float_val), dtype=np.float32).reshape(shape)
-
-        def fromiter() -> np.ndarray:
-            field = response_type.FromString(typed).outputs["features"].float_val
-            return np.fromiter(field, np.float32, len(field)).reshape(shape)
-
-        def encode_extend() -> bytes:
-            response = response_type()
-            tensor = response.outputs["features"]
-            tensor.dtype = 1
-            tensor.tensor_shape.dim.add(size=shape[0])
-            tensor.tensor_shape.dim.add(size=shape[1])
-            tensor.float_val.extend(array.reshape(-1).tolist())
-            return bytes(response.SerializeToString())
-
-        assert encode_extend() == typed  # same bytes as the typed encoder
-        ours = _best_us(lambda: decode_predict_response(typed), args.repeats)
-        base = _best_us(lambda: decode_predict_response(content), args.repeats)
-        row = [ours, base, _best_us(old_list, args.repeats), _best_us(fromiter, args.repeats),
-               _best_us(lambda: _response(array, True), args.repeats), _best_us(encode_extend, args.repeats)]
-        print(f"| [{shape[0]}, {shape[1]}] | {row[0]:.1f} µs | {row[1]:.1f} µs | **{row[0] / row[1]:.2f}×** | "
-              f"{row[2]:.0f} µs | {row[3]:.0f} µs | {row[4]:.1f} µs | {row[5]:.0f} µs |")
+        row = _row(shape, args.repeats)
+        print(
+            f"| [{shape[0]}, {shape[1]}] | {row[0]:.1f} µs | {row[1]:.1f} µs | **{row[0] / row[1]:.2f}×** | "
+            f"{row[2]:.0f} µs | {row[3]:.0f} µs | {row[4]:.1f} µs | {row[5]:.0f} µs |"
+        )
 
 
 if __name__ == "__main__":

@@ -21,13 +21,13 @@ __all__ = [
     "DTYPE_TO_NUMPY",
     "NUMPY_TO_DTYPE",
     "CodecError",
-    "dtype_name",
-    "to_tensor_proto",
-    "from_tensor_proto",
-    "proto_shape",
-    "json_value_to_array",
     "array_to_json_value",
+    "dtype_name",
+    "from_tensor_proto",
     "gc_paused",
+    "json_value_to_array",
+    "proto_shape",
+    "to_tensor_proto",
 ]
 
 
@@ -50,28 +50,38 @@ class CodecError(ValueError):
 
 # tensorflow.DataType numbers (types.proto) for the dtypes an image model uses.
 DTYPE_TO_NUMPY: dict[int, np.dtype[Any]] = {
-    1: np.dtype(np.float32),   # DT_FLOAT
-    2: np.dtype(np.float64),   # DT_DOUBLE
-    3: np.dtype(np.int32),     # DT_INT32
-    4: np.dtype(np.uint8),     # DT_UINT8
-    5: np.dtype(np.int16),     # DT_INT16
-    6: np.dtype(np.int8),      # DT_INT8
-    7: np.dtype(object),       # DT_STRING
-    9: np.dtype(np.int64),     # DT_INT64
-    10: np.dtype(np.bool_),    # DT_BOOL
-    17: np.dtype(np.uint16),   # DT_UINT16
+    1: np.dtype(np.float32),  # DT_FLOAT
+    2: np.dtype(np.float64),  # DT_DOUBLE
+    3: np.dtype(np.int32),  # DT_INT32
+    4: np.dtype(np.uint8),  # DT_UINT8
+    5: np.dtype(np.int16),  # DT_INT16
+    6: np.dtype(np.int8),  # DT_INT8
+    7: np.dtype(object),  # DT_STRING
+    9: np.dtype(np.int64),  # DT_INT64
+    10: np.dtype(np.bool_),  # DT_BOOL
+    17: np.dtype(np.uint16),  # DT_UINT16
     19: np.dtype(np.float16),  # DT_HALF
-    22: np.dtype(np.uint32),   # DT_UINT32
-    23: np.dtype(np.uint64),   # DT_UINT64
+    22: np.dtype(np.uint32),  # DT_UINT32
+    23: np.dtype(np.uint64),  # DT_UINT64
 }
 NUMPY_TO_DTYPE: dict[np.dtype[Any], int] = {v: k for k, v in DTYPE_TO_NUMPY.items()}
 DT_STRING = 7
 
 # Which typed repeated field carries each dtype when tensor_content is empty.
 _VALUE_FIELD = {
-    1: "float_val", 2: "double_val", 3: "int_val", 4: "int_val", 5: "int_val", 6: "int_val",
-    7: "string_val", 9: "int64_val", 10: "bool_val", 17: "int_val", 19: "half_val",
-    22: "uint32_val", 23: "uint64_val",
+    1: "float_val",
+    2: "double_val",
+    3: "int_val",
+    4: "int_val",
+    5: "int_val",
+    6: "int_val",
+    7: "string_val",
+    9: "int64_val",
+    10: "bool_val",
+    17: "int_val",
+    19: "half_val",
+    22: "uint32_val",
+    23: "uint64_val",
 }
 
 
@@ -214,14 +224,14 @@ def from_tensor_proto(proto: Any, *, max_elements: int | None = None) -> np.ndar
         return np.full(shape, filler, dtype=dtype)
     padded = np.empty(count, dtype=dtype)
     padded[: values.size] = values
-    padded[values.size:] = values[-1]
+    padded[values.size :] = values[-1]
     return padded.reshape(shape)
 
 
 def _decode_strings(value: Any) -> Any:
     if isinstance(value, dict):
         if set(value) != {"b64"}:
-            raise CodecError(f"a binary value must be {{\"b64\": \"...\"}}, got keys {sorted(value)}")
+            raise CodecError(f'a binary value must be {{"b64": "..."}}, got keys {sorted(value)}')
         try:
             return base64.b64decode(value["b64"], validate=True)
         except (binascii.Error, TypeError, ValueError) as exc:
@@ -230,7 +240,7 @@ def _decode_strings(value: Any) -> Any:
         return [_decode_strings(v) for v in value]
     if isinstance(value, str):
         return value.encode()
-    raise CodecError(f"expected a string or {{\"b64\": ...}}, got {type(value).__name__}")
+    raise CodecError(f'expected a string or {{"b64": ...}}, got {type(value).__name__}')
 
 
 def json_value_to_array(value: Any, dtype: int) -> np.ndarray:
@@ -249,6 +259,7 @@ def json_value_to_array(value: Any, dtype: int) -> np.ndarray:
 def array_to_json_value(array: np.ndarray, binary: bool = False) -> Any:
     """An array as REST JSON: nested lists; strings as text, or ``{"b64": ...}`` when binary."""
     if array.dtype == object or array.dtype.kind in ("S", "U"):
+
         def convert(v: Any) -> Any:
             if isinstance(v, bytes):
                 if binary:

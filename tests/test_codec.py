@@ -18,8 +18,8 @@ import pytest
 
 from serve_bench import _protos
 from serve_bench.codec import (
-    CodecError,
     DTYPE_TO_NUMPY,
+    CodecError,
     from_tensor_proto,
     proto_shape,
     to_tensor_proto,
@@ -29,12 +29,31 @@ TensorProto = _protos.message("tensorflow.TensorProto")
 
 # Which typed field tensor.cc's ProtoHelper<T> uses for each dtype (types.proto numbers).
 _EXPECTED_FIELD = {
-    1: "float_val", 2: "double_val", 3: "int_val", 4: "int_val", 5: "int_val", 6: "int_val",
-    9: "int64_val", 10: "bool_val", 17: "int_val", 19: "half_val", 22: "uint32_val", 23: "uint64_val",
+    1: "float_val",
+    2: "double_val",
+    3: "int_val",
+    4: "int_val",
+    5: "int_val",
+    6: "int_val",
+    9: "int64_val",
+    10: "bool_val",
+    17: "int_val",
+    19: "half_val",
+    22: "uint32_val",
+    23: "uint64_val",
 }
 _NUMERIC = sorted(_EXPECTED_FIELD)
-_VALUE_FIELDS = ("float_val", "double_val", "int_val", "string_val", "int64_val", "bool_val",
-                 "half_val", "uint32_val", "uint64_val")
+_VALUE_FIELDS = (
+    "float_val",
+    "double_val",
+    "int_val",
+    "string_val",
+    "int64_val",
+    "bool_val",
+    "half_val",
+    "uint32_val",
+    "uint64_val",
+)
 
 
 def _sample(dtype: int, shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
@@ -53,7 +72,8 @@ def _sample(dtype: int, shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
 
 def _set_fields(proto: Any) -> list[str]:
     return [name for name in _VALUE_FIELDS if len(getattr(proto, name))] + (
-        ["tensor_content"] if proto.tensor_content else [])
+        ["tensor_content"] if proto.tensor_content else []
+    )
 
 
 def _tf_parse(tf: Any, proto: Any) -> np.ndarray:
@@ -99,8 +119,13 @@ def test_tensor_content_round_trip_agrees_with_tensorflow(tf, dtype):
 def test_what_tf_make_tensor_proto_sends_decodes(tf):
     """Requests built like TF Serving's example clients (tf.make_tensor_proto, as in
     tensorflow_serving/example/resnet_client_grpc.py) decode to the same arrays."""
-    for value in (np.arange(12, dtype=np.float32).reshape(3, 4), np.float32(2.5), [b"a", b"bc"],
-                  np.array([[1, 2]], dtype=np.int64), np.zeros((0, 3), np.float32)):
+    for value in (
+        np.arange(12, dtype=np.float32).reshape(3, 4),
+        np.float32(2.5),
+        [b"a", b"bc"],
+        np.array([[1, 2]], dtype=np.int64),
+        np.zeros((0, 3), np.float32),
+    ):
         proto = TensorProto.FromString(tf.make_tensor_proto(value).SerializeToString())
         np.testing.assert_array_equal(from_tensor_proto(proto), np.asarray(value, dtype=None))
 
@@ -113,16 +138,19 @@ def _typed(dtype: int, values: list[Any], shape: tuple[int, ...]) -> Any:
     return proto
 
 
-@pytest.mark.parametrize("dtype, values, shape", [
-    (1, [1.5], (2, 3)),                 # one value: every element (tf.fill-like constants)
-    (1, [1.0, 2.0], (5,)),              # fewer values: the rest repeat the last
-    (3, [], (2, 2)),                    # no values: zeros
-    (9, [1, 2, 3, 4, 5], (2,)),         # more values: the first ones, the rest ignored
-    (10, [True], (3,)),
-    (19, [np.float16(0.5).view(np.uint16).item()], (2,)),
-    (7, [b"x"], (3,)),                  # strings pad the same way
-    (7, [], (2,)),                      # no strings: empty strings
-])
+@pytest.mark.parametrize(
+    "dtype, values, shape",
+    [
+        (1, [1.5], (2, 3)),  # one value: every element (tf.fill-like constants)
+        (1, [1.0, 2.0], (5,)),  # fewer values: the rest repeat the last
+        (3, [], (2, 2)),  # no values: zeros
+        (9, [1, 2, 3, 4, 5], (2,)),  # more values: the first ones, the rest ignored
+        (10, [True], (3,)),
+        (19, [np.float16(0.5).view(np.uint16).item()], (2,)),
+        (7, [b"x"], (3,)),  # strings pad the same way
+        (7, [], (2,)),  # no strings: empty strings
+    ],
+)
 def test_value_count_rules_follow_tensor_from_proto(tf, dtype, values, shape):
     """Tensor::FromProto fills a tensor from a typed field with fewer or more values than the
     shape (tensor.cc FromProtoField: copy min(n, in_n), pad with the last value, zeros when

@@ -10,10 +10,10 @@ from grpc import aio
 
 from serve_bench import _protos
 from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo, TensorInfo
-from serve_bench.codec import from_tensor_proto, to_tensor_proto
 from serve_bench.client._errors import RequestTimeout, ServeBenchError, error_for_grpc
+from serve_bench.codec import from_tensor_proto, to_tensor_proto
 
-__all__ = ["GrpcTransport", "CHANNEL_OPTIONS", "encode_predict_request", "decode_predict_response"]
+__all__ = ["CHANNEL_OPTIONS", "GrpcTransport", "decode_predict_response", "encode_predict_request"]
 
 # InceptionV3 at batch 4 is ~4.3 MB of float32, past gRPC's 4 MiB default: lift the limits.
 CHANNEL_OPTIONS = [
@@ -34,8 +34,9 @@ def _signature_info(name: str, sig_def: Any) -> SignatureInfo:
         shape = None if t.tensor_shape.unknown_rank else tuple(int(d.size) for d in t.tensor_shape.dim)
         return TensorInfo(t.dtype, shape)
 
-    return SignatureInfo(name, {k: info(v) for k, v in sig_def.inputs.items()},
-                         {k: info(v) for k, v in sig_def.outputs.items()})
+    return SignatureInfo(
+        name, {k: info(v) for k, v in sig_def.inputs.items()}, {k: info(v) for k, v in sig_def.outputs.items()}
+    )
 
 
 def _fill_model_spec(spec: Any, model: str, version: int | None, signature: str | None = None) -> None:
@@ -52,7 +53,7 @@ def encode_predict_request(model: str, version: int | None, signature: str, inpu
     _fill_model_spec(request.model_spec, model, version, signature)
     for alias, array in inputs.items():
         to_tensor_proto(array, request.inputs[alias])
-    return request.SerializeToString()
+    return bytes(request.SerializeToString())
 
 
 def decode_predict_response(raw: bytes) -> dict[str, np.ndarray]:
@@ -63,16 +64,17 @@ def decode_predict_response(raw: bytes) -> dict[str, np.ndarray]:
 
 
 class GrpcTransport:
-    def __init__(self, host: str, port: int, model: str, version: int | None, url: str,
-                 channel: aio.Channel | None = None) -> None:
+    def __init__(
+        self, host: str, port: int, model: str, version: int | None, url: str, channel: aio.Channel | None = None
+    ) -> None:
         self.url = url
         self.model = model
         self.version = version
         self._channel = channel or aio.insecure_channel(f"{host}:{port}", options=CHANNEL_OPTIONS)
         # No serializers: requests are bytes already, responses are decoded apart from the call.
-        self._predict = self._channel.unary_unary(_PREDICT)
-        self._metadata = self._channel.unary_unary(_METADATA)
-        self._status = self._channel.unary_unary(_STATUS)
+        self._predict: Any = self._channel.unary_unary(_PREDICT)
+        self._metadata: Any = self._channel.unary_unary(_METADATA)
+        self._status: Any = self._channel.unary_unary(_STATUS)
         self.server_identity = ""
         self.output_dtypes: dict[str, int] = {}  # unused: responses carry their dtype
 
@@ -88,13 +90,14 @@ class GrpcTransport:
                 call = method(payload, timeout=timeout)
                 metadata = await call.initial_metadata()
                 self.server_identity = dict(metadata or ()).get("x-serve-bench-server", "")
-                return await call
-            return await method(payload, timeout=timeout)
+                return bytes(await call)
+            return bytes(await method(payload, timeout=timeout))
         except aio.AioRpcError as exc:
             code = exc.code()
             if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-                raise RequestTimeout(f"{self.url}: no answer within {timeout} s", status=code.name,
-                                     url=self.url) from exc
+                raise RequestTimeout(
+                    f"{self.url}: no answer within {timeout} s", status=code.name, url=self.url
+                ) from exc
             raise error_for_grpc(code.name, exc.details() or "", self.url) from exc
 
     async def send(self, request: PreparedRequest, timeout: float | None) -> bytes:
@@ -119,8 +122,8 @@ class GrpcTransport:
         self._model_spec(request.model_spec)
         raw = await self._call(self._status, request.SerializeToString(), timeout)
         response = _protos.message("tensorflow.serving.GetModelStatusResponse").FromString(raw)
-        state_name = lambda n: _protos.enum_name("tensorflow.serving.ModelVersionStatus.State", n)  # noqa: E731
-        return ModelStatus({s.version: state_name(s.state) for s in response.model_version_status})
+        states = "tensorflow.serving.ModelVersionStatus.State"
+        return ModelStatus({s.version: _protos.enum_name(states, s.state) for s in response.model_version_status})
 
     async def aclose(self) -> None:
         await self._channel.close()
