@@ -8,6 +8,7 @@ from serve_bench.metrics._scrape import (
     scrape,
     sum_resolution,
 )
+from serve_bench.metrics._energy import TelemetrySession, energy_between
 from serve_bench.metrics._telemetry import GpuSampler, ProcessCpu
 
 __all__ = [
@@ -19,4 +20,6 @@ __all__ = [
     "parse",
     "scrape",
     "sum_resolution",
+    "TelemetrySession",
+    "energy_between",
 ]

@@ -11,6 +11,7 @@ import uuid
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
+from serve_bench.stats._energy import EnergyView
 from serve_bench.stats._figures import ClientView, Codec, Counts, Figures, Latency, Stability, Throughput
 from serve_bench.stats._inputs import InputSource, StreamFigures
 from serve_bench.stats._server_view import ServerView
@@ -102,6 +103,7 @@ class Point:
     client: ClientView
     codec: Codec
     server: ServerView | None = None  # None: not scraped (imported, synthetic); unavailable: scrape failed
+    energy: EnergyView | None = None  # None: no telemetry asked for; else measured figures or why not
     server_config: tuple[tuple[str, str], ...] = ()  # tune: the (knob, value) pairs of the server measured
     inputs: InputSource | None = None  # what the requests carried (None: synthetic images)
     pipeline: StreamFigures | None = None  # a video-pipeline point's own figures
