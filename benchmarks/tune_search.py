@@ -93,9 +93,17 @@ def main() -> None:
     for method in ("grid", "coordinate"):
         spec = parse_tune_spec(spec_text(models_dir.resolve(), method, space, args.quick), f"bench-{method}")
         started = time.monotonic()
-        outcome = asyncio.run(run_tune(spec, work / method, on_event=lambda e: print(
-            f"  {e.kind:7} {e.config}" + (f": {e.point.describe()}" if e.point else ""), flush=True)
-            if e.kind in ("point", "failed") else None))
+        outcome = asyncio.run(
+            run_tune(
+                spec,
+                work / method,
+                on_event=lambda e: (
+                    print(f"  {e.kind:7} {e.config}" + (f": {e.point.describe()}" if e.point else ""), flush=True)
+                    if e.kind in ("point", "failed")
+                    else None
+                ),
+            )
+        )
         results[method] = (outcome, time.monotonic() - started)
     grid, grid_s = results["grid"]
     coord, coord_s = results["coordinate"]
@@ -103,22 +111,32 @@ def main() -> None:
     grid_scores = {s.config: s for s in grid.answer.scores}
     grid_best, coord_best = _best(grid), _best(coord)
     total = len(grid.evaluated)
-    print(f"\ngrid: {total} configurations; coordinate: {len(coord.evaluated)} "
-          f"({len(coord.evaluated) / total:.0%} of the grid)")
+    print(
+        f"\ngrid: {total} configurations; coordinate: {len(coord.evaluated)} "
+        f"({len(coord.evaluated) / total:.0%} of the grid)"
+    )
     for name, outcome, seconds in (("grid", grid, grid_s), ("coordinate", coord, coord_s)):
         best = _best(outcome)
-        print(f"  {name:10} measured {len(outcome.evaluated):3d} configurations in {seconds:5.0f} s; best: "
-              + (best.describe("p99") if best else "none meets the SLO"))
-    summary: dict[str, object] = {"grid_configs": total, "coordinate_configs": len(coord.evaluated),
-                                  "grid_s": grid_s, "coordinate_s": coord_s,
-                                  "coordinate_order": coord.evaluated}
+        print(
+            f"  {name:10} measured {len(outcome.evaluated):3d} configurations in {seconds:5.0f} s; best: "
+            + (best.describe("p99") if best else "none meets the SLO")
+        )
+    summary: dict[str, object] = {
+        "grid_configs": total,
+        "coordinate_configs": len(coord.evaluated),
+        "grid_s": grid_s,
+        "coordinate_s": coord_s,
+        "coordinate_order": coord.evaluated,
+    }
     if grid_best is not None and coord_best is not None:
         again = grid_scores[coord_best.config]
         regret = 1 - again.items_per_s / grid_best.items_per_s if again.feasible else 1.0
         own = coord_best.items_per_s / grid_best.items_per_s
-        print(f"  the coordinate search's pick {coord_best.config} as measured by the grid run: "
-              f"{again.items_per_s:.1f} images/s = {1 - regret:.1%} of the grid's best ({grid_best.config}); "
-              f"as measured by itself: {own:.1%}")
+        print(
+            f"  the coordinate search's pick {coord_best.config} as measured by the grid run: "
+            f"{again.items_per_s:.1f} images/s = {1 - regret:.1%} of the grid's best ({grid_best.config}); "
+            f"as measured by itself: {own:.1%}"
+        )
 
         async def replay(config):  # type: ignore[no-untyped-def]
             return grid_scores.get(config.id, Score(config.id, False, failed="not in the grid"))
@@ -127,14 +145,24 @@ def main() -> None:
         replayed = asyncio.run(coordinate_search(spec.space, replay, "throughput"))
         replay_best = max(replayed, key=lambda s: s.rank("throughput"))
         share = _random_within(grid_scores, len(coord.evaluated), grid_best.items_per_s)
-        print(f"  replayed on the grid's table, the coordinate search picks {replay_best.config} "
-              f"({replay_best.items_per_s / grid_best.items_per_s:.1%} of the best) after {len(replayed)} configurations")
-        print(f"  a random search of {len(coord.evaluated)} configurations lands within 5% of the grid's best "
-              f"in {share:.0%} of 10000 draws")
-        summary.update(grid_best=grid_best.config, grid_best_items=grid_best.items_per_s,
-                       coordinate_best=coord_best.config, coordinate_best_items=coord_best.items_per_s,
-                       coordinate_pick_in_grid=again.items_per_s, replay_best=replay_best.config,
-                       replay_configs=len(replayed), random_within_5pct=share)
+        print(
+            f"  replayed on the grid's table, the coordinate search picks {replay_best.config} "
+            f"({replay_best.items_per_s / grid_best.items_per_s:.1%} of the best) after {len(replayed)} configurations"
+        )
+        print(
+            f"  a random search of {len(coord.evaluated)} configurations lands within 5% of the grid's best "
+            f"in {share:.0%} of 10000 draws"
+        )
+        summary.update(
+            grid_best=grid_best.config,
+            grid_best_items=grid_best.items_per_s,
+            coordinate_best=coord_best.config,
+            coordinate_best_items=coord_best.items_per_s,
+            coordinate_pick_in_grid=again.items_per_s,
+            replay_best=replay_best.config,
+            replay_configs=len(replayed),
+            random_within_5pct=share,
+        )
     (work / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(f"\nruns and summary.json in {work}")
 

@@ -57,35 +57,49 @@ def parse_batching(text: str):  # type: ignore[no-untyped-def]
 
 
 def test_grid_is_the_product_and_batching_off_collapses() -> None:
-    spec = parse_tune_spec(spec_with('batching = [false, true]\nmax_batch_size = [4, 8]\n'
-                                     'batch_timeout_micros = [0, 500]'))
+    spec = parse_tune_spec(
+        spec_with("batching = [false, true]\nmax_batch_size = [4, 8]\nbatch_timeout_micros = [0, 500]")
+    )
     ids = [c.id for c in spec.configs]
     # batching off ignores the other knobs: 4 combinations collapse into one configuration
     assert ids == ["nobatch", "mbs4-to0", "mbs4-to500", "mbs8-to0", "mbs8-to500"]
 
 
 def test_every_knob_parses_and_is_written() -> None:
-    spec = parse_tune_spec(spec_with(
-        "max_batch_size = [8]\nbatch_timeout_micros = [100]\nnum_batch_threads = [2]\nmax_enqueued_batches = [5]\n"
-        "allowed_batch_sizes = [[2, 8]]\nenable_large_batch_splitting = [true]\nmax_execution_batch_size = [4]\n"
-        "tensorflow_intra_op_parallelism = [1]\ntensorflow_inter_op_parallelism = [2]"))
+    spec = parse_tune_spec(
+        spec_with(
+            "max_batch_size = [8]\nbatch_timeout_micros = [100]\nnum_batch_threads = [2]\nmax_enqueued_batches = [5]\n"
+            "allowed_batch_sizes = [[2, 8]]\nenable_large_batch_splitting = [true]\nmax_execution_batch_size = [4]\n"
+            "tensorflow_intra_op_parallelism = [1]\ntensorflow_inter_op_parallelism = [2]"
+        )
+    )
     (config,) = spec.configs
     proto = parse_batching(config.to_text())
-    assert (proto.max_batch_size.value, proto.batch_timeout_micros.value, proto.num_batch_threads.value,
-            proto.max_enqueued_batches.value, list(proto.allowed_batch_sizes),
-            proto.enable_large_batch_splitting.value, proto.max_execution_batch_size.value) == (
-        8, 100, 2, 5, [2, 8], True, 4)
-    assert config.server_flags("/b.txt") == ("--enable_batching=true", "--batching_parameters_file=/b.txt",
-                                             "--tensorflow_intra_op_parallelism=1",
-                                             "--tensorflow_inter_op_parallelism=2")
+    assert (
+        proto.max_batch_size.value,
+        proto.batch_timeout_micros.value,
+        proto.num_batch_threads.value,
+        proto.max_enqueued_batches.value,
+        list(proto.allowed_batch_sizes),
+        proto.enable_large_batch_splitting.value,
+        proto.max_execution_batch_size.value,
+    ) == (8, 100, 2, 5, [2, 8], True, 4)
+    assert config.server_flags("/b.txt") == (
+        "--enable_batching=true",
+        "--batching_parameters_file=/b.txt",
+        "--tensorflow_intra_op_parallelism=1",
+        "--tensorflow_inter_op_parallelism=2",
+    )
 
 
 def test_unset_knobs_are_not_written_so_tf_serving_defaults_apply() -> None:
     """GetQueueOptions copies a field only when has_<field>() (tensorflow_serving/servables/tensorflow/
     bundle_factory_util.h:104-130): the defaults configuration writes no field at all."""
     proto = parse_batching(TuneConfig().to_text())
-    assert not any(proto.HasField(name) for name in ("max_batch_size", "batch_timeout_micros",
-                                                     "num_batch_threads", "max_enqueued_batches"))
+    assert not any(
+        proto.HasField(name)
+        for name in ("max_batch_size", "batch_timeout_micros", "num_batch_threads", "max_enqueued_batches")
+    )
     assert TuneConfig().id == "defaults"
 
 
@@ -94,41 +108,49 @@ def test_powers_of_two_end_at_max_batch_size() -> None:
     assert [c.allowed_batch_sizes for c in spec.configs] == [(1, 2, 4, 6), (1, 2, 4, 8)]
 
 
-@pytest.mark.parametrize("space, message", [
-    # bundle_factory_util.cc:113-124: the last allowed size must equal max_batch_size
-    ("max_batch_size = [8]\nallowed_batch_sizes = [[1, 2, 4]]", r"must equal max_batch_size \(8\)"),
-    # without max_batch_size TF Serving checks against the queue's default limit, 1000
-    ("allowed_batch_sizes = [[1, 2, 4]]", r"must equal max_batch_size \(1000\)"),
-    ("max_batch_size = [8]\nallowed_batch_sizes = [[4, 2, 8]]", "increasing"),
-    ("batch_timeout_micros = [0, -1]", "batch_timeout_micros must not be negative"),
-    # session_bundle_config.proto: num_batch_threads "Must be >= 1"
-    ("num_batch_threads = [0]", "num_batch_threads must be at least 1"),
-    ("max_batch_size = [0]", "max_batch_size must be at least 1"),
-    ("max_batch_size = [4]\nenable_large_batch_splitting = [true]\nmax_execution_batch_size = [8]",
-     "must not exceed max_batch_size"),
-    ("tensorflow_intra_op_parallelism = [-2]", "tensorflow_intra_op_parallelism must be 0"),
-])
+@pytest.mark.parametrize(
+    "space, message",
+    [
+        # bundle_factory_util.cc:113-124: the last allowed size must equal max_batch_size
+        ("max_batch_size = [8]\nallowed_batch_sizes = [[1, 2, 4]]", r"must equal max_batch_size \(8\)"),
+        # without max_batch_size TF Serving checks against the queue's default limit, 1000
+        ("allowed_batch_sizes = [[1, 2, 4]]", r"must equal max_batch_size \(1000\)"),
+        ("max_batch_size = [8]\nallowed_batch_sizes = [[4, 2, 8]]", "increasing"),
+        ("batch_timeout_micros = [0, -1]", "batch_timeout_micros must not be negative"),
+        # session_bundle_config.proto: num_batch_threads "Must be >= 1"
+        ("num_batch_threads = [0]", "num_batch_threads must be at least 1"),
+        ("max_batch_size = [0]", "max_batch_size must be at least 1"),
+        (
+            "max_batch_size = [4]\nenable_large_batch_splitting = [true]\nmax_execution_batch_size = [8]",
+            "must not exceed max_batch_size",
+        ),
+        ("tensorflow_intra_op_parallelism = [-2]", "tensorflow_intra_op_parallelism must be 0"),
+    ],
+)
 def test_values_tf_serving_refuses_are_errors_naming_the_knob(space: str, message: str) -> None:
     with pytest.raises(UserError, match=message):
         parse_tune_spec(spec_with(space))
 
 
-@pytest.mark.parametrize("text, message", [
-    ('model = "tiny"\n[space]\n[workload]\nconcurrency = [1]\n', r"\[space\] is empty"),
-    (spec_with("max_batch_size = []"), "must be a non-empty list"),
-    (spec_with("max_batch_sise = [4]"), "unknown key 'max_batch_sise' in \\[space\\].*max_batch_size"),
-    (spec_with(extra="colour = 1"), "unknown key 'colour' in the top level"),
-    ('model = "tiny"\n[space]\nmax_batch_size = [4]\n', "needs rates"),
-    (spec_with(extra='[server]\nkind = "kubernetes"'), "server.kind must be one of"),
-    (spec_with(extra='[server]\nkind = "compose"\nurl = "grpc://localhost:8510"'), "server.service"),
-    (spec_with(extra='[server]\nkind = "command"\nurl = "grpc://h:1"'), "server.restart"),
-    (spec_with(extra='[server]\nkind = "command"\nrestart = "true"'), "server.url"),
-    (spec_with(extra="[slo]\nat_rate = 7"), "at_rate 7 must be one of workload.rates"),
-    (spec_with(extra='[search]\nmethod = "annealing"'), "search.method"),
-    (spec_with(extra='[search]\nbaselines = ["tf_defaults"]'), "'tf_defaults' is not one of"),
-    (spec_with(extra='[search]\norder = ["num_batch_threads"]'), "not a knob of"),
-    (spec_with("max_batch_size = [4, 4]"), "lists a value twice"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ('model = "tiny"\n[space]\n[workload]\nconcurrency = [1]\n', r"\[space\] is empty"),
+        (spec_with("max_batch_size = []"), "must be a non-empty list"),
+        (spec_with("max_batch_sise = [4]"), "unknown key 'max_batch_sise' in \\[space\\].*max_batch_size"),
+        (spec_with(extra="colour = 1"), "unknown key 'colour' in the top level"),
+        ('model = "tiny"\n[space]\nmax_batch_size = [4]\n', "needs rates"),
+        (spec_with(extra='[server]\nkind = "kubernetes"'), "server.kind must be one of"),
+        (spec_with(extra='[server]\nkind = "compose"\nurl = "grpc://localhost:8510"'), "server.service"),
+        (spec_with(extra='[server]\nkind = "command"\nurl = "grpc://h:1"'), "server.restart"),
+        (spec_with(extra='[server]\nkind = "command"\nrestart = "true"'), "server.url"),
+        (spec_with(extra="[slo]\nat_rate = 7"), "at_rate 7 must be one of workload.rates"),
+        (spec_with(extra='[search]\nmethod = "annealing"'), "search.method"),
+        (spec_with(extra='[search]\nbaselines = ["tf_defaults"]'), "'tf_defaults' is not one of"),
+        (spec_with(extra='[search]\norder = ["num_batch_threads"]'), "not a knob of"),
+        (spec_with("max_batch_size = [4, 4]"), "lists a value twice"),
+    ],
+)
 def test_bad_specs_are_one_line_errors(text: str, message: str) -> None:
     with pytest.raises(UserError, match=message) as info:
         parse_tune_spec(text, "t.toml")
@@ -159,8 +181,21 @@ def test_compose_restart_is_the_exact_docker_compose_command(tmp_path: Path) -> 
     restarter = ComposeRestarter(spec.server, spec.model, tmp_path)
     command = restarter.restart_command(config, batching)
     override_path = batching.parent / "compose.override.json"
-    assert command == ["docker", "compose", "-f", "docker/compose.yaml", "-f", str(override_path), "--profile",
-                       "gpu", "up", "-d", "--force-recreate", "--no-deps", "tfserving-gpu"]
+    assert command == [
+        "docker",
+        "compose",
+        "-f",
+        "docker/compose.yaml",
+        "-f",
+        str(override_path),
+        "--profile",
+        "gpu",
+        "up",
+        "-d",
+        "--force-recreate",
+        "--no-deps",
+        "tfserving-gpu",
+    ]
     override = json.loads(override_path.read_text())["services"]["tfserving-gpu"]
     assert override["volumes"] == [f"{batching.resolve()}:/config/batching.txt:ro"]
     flags = override["command"]
@@ -187,8 +222,9 @@ def command_spec(restart: str, url: str = "grpc://127.0.0.1:9", timeout: float =
 
 def test_command_template_gets_the_file_flags_and_config(tmp_path: Path) -> None:
     seen = tmp_path / "seen.txt"
-    restarter = CommandRestarter(command_spec(f"echo {{config}} {{batching_file}} {{flags}} > {seen}; exit 3"),
-                                 "tiny", tmp_path)
+    restarter = CommandRestarter(
+        command_spec(f"echo {{config}} {{batching_file}} {{flags}} > {seen}; exit 3"), "tiny", tmp_path
+    )
     config = TuneConfig(max_batch_size=8)
     batching = tmp_path / "b.txt"
     batching.write_text(config.to_text())
@@ -209,8 +245,9 @@ def test_a_failing_restart_command_is_reported_with_its_log_tail(tmp_path: Path)
 def test_a_server_that_never_becomes_available_times_out(tmp_path: Path) -> None:
     from tests.conftest import free_port
 
-    restarter = CommandRestarter(command_spec("true", url=f"grpc://127.0.0.1:{free_port()}", timeout=1.0),
-                                 "tiny", tmp_path)
+    restarter = CommandRestarter(
+        command_spec("true", url=f"grpc://127.0.0.1:{free_port()}", timeout=1.0), "tiny", tmp_path
+    )
     with pytest.raises(StartFailed, match="did not become AVAILABLE within 1 s"):
         asyncio.run(restarter.start(TuneConfig(), tmp_path / "b.txt", tmp_path / "log"))
     assert "did not become AVAILABLE" in (tmp_path / "log").read_text()
@@ -221,10 +258,15 @@ def test_failed_configurations_are_recorded_and_the_search_goes_on(tmp_path: Pat
     from serve_bench.tune import run_tune_command
 
     spec_path = tmp_path / "t.toml"
-    spec_path.write_text(spec_with(extra='[server]\nkind = "command"\nrestart = "echo no GPU left; exit 4"\n'
-                                         'url = "grpc://127.0.0.1:9"\n[search]\nbaselines = []'))
+    spec_path.write_text(
+        spec_with(
+            extra='[server]\nkind = "command"\nrestart = "echo no GPU left; exit 4"\n'
+            'url = "grpc://127.0.0.1:9"\n[search]\nbaselines = []'
+        )
+    )
     args = dataclasses.make_dataclass("A", ["spec", "run_dir", "resume", "method", "dry_run"])(
-        str(spec_path), str(tmp_path / "run"), False, None, False)
+        str(spec_path), str(tmp_path / "run"), False, None, False
+    )
     assert run_tune_command(args) == 1  # type: ignore[arg-type]
     lines = [json.loads(line) for line in (tmp_path / "run" / "configs.jsonl").read_text().splitlines()]
     assert [(e["config"], e["status"]) for e in lines] == [("mbs4", "failed"), ("mbs8", "failed")]
@@ -236,14 +278,21 @@ def test_failed_configurations_are_recorded_and_the_search_goes_on(tmp_path: Pat
 
 def surface(config: TuneConfig) -> Score:
     """A known objective: best at 2 threads, max_batch_size 16, timeout 1000."""
-    value = 100 - abs((config.num_batch_threads or 0) - 2) * 10 - abs((config.max_batch_size or 0) - 16) \
+    value = (
+        100
+        - abs((config.num_batch_threads or 0) - 2) * 10
+        - abs((config.max_batch_size or 0) - 16)
         - abs((config.batch_timeout_micros or 0) - 1000) / 100
+    )
     return Score(config.id, True, items_per_s=value, latency_ms=10)
 
 
 def test_coordinate_search_finds_the_grid_best_with_fewer_configurations() -> None:
-    spec = parse_tune_spec(spec_with("max_batch_size = [4, 8, 16, 32]\nbatch_timeout_micros = [0, 1000, 5000]\n"
-                                     "num_batch_threads = [1, 2, 4]"))
+    spec = parse_tune_spec(
+        spec_with(
+            "max_batch_size = [4, 8, 16, 32]\nbatch_timeout_micros = [0, 1000, 5000]\nnum_batch_threads = [1, 2, 4]"
+        )
+    )
     calls: list[str] = []
 
     async def evaluate(config: TuneConfig) -> Score:
@@ -276,24 +325,33 @@ def test_budget_caps_the_search() -> None:
 
 def with_ci(point, half: float):  # type: ignore[no-untyped-def]
     t = point.throughput
-    return dataclasses.replace(point, throughput=Throughput(t.requests_per_s, t.items_per_s,
-                                                            Interval(t.items_per_s - half, t.items_per_s + half)))
+    return dataclasses.replace(
+        point,
+        throughput=Throughput(t.requests_per_s, t.items_per_s, Interval(t.items_per_s - half, t.items_per_s + half)),
+    )
 
 
 def test_answer_best_pareto_knobs_and_gains() -> None:
-    configs = {c.id: c for c in (TuneConfig(), TuneConfig(batching=False), TuneConfig(max_batch_size=8),
-                                 TuneConfig(max_batch_size=16))}
+    configs = {
+        c.id: c
+        for c in (TuneConfig(), TuneConfig(batching=False), TuneConfig(max_batch_size=8), TuneConfig(max_batch_size=16))
+    }
     # (config, concurrency, latency µs, p99 factor): throughput = concurrency / latency
-    rows = [("defaults", 4, 20_000, 1.5), ("defaults", 8, 40_000, 1.5),
-            ("nobatch", 4, 10_000, 1.2), ("nobatch", 8, 40_000, 3.0),
-            ("mbs8", 4, 10_000, 1.2), ("mbs8", 8, 16_000, 1.5),
-            ("mbs16", 4, 12_000, 1.2), ("mbs16", 8, 14_000, 5.0)]
+    rows = [
+        ("defaults", 4, 20_000, 1.5),
+        ("defaults", 8, 40_000, 1.5),
+        ("nobatch", 4, 10_000, 1.2),
+        ("nobatch", 8, 40_000, 3.0),
+        ("mbs8", 4, 10_000, 1.2),
+        ("mbs8", 8, 16_000, 1.5),
+        ("mbs16", 4, 12_000, 1.2),
+        ("mbs16", 8, 14_000, 5.0),
+    ]
     points: dict[str, list] = {}
     for cid, conc, lat, factor in rows:
         points.setdefault(cid, []).append(with_ci(make_point(cid, "cpu", 1, lat, conc, p99_factor=factor), 10.0))
     slo = TuneSlo("p99", 50.0)
-    result = answer(points, configs, {}, slo, {"defaults": "defaults", "no_batching": "nobatch"},
-                    ["max_batch_size"])
+    result = answer(points, configs, {}, slo, {"defaults": "defaults", "no_batching": "nobatch"}, ["max_batch_size"])
     # mbs16 at c8 is fastest (571/s) but its p99 is 70 ms: the best under 50 ms is mbs8 at c8 (500/s, 24 ms)
     assert result.best is not None and result.best.config == "mbs8"
     assert math.isclose(result.best.items_per_s, 500.0) and math.isclose(result.best.latency_ms, 24.0)
@@ -302,10 +360,14 @@ def test_answer_best_pareto_knobs_and_gains() -> None:
     assert result.best.items_per_s == max(p.items_per_s for p in feasible)
     # the Pareto front: no point both faster and lower-latency than a member
     for member in result.pareto:
-        assert not any(p.items_per_s > member.items_per_s and p.latency.due.ms("p99") < member.latency_ms
-                       for p in every)
-    assert [(p.config, round(p.items_per_s)) for p in result.pareto] == [("nobatch", 400), ("mbs8", 500),
-                                                                        ("mbs16", 571)]
+        assert not any(
+            p.items_per_s > member.items_per_s and p.latency.due.ms("p99") < member.latency_ms for p in every
+        )
+    assert [(p.config, round(p.items_per_s)) for p in result.pareto] == [
+        ("nobatch", 400),
+        ("mbs8", 500),
+        ("mbs16", 571),
+    ]
     knob_rows = {(r.knob, r.value): r for r in result.knobs}
     assert knob_rows[("max_batch_size", "8")].vs_best_pct == 0.0
     assert knob_rows[("max_batch_size", "off")].best_config == "nobatch"
@@ -339,15 +401,19 @@ def test_latency_objective_at_a_given_rate() -> None:
         p = make_point(cid, "cpu", 1, latency, 1)
         return dataclasses.replace(p, load=LoadInfo("open", rate=rate, arrival="poisson"))
 
-    points = {"a": [open_point("a", 50, 9_000), open_point("a", 100, 8_000)],
-              "b": [open_point("b", 50, 7_000), open_point("b", 100, 30_000)]}
+    points = {
+        "a": [open_point("a", 50, 9_000), open_point("a", 100, 8_000)],
+        "b": [open_point("b", 50, 7_000), open_point("b", 100, 30_000)],
+    }
     configs = {"a": TuneConfig(max_batch_size=4), "b": TuneConfig(max_batch_size=8)}
     result = answer(points, configs, {}, TuneSlo("p99", 100.0, at_rate=100.0), {}, [])
     assert result.best is not None and result.best.config == "a" and result.mode == "latency"
 
 
 def test_tune_package_does_not_import_the_server_or_tensorflow() -> None:
-    code = ("import sys, serve_bench.tune; bad = [m for m in sys.modules if m.startswith('serve_bench.server') "
-            "or m == 'tensorflow']; print(bad)")
+    code = (
+        "import sys, serve_bench.tune; bad = [m for m in sys.modules if m.startswith('serve_bench.server') "
+        "or m == 'tensorflow']; print(bad)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

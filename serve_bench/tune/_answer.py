@@ -11,8 +11,17 @@ from serve_bench.stats import Point
 from serve_bench.tune._config import TuneConfig
 from serve_bench.tune._spec import TuneSlo
 
-__all__ = ["Gain", "KnobRow", "ParetoPoint", "Score", "TuneAnswer", "answer", "config_id_of", "pareto_front",
-           "score_config"]
+__all__ = [
+    "Gain",
+    "KnobRow",
+    "ParetoPoint",
+    "Score",
+    "TuneAnswer",
+    "answer",
+    "config_id_of",
+    "pareto_front",
+    "score_config",
+]
 
 
 def config_id_of(point: Point) -> str:
@@ -50,8 +59,10 @@ class Score:
         if self.failed:
             return f"{self.config}: did not start ({self.failed})"
         ci = f" [{self.items_ci[0]:.1f}, {self.items_ci[1]:.1f}]" if self.items_ci else ""
-        return (f"{self.config}: {self.items_per_s:.1f} items/s{ci}, {percentile} {self.latency_ms:.1f} ms "
-                f"at {self.load}" + ("" if self.feasible else " (misses the SLO)"))
+        return (
+            f"{self.config}: {self.items_per_s:.1f} items/s{ci}, {percentile} {self.latency_ms:.1f} ms "
+            f"at {self.load}" + ("" if self.feasible else " (misses the SLO)")
+        )
 
 
 def _latency_ms(point: Point, percentile: str) -> float:
@@ -98,13 +109,23 @@ def latency_interval(point: Point, percentile: str) -> tuple[float, float] | Non
         return None
     spread = 1.96 * math.sqrt(n * q * (1 - q))
     low_rank, high_rank = max(1.0, n * q - spread), min(float(n), n * q + spread + 1)
-    return (histogram.get_value_at_percentile(100 * low_rank / n) / 1000,
-            histogram.get_value_at_percentile(100 * high_rank / n) / 1000)
+    return (
+        histogram.get_value_at_percentile(100 * low_rank / n) / 1000,
+        histogram.get_value_at_percentile(100 * high_rank / n) / 1000,
+    )
 
 
 def _score_of(config: str, point: Point, slo: TuneSlo, feasible: bool) -> Score:
-    return Score(config, feasible, point.items_per_s, items_interval(point), _latency_ms(point, slo.percentile),
-                 latency_interval(point, slo.percentile), point.key, point.load.describe())
+    return Score(
+        config,
+        feasible,
+        point.items_per_s,
+        items_interval(point),
+        _latency_ms(point, slo.percentile),
+        latency_interval(point, slo.percentile),
+        point.key,
+        point.load.describe(),
+    )
 
 
 def score_config(config: str, points: Iterable[Point], slo: TuneSlo) -> Score:
@@ -115,8 +136,11 @@ def score_config(config: str, points: Iterable[Point], slo: TuneSlo) -> Score:
         return Score(config, False)
     passing = [p for p in usable if _meets(p, slo)]
     if passing:
-        best = (max(passing, key=lambda p: p.items_per_s) if slo.at_rate is None
-                else min(passing, key=lambda p: _latency_ms(p, slo.percentile)))
+        best = (
+            max(passing, key=lambda p: p.items_per_s)
+            if slo.at_rate is None
+            else min(passing, key=lambda p: _latency_ms(p, slo.percentile))
+        )
         return _score_of(config, best, slo, True)
     closest = min(usable, key=lambda p: (p.error_count > 0, _latency_ms(p, slo.percentile)))
     return _score_of(config, closest, slo, False)
@@ -132,8 +156,14 @@ class ParetoPoint:
 
 def pareto_front(points: Iterable[Point], percentile: str) -> tuple[ParetoPoint, ...]:
     """Points no other point beats on both throughput (higher) and latency (lower), by throughput."""
-    candidates = sorted(((p.items_per_s, _latency_ms(p, percentile), p) for p in points
-                         if not p.needs_remeasure and p.error_count == 0), key=lambda c: (-c[0], c[1]))
+    candidates = sorted(
+        (
+            (p.items_per_s, _latency_ms(p, percentile), p)
+            for p in points
+            if not p.needs_remeasure and p.error_count == 0
+        ),
+        key=lambda c: (-c[0], c[1]),
+    )
     front: list[ParetoPoint] = []
     lowest = math.inf
     for items, latency, point in candidates:
@@ -182,8 +212,9 @@ def _log_half(value: float, ci: tuple[float, float] | None) -> float | None:
     return math.log(ci[1] / ci[0]) / 2
 
 
-def _ratio(top: float, top_ci: tuple[float, float] | None, bottom: float,
-           bottom_ci: tuple[float, float] | None) -> tuple[float | None, float | None, float | None]:
+def _ratio(
+    top: float, top_ci: tuple[float, float] | None, bottom: float, bottom_ci: tuple[float, float] | None
+) -> tuple[float | None, float | None, float | None]:
     """top / bottom with a 95% interval: independent log-scale half-widths add in quadrature."""
     if not bottom or not math.isfinite(top) or not math.isfinite(bottom):
         return None, None, None
@@ -198,29 +229,38 @@ def _ratio(top: float, top_ci: tuple[float, float] | None, bottom: float,
 def _ratio_text(ratio: float | None, low: float | None, high: float | None) -> str:
     if ratio is None:
         return "n/a"
-    return f"{ratio:.2f}x" + (f" (95% CI {low:.2f}-{high:.2f})" if low is not None and high is not None
-                              else " (interval unknown)")
+    return f"{ratio:.2f}x" + (
+        f" (95% CI {low:.2f}-{high:.2f})" if low is not None and high is not None else " (interval unknown)"
+    )
 
 
 def _gain(name: str, best: Score, base: Score, mode: str, same_load: Score | None, percentile: str) -> Gain:
     if base.failed:
         return Gain(name, base.config, None, None, None, f"{name} ({base.config}) did not start: {base.failed}")
     if mode == "throughput":
-        ratio, low, high = (_ratio(best.items_per_s, best.items_ci, base.items_per_s, base.items_ci)
-                            if base.feasible else (None, None, None))
+        ratio, low, high = (
+            _ratio(best.items_per_s, best.items_ci, base.items_per_s, base.items_ci)
+            if base.feasible
+            else (None, None, None)
+        )
         what = "images/s under the SLO"
     else:
         ratio, low, high = _ratio(base.latency_ms, base.latency_ci_ms, best.latency_ms, best.latency_ci_ms)
         what = f"lower {percentile} at the SLO rate"
-    text = (f"{_ratio_text(ratio, low, high)} the {what} of {name} ({base.config})" if ratio is not None
-            else f"{name} ({base.config}) meets the SLO at no measured load")
+    text = (
+        f"{_ratio_text(ratio, low, high)} the {what} of {name} ({base.config})"
+        if ratio is not None
+        else f"{name} ({base.config}) meets the SLO at no measured load"
+    )
     lat: tuple[float | None, float | None, float | None] = (None, None, None)
     if same_load is not None and not same_load.failed:
         lat = _ratio(same_load.latency_ms, same_load.latency_ci_ms, best.latency_ms, best.latency_ci_ms)
         items = _ratio(best.items_per_s, best.items_ci, same_load.items_per_s, same_load.items_ci)
-        text += (f"; at {best.load}: {percentile} {best.latency_ms:.1f} ms vs {same_load.latency_ms:.1f} ms "
-                 f"({_ratio_text(*lat)} lower), {best.items_per_s:.1f} vs {same_load.items_per_s:.1f} images/s "
-                 f"({_ratio_text(*items)})")
+        text += (
+            f"; at {best.load}: {percentile} {best.latency_ms:.1f} ms vs {same_load.latency_ms:.1f} ms "
+            f"({_ratio_text(*lat)} lower), {best.items_per_s:.1f} vs {same_load.items_per_s:.1f} images/s "
+            f"({_ratio_text(*items)})"
+        )
     return Gain(name, base.config, ratio, low, high, text, best.load, *lat)
 
 
@@ -238,17 +278,24 @@ class TuneAnswer:
 
     def headline(self) -> str:
         if self.best is not None:
-            return f"best configuration under {self.percentile} <= {self.max_ms:g} ms: " + \
-                self.best.describe(self.percentile)
+            return f"best configuration under {self.percentile} <= {self.max_ms:g} ms: " + self.best.describe(
+                self.percentile
+            )
         if self.closest is None or self.closest.failed:
             return "no configuration was measured (every server start failed)"
-        return (f"no configuration meets {self.percentile} <= {self.max_ms:g} ms; closest: "
-                + self.closest.describe(self.percentile))
+        return f"no configuration meets {self.percentile} <= {self.max_ms:g} ms; closest: " + self.closest.describe(
+            self.percentile
+        )
 
 
-def answer(points_by_config: Mapping[str, Sequence[Point]], configs: Mapping[str, TuneConfig],
-           failed: Mapping[str, str], slo: TuneSlo, baselines: Mapping[str, str],
-           space_knobs: Sequence[str]) -> TuneAnswer:
+def answer(
+    points_by_config: Mapping[str, Sequence[Point]],
+    configs: Mapping[str, TuneConfig],
+    failed: Mapping[str, str],
+    slo: TuneSlo,
+    baselines: Mapping[str, str],
+    space_knobs: Sequence[str],
+) -> TuneAnswer:
     """The answer over every configuration measured (or failed); ``baselines`` maps a name to a config id."""
     mode = "latency" if slo.at_rate is not None else "throughput"
     scores = [score_config(c, points_by_config.get(c, ()), slo) for c in configs if c not in failed]
@@ -271,8 +318,7 @@ def answer(points_by_config: Mapping[str, Sequence[Point]], configs: Mapping[str
             vs = 0.0
             if best is not None and top.feasible:
                 vs = (top.objective(mode) / best.objective(mode) - 1) * 100 if best.objective(mode) else 0.0
-            rows.append(KnobRow(knob, value, len(group), top.config, top.feasible, top.items_per_s, top.latency_ms,
-                                vs))
+            rows.append(KnobRow(knob, value, len(group), top.config, top.feasible, top.items_per_s, top.latency_ms, vs))
     gains = []
     for name, cid in baselines.items():
         if best is None or cid not in by_id:
@@ -280,5 +326,14 @@ def answer(points_by_config: Mapping[str, Sequence[Point]], configs: Mapping[str
         same = [p for p in points_by_config.get(cid, ()) if p.load.describe() == best.load and not p.needs_remeasure]
         same_load = _score_of(cid, same[0], slo, _meets(same[0], slo)) if same else None
         gains.append(_gain(name, best, by_id[cid], mode, same_load, slo.percentile))
-    return TuneAnswer(mode, slo.percentile, slo.max_ms, best, closest, tuple(scores),
-                      pareto_front(every, slo.percentile), tuple(rows), tuple(gains))
+    return TuneAnswer(
+        mode,
+        slo.percentile,
+        slo.max_ms,
+        best,
+        closest,
+        tuple(scores),
+        pareto_front(every, slo.percentile),
+        tuple(rows),
+        tuple(gains),
+    )

@@ -13,19 +13,24 @@ from serve_bench.tune._restart import CommandRestarter, ComposeRestarter, LocalR
 from serve_bench.tune._run import TuneEvent, latest_tune_dir, new_tune_dir, planned_configs, run_tune
 from serve_bench.tune._spec import BASELINES, TuneSpec, load_tune_spec
 
-__all__ = ["add_tune_arguments", "run_tune_command", "print_answer", "restart_commands"]
+__all__ = ["add_tune_arguments", "print_answer", "restart_commands", "run_tune_command"]
 
 
 def add_tune_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", help="tune spec (TOML), e.g. loadtests/tune/local-cpu.toml")
     p.add_argument("--run-dir", default=None, help="results directory (default results/<name>-<time>)")
-    p.add_argument("--resume", action="store_true",
-                   help="continue an interrupted tune: finished configurations are not measured again "
-                        "(default directory: the latest run of this spec)")
-    p.add_argument("--method", choices=("grid", "coordinate"), default=None,
-                   help="override the spec's search.method")
-    p.add_argument("--dry-run", action="store_true",
-                   help="write each configuration's files and print the exact restart command of each; run nothing")
+    p.add_argument(
+        "--resume",
+        action="store_true",
+        help="continue an interrupted tune: finished configurations are not measured again "
+        "(default directory: the latest run of this spec)",
+    )
+    p.add_argument("--method", choices=("grid", "coordinate"), default=None, help="override the spec's search.method")
+    p.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="write each configuration's files and print the exact restart command of each; run nothing",
+    )
 
 
 def _clock(seconds: float) -> str:
@@ -34,8 +39,11 @@ def _clock(seconds: float) -> str:
 
 def _on_event(event: TuneEvent) -> None:
     if event.kind == "start":
-        print(f"[{event.index + 1}/{event.total}] {event.config}: restarting the server "
-              f"(about {_clock(event.eta_s)} left)", flush=True)
+        print(
+            f"[{event.index + 1}/{event.total}] {event.config}: restarting the server "
+            f"(about {_clock(event.eta_s)} left)",
+            flush=True,
+        )
     elif event.kind == "point" and event.point is not None:
         print("    " + event.point.describe(), flush=True)
     elif event.kind == "failed":
@@ -67,8 +75,10 @@ def restart_commands(spec: TuneSpec, work_dir: Path) -> list[tuple[str, str]]:
 def print_answer(result: TuneAnswer, best_file: Path | None) -> None:
     pct = result.percentile
     print(f"\n{result.headline()}")
-    print(f"\nconfigurations, best first ({'most items/s with ' if result.mode == 'throughput' else 'lowest '}"
-          f"{pct} <= {result.max_ms:g} ms):")
+    print(
+        f"\nconfigurations, best first ({'most items/s with ' if result.mode == 'throughput' else 'lowest '}"
+        f"{pct} <= {result.max_ms:g} ms):"
+    )
     for score in result.scores:
         print("  " + score.describe(pct))
     if result.pareto:
@@ -80,8 +90,10 @@ def print_answer(result: TuneAnswer, best_file: Path | None) -> None:
         print(f"  {'knob':32} {'value':14} {'configs':>7} {'items/s':>9} {pct + ' ms':>9} {'vs best':>8}  best with it")
         for row in result.knobs:
             vs = f"{row.vs_best_pct:+.1f}%" if row.feasible else "miss SLO"
-            print(f"  {row.knob:32} {row.value:14} {row.configs:7d} {row.items_per_s:9.1f} {row.latency_ms:9.1f} "
-                  f"{vs:>8}  {row.best_config}")
+            print(
+                f"  {row.knob:32} {row.value:14} {row.configs:7d} {row.items_per_s:9.1f} {row.latency_ms:9.1f} "
+                f"{vs:>8}  {row.best_config}"
+            )
     for gain in result.gains:
         print(f"\nvs {gain.baseline}: {gain.text}")
     if best_file is not None:
@@ -97,9 +109,11 @@ def run_tune_command(args: argparse.Namespace) -> int:
         work = Path(args.run_dir) if args.run_dir else new_tune_dir(spec)
         for config_id, command in restart_commands(spec, work):
             print(f"{config_id}: {command}")
-        print(f"{len(spec.configs)} configurations in the grid; the {spec.method} search measures about "
-              f"{planned_configs(spec)} (baselines included). Each configuration's files are in {work / 'configs'}; "
-              "nothing was run")
+        print(
+            f"{len(spec.configs)} configurations in the grid; the {spec.method} search measures about "
+            f"{planned_configs(spec)} (baselines included). Each configuration's files are in {work / 'configs'}; "
+            "nothing was run"
+        )
         return 0
     if args.run_dir:
         run_dir = Path(args.run_dir)
@@ -109,13 +123,18 @@ def run_tune_command(args: argparse.Namespace) -> int:
         run_dir = new_tune_dir(spec)
     if run_dir.exists() and not run_dir.is_dir():
         raise UserError(f"{run_dir} is not a directory; choose another --run-dir")
-    print(f"tune {spec.name}: {len(spec.configs)} configurations in the space, the {spec.method} search measures "
-          f"about {planned_configs(spec)} (baselines included); results in {run_dir}", flush=True)
+    print(
+        f"tune {spec.name}: {len(spec.configs)} configurations in the space, the {spec.method} search measures "
+        f"about {planned_configs(spec)} (baselines included); results in {run_dir}",
+        flush=True,
+    )
     try:
         outcome = asyncio.run(run_tune(spec, run_dir, resume=args.resume, on_event=_on_event))
     except KeyboardInterrupt:
-        print(f"interrupted: every finished point and configuration is kept in {run_dir}; "
-              f"continue with: serve-bench tune {args.spec} --resume --run-dir {run_dir}")
+        print(
+            f"interrupted: every finished point and configuration is kept in {run_dir}; "
+            f"continue with: serve-bench tune {args.spec} --resume --run-dir {run_dir}"
+        )
         return 130
     for config_id, why in outcome.failed.items():
         print(f"configuration {config_id} did not start: {why} (log: {run_dir / 'configs' / config_id / 'server.log'})")
@@ -123,7 +142,9 @@ def run_tune_command(args: argparse.Namespace) -> int:
         return 1
     print_answer(outcome.answer, outcome.best_file)
     if outcome.answer.best is None:
-        print(f"\nno configuration meets {outcome.answer.percentile} <= {outcome.answer.max_ms:g} ms; "
-              "relax the SLO, lower the load, or widen the space")
+        print(
+            f"\nno configuration meets {outcome.answer.percentile} <= {outcome.answer.max_ms:g} ms; "
+            "relax the SLO, lower the load, or widen the space"
+        )
         return 1
     return 0

@@ -24,14 +24,27 @@ __all__ = ["BATCHING_KNOBS", "FLAG_KNOBS", "KNOBS", "TF_SERVING_DEFAULT_MAX_BATC
 # validates allowed_batch_sizes against when the file sets none (bundle_factory_util.cc:117-119)
 TF_SERVING_DEFAULT_MAX_BATCH_SIZE = 1000
 
-BATCHING_KNOBS = ("max_batch_size", "batch_timeout_micros", "num_batch_threads", "max_enqueued_batches",
-                  "allowed_batch_sizes", "enable_large_batch_splitting", "max_execution_batch_size")
+BATCHING_KNOBS = (
+    "max_batch_size",
+    "batch_timeout_micros",
+    "num_batch_threads",
+    "max_enqueued_batches",
+    "allowed_batch_sizes",
+    "enable_large_batch_splitting",
+    "max_execution_batch_size",
+)
 FLAG_KNOBS = ("tensorflow_intra_op_parallelism", "tensorflow_inter_op_parallelism")
 KNOBS = ("batching", *BATCHING_KNOBS, *FLAG_KNOBS)
 
-_SHORT = {"max_batch_size": "mbs", "batch_timeout_micros": "to", "num_batch_threads": "th",
-          "max_enqueued_batches": "q", "max_execution_batch_size": "mx",
-          "tensorflow_intra_op_parallelism": "intra", "tensorflow_inter_op_parallelism": "inter"}
+_SHORT = {
+    "max_batch_size": "mbs",
+    "batch_timeout_micros": "to",
+    "num_batch_threads": "th",
+    "max_enqueued_batches": "q",
+    "max_execution_batch_size": "mx",
+    "tensorflow_intra_op_parallelism": "intra",
+    "tensorflow_inter_op_parallelism": "inter",
+}
 
 
 @dataclass(frozen=True)
@@ -95,6 +108,7 @@ class TuneConfig:
 
     def validate(self, where: str = "configuration") -> None:
         """Raise UserError when TF Serving would refuse this configuration."""
+
         def positive(name: str) -> None:
             value = getattr(self, name)
             if value is not None and value < 1:
@@ -114,11 +128,15 @@ class TuneConfig:
             if list(allowed) != sorted(set(allowed)) or allowed[0] < 1:
                 raise UserError(f"{where}: allowed_batch_sizes must be increasing positive sizes, got {list(allowed)}")
             if allowed[-1] != max_size:
-                raise UserError(f"{where}: the last allowed_batch_sizes entry ({allowed[-1]}) must equal "
-                                f"max_batch_size ({max_size}), as TF Serving requires")
+                raise UserError(
+                    f"{where}: the last allowed_batch_sizes entry ({allowed[-1]}) must equal "
+                    f"max_batch_size ({max_size}), as TF Serving requires"
+                )
         if self.max_execution_batch_size is not None and self.max_execution_batch_size > max_size:
-            raise UserError(f"{where}: max_execution_batch_size ({self.max_execution_batch_size}) must not exceed "
-                            f"max_batch_size ({max_size})")
+            raise UserError(
+                f"{where}: max_execution_batch_size ({self.max_execution_batch_size}) must not exceed "
+                f"max_batch_size ({max_size})"
+            )
 
     def to_text(self) -> str:
         """The batching_parameters.txt TF Serving reads (text BatchingParameters); "" when batching is off."""
@@ -136,8 +154,11 @@ class TuneConfig:
 
     def server_flags(self, batching_file: str) -> tuple[str, ...]:
         """tensorflow_model_server flags for this configuration (the batching file at ``batching_file``)."""
-        flags = ["--enable_batching=true", f"--batching_parameters_file={batching_file}"] if self.batching \
+        flags = (
+            ["--enable_batching=true", f"--batching_parameters_file={batching_file}"]
+            if self.batching
             else ["--enable_batching=false"]
+        )
         for name in FLAG_KNOBS:
             value = getattr(self, name)
             if value is not None:

@@ -28,8 +28,15 @@ from serve_bench.stats import Target
 from serve_bench.tune._config import TuneConfig
 from serve_bench.tune._spec import ServerSpec
 
-__all__ = ["CommandRestarter", "ComposeRestarter", "LocalRestarter", "Restarter", "StartFailed", "make_restarter",
-           "wait_available"]
+__all__ = [
+    "CommandRestarter",
+    "ComposeRestarter",
+    "LocalRestarter",
+    "Restarter",
+    "StartFailed",
+    "make_restarter",
+    "wait_available",
+]
 
 LOG_TAIL_LINES = 20
 METRICS_PATH = "/monitoring/prometheus/metrics"
@@ -78,8 +85,9 @@ async def _grpc_state(url: str, model: str) -> str:
     return "AVAILABLE" if "AVAILABLE" in status.versions.values() else ",".join(status.versions.values())
 
 
-async def wait_available(url: str, status_url: str, model: str, timeout_s: float,
-                         alive: "subprocess.Popen[bytes] | None" = None) -> float:
+async def wait_available(
+    url: str, status_url: str, model: str, timeout_s: float, alive: subprocess.Popen[bytes] | None = None
+) -> float:
     """Poll the model's status until AVAILABLE; return the seconds waited or raise StartFailed."""
     started = time.monotonic()
     state = ""
@@ -120,10 +128,25 @@ class LocalRestarter:
         self._log: object = None
 
     def command(self, config: TuneConfig, batching_file: Path, grpc_port: int, rest_port: int) -> list[str]:
-        return [sys.executable, "-m", "serve_bench", "serve", "--model_name", self.model,
-                "--model_base_path", str(self.models_dir / self.model), "--models_dir", str(self.models_dir),
-                "--port", str(grpc_port), "--rest_api_port", str(rest_port),
-                "--monitoring_config_file", str(self.monitoring), *config.server_flags(str(batching_file))]
+        return [
+            sys.executable,
+            "-m",
+            "serve_bench",
+            "serve",
+            "--model_name",
+            self.model,
+            "--model_base_path",
+            str(self.models_dir / self.model),
+            "--models_dir",
+            str(self.models_dir),
+            "--port",
+            str(grpc_port),
+            "--rest_api_port",
+            str(rest_port),
+            "--monitoring_config_file",
+            str(self.monitoring),
+            *config.server_flags(str(batching_file)),
+        ]
 
     async def start(self, config: TuneConfig, batching_file: Path, log_path: Path) -> Target:
         self.monitoring.parent.mkdir(parents=True, exist_ok=True)
@@ -137,13 +160,24 @@ class LocalRestarter:
         self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         url = f"grpc://127.0.0.1:{grpc_port}" if self.spec.protocol == "grpc" else f"http://127.0.0.1:{rest_port}"
         try:
-            await wait_available(url, f"http://127.0.0.1:{rest_port}/v1/models/{self.model}", self.model,
-                                 self.spec.startup_timeout_s, alive=self.process)
+            await wait_available(
+                url,
+                f"http://127.0.0.1:{rest_port}/v1/models/{self.model}",
+                self.model,
+                self.spec.startup_timeout_s,
+                alive=self.process,
+            )
         except StartFailed as exc:
             await self.stop()
             raise StartFailed(exc.why, log_tail(log_path)) from None
-        return Target("local", url, self.spec.device, f"http://127.0.0.1:{rest_port}{METRICS_PATH}",
-                      "serve-bench-local", self.process.pid)
+        return Target(
+            "local",
+            url,
+            self.spec.device,
+            f"http://127.0.0.1:{rest_port}{METRICS_PATH}",
+            "serve-bench-local",
+            self.process.pid,
+        )
 
     async def stop(self) -> None:
         process, self.process = self.process, None
@@ -168,8 +202,14 @@ async def _run_logged(command: list[str], log_path: Path, timeout_s: float, what
         log.write(("$ " + shlex.join(command) + "\n").encode())
         log.flush()
         try:
-            result = await asyncio.to_thread(subprocess.run, command, stdout=log, stderr=subprocess.STDOUT,
-                                             stdin=subprocess.DEVNULL, timeout=timeout_s)
+            result = await asyncio.to_thread(
+                subprocess.run,
+                command,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                timeout=timeout_s,
+            )
         except FileNotFoundError as exc:
             log.write(f"{exc}\n".encode())
             raise StartFailed(f"{what} could not run: {command[0]} not found") from None
@@ -195,26 +235,42 @@ class ComposeRestarter:
 
     def override(self, config: TuneConfig, batching_file: Path) -> dict[str, object]:
         """The Compose override (JSON is YAML): mount the file where the service reads it, set the flags."""
-        flags = [f for f in self.spec.flags if not f.startswith(("--enable_batching", "--batching_parameters_file",
-                                                                 "--tensorflow_intra_op", "--tensorflow_inter_op"))]
-        return {"services": {self.spec.service: {
-            "volumes": [f"{batching_file.resolve()}:{self.spec.container_batching_file}:ro"],
-            "command": [*flags, *config.server_flags(self.spec.container_batching_file)],
-        }}}
+        flags = [
+            f
+            for f in self.spec.flags
+            if not f.startswith(
+                ("--enable_batching", "--batching_parameters_file", "--tensorflow_intra_op", "--tensorflow_inter_op")
+            )
+        ]
+        return {
+            "services": {
+                self.spec.service: {
+                    "volumes": [f"{batching_file.resolve()}:{self.spec.container_batching_file}:ro"],
+                    "command": [*flags, *config.server_flags(self.spec.container_batching_file)],
+                }
+            }
+        }
 
     def restart_command(self, config: TuneConfig, batching_file: Path) -> list[str]:
         """Writes the override beside the batching file and returns the exact command that restarts the service."""
         override = batching_file.parent / "compose.override.json"
         override.write_text(json.dumps(self.override(config, batching_file), indent=2) + "\n")
-        return [*self._base(self.spec.compose_file, str(override)), "up", "-d", "--force-recreate", "--no-deps",
-                self.spec.service]
+        return [
+            *self._base(self.spec.compose_file, str(override)),
+            "up",
+            "-d",
+            "--force-recreate",
+            "--no-deps",
+            self.spec.service,
+        ]
 
     def restore_command(self) -> list[str]:
         return [*self._base(self.spec.compose_file), "up", "-d", "--force-recreate", "--no-deps", self.spec.service]
 
     async def start(self, config: TuneConfig, batching_file: Path, log_path: Path) -> Target:
-        await _run_logged(self.restart_command(config, batching_file), log_path, self.spec.startup_timeout_s,
-                          "docker compose")
+        await _run_logged(
+            self.restart_command(config, batching_file), log_path, self.spec.startup_timeout_s, "docker compose"
+        )
         await _wait_logged(self.spec, self.model, log_path)
         return _remote_target(self.spec)
 
@@ -239,16 +295,22 @@ class CommandRestarter:
 
     def restart_command(self, config: TuneConfig, batching_file: Path) -> list[str]:
         path = str(batching_file.resolve())
-        text = self.spec.restart.format(batching_file=shlex.quote(path), config=config.id,
-                                        flags=shlex.join(config.server_flags(path)))
+        text = self.spec.restart.format(
+            batching_file=shlex.quote(path), config=config.id, flags=shlex.join(config.server_flags(path))
+        )
         return ["/bin/sh", "-c", text]
 
     async def start(self, config: TuneConfig, batching_file: Path, log_path: Path) -> Target:
-        await _run_logged(self.restart_command(config, batching_file), log_path, self.spec.startup_timeout_s,
-                          "the restart command")
+        await _run_logged(
+            self.restart_command(config, batching_file), log_path, self.spec.startup_timeout_s, "the restart command"
+        )
         if self.spec.stop:
-            self._stop = (self.spec.stop.format(batching_file=shlex.quote(str(batching_file.resolve())),
-                                                config=config.id, flags=""), log_path)
+            self._stop = (
+                self.spec.stop.format(
+                    batching_file=shlex.quote(str(batching_file.resolve())), config=config.id, flags=""
+                ),
+                log_path,
+            )
         await _wait_logged(self.spec, self.model, log_path)
         return _remote_target(self.spec)
 
@@ -279,5 +341,8 @@ def _remote_target(spec: ServerSpec) -> Target:
 
 def make_restarter(spec: ServerSpec, model: str, work_dir: Path) -> Restarter:
     kinds: dict[str, type[LocalRestarter] | type[ComposeRestarter] | type[CommandRestarter]] = {
-        "local": LocalRestarter, "compose": ComposeRestarter, "command": CommandRestarter}
+        "local": LocalRestarter,
+        "compose": ComposeRestarter,
+        "command": CommandRestarter,
+    }
     return kinds[spec.kind](spec, model, work_dir)

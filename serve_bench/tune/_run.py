@@ -29,8 +29,16 @@ from serve_bench.tune._restart import Restarter, StartFailed, make_restarter
 from serve_bench.tune._search import coordinate_search, grid_search
 from serve_bench.tune._spec import BASELINES, TuneSpec
 
-__all__ = ["CONFIGS_FILE", "TuneEvent", "TuneOutcome", "new_tune_dir", "latest_tune_dir", "planned_configs",
-           "run_tune", "workload_levels"]
+__all__ = [
+    "CONFIGS_FILE",
+    "TuneEvent",
+    "TuneOutcome",
+    "latest_tune_dir",
+    "new_tune_dir",
+    "planned_configs",
+    "run_tune",
+    "workload_levels",
+]
 
 CONFIGS_FILE = "configs.jsonl"
 BEST_FILE = "best_batching_parameters.txt"
@@ -115,8 +123,14 @@ def _record(point: Point, config: TuneConfig) -> Point:
 
 
 class _Tuner:
-    def __init__(self, spec: TuneSpec, run_dir: Path, restarter: Restarter, resume: bool,
-                 on_event: Callable[[TuneEvent], None] | None) -> None:
+    def __init__(
+        self,
+        spec: TuneSpec,
+        run_dir: Path,
+        restarter: Restarter,
+        resume: bool,
+        on_event: Callable[[TuneEvent], None] | None,
+    ) -> None:
         self.spec = spec
         self.run_dir = run_dir
         self.restarter = restarter
@@ -135,8 +149,9 @@ class _Tuner:
 
     def eta(self) -> float:
         per_point = self.spec.settings.warmup_s + self.spec.settings.min_duration_s + 0.5
-        per_config = (sum(self.spent) / len(self.spent) if self.spent
-                      else 10.0 + per_point * len(workload_levels(self.spec)))
+        per_config = (
+            sum(self.spent) / len(self.spent) if self.spent else 10.0 + per_point * len(workload_levels(self.spec))
+        )
         return max(0, self.total - self.handled) * per_config
 
     def emit(self, kind: str, config: str, point: Point | None = None, message: str = "") -> None:
@@ -213,25 +228,31 @@ class _Tuner:
         finally:
             await self.restarter.stop()
         self.outcome.measured.append(config.id)
-        self._finish(config, "measured", startup_s=round(startup_s, 2),
-                     points=len(self.points.get(config.id, ())))
+        self._finish(config, "measured", startup_s=round(startup_s, 2), points=len(self.points.get(config.id, ())))
         self.emit("done", config.id)
 
     async def run(self) -> TuneOutcome:
         spec = self.spec
         self.writer = ResultsWriter(self.run_dir)
         try:
-            self.writer.write_run(collect_run_metadata(
-                spec.text, spec_name=spec.name, model=spec.model, run_dir=str(self.run_dir), tune=True,
-                slo=dataclasses.asdict(spec.slo), settings=spec.settings.__dict__))
+            self.writer.write_run(
+                collect_run_metadata(
+                    spec.text,
+                    spec_name=spec.name,
+                    model=spec.model,
+                    run_dir=str(self.run_dir),
+                    tune=True,
+                    slo=dataclasses.asdict(spec.slo),
+                    settings=spec.settings.__dict__,
+                )
+            )
             for name in spec.baselines:
                 await self.evaluate(BASELINES[name])
             mode = "latency" if spec.slo.at_rate is not None else "throughput"
             if spec.method == "grid":
                 await grid_search(spec.configs, self.evaluate, spec.max_configs)
             else:
-                await coordinate_search(spec.space, self.evaluate, mode, spec.order, spec.max_configs,
-                                        source=spec.name)
+                await coordinate_search(spec.space, self.evaluate, mode, spec.order, spec.max_configs, source=spec.name)
         except BaseException:
             self.outcome.interrupted = True
             raise
@@ -261,17 +282,25 @@ class _Tuner:
         if winner is not None and not winner.failed:
             config = finished[winner.config]
             flags = " ".join(config.server_flags("/config/batching.txt"))
-            head = (f"# serve-bench tune {self.spec.name}: {'best' if result.best else 'closest (misses the SLO)'} "
-                    f"configuration {config.id}\n# {winner.describe(self.spec.slo.percentile)}\n"
-                    f"# tensorflow_model_server flags: {flags}\n")
+            head = (
+                f"# serve-bench tune {self.spec.name}: {'best' if result.best else 'closest (misses the SLO)'} "
+                f"configuration {config.id}\n# {winner.describe(self.spec.slo.percentile)}\n"
+                f"# tensorflow_model_server flags: {flags}\n"
+            )
             body = config.to_text() or "# batching off: run without a batching file (--enable_batching=false)\n"
             self.outcome.best_file = self.run_dir / BEST_FILE
             self.outcome.best_file.write_text(head + body)
         return result
 
 
-async def run_tune(spec: TuneSpec, run_dir: Path, *, resume: bool = False, restarter: Restarter | None = None,
-                   on_event: Callable[[TuneEvent], None] | None = None) -> TuneOutcome:
+async def run_tune(
+    spec: TuneSpec,
+    run_dir: Path,
+    *,
+    resume: bool = False,
+    restarter: Restarter | None = None,
+    on_event: Callable[[TuneEvent], None] | None = None,
+) -> TuneOutcome:
     """Search ``spec``'s configurations, measuring each not yet finished in ``run_dir``."""
     run_dir.mkdir(parents=True, exist_ok=True)
     tuner = _Tuner(spec, run_dir, restarter or make_restarter(spec.server, spec.model, run_dir), resume, on_event)

@@ -40,9 +40,15 @@ def coordinate_order(space: Sequence[tuple[str, tuple[Any, ...]]], order: Sequen
     return listed + [k for k in RECIPE_ORDER if k in varied and k not in listed]
 
 
-async def coordinate_search(space: Sequence[tuple[str, tuple[Any, ...]]], evaluate: Evaluate, mode: str,
-                            order: Sequence[str] = (), budget: int | None = None, passes: int = 2,
-                            source: str = "spec") -> list[Score]:
+async def coordinate_search(
+    space: Sequence[tuple[str, tuple[Any, ...]]],
+    evaluate: Evaluate,
+    mode: str,
+    order: Sequence[str] = (),
+    budget: int | None = None,
+    passes: int = 2,
+    source: str = "spec",
+) -> list[Score]:
     """Coordinate search; returns the scores of the configurations it measured, in order."""
     values = dict(space)
     current = {knob: options[0] for knob, options in space}

@@ -43,14 +43,29 @@ from serve_bench.load import ARRIVALS, PAYLOADS, PointSettings
 from serve_bench.sweep._spec import PERCENTILE_KEYS, _check_keys, _list, _typed
 from serve_bench.tune._config import BATCHING_KNOBS, FLAG_KNOBS, KNOBS, TuneConfig
 
-__all__ = ["BASELINES", "RECIPE_ORDER", "ServerSpec", "TuneSlo", "TuneSpec", "config_of", "expand_space", "load_tune_spec", "parse_tune_spec"]
+__all__ = [
+    "BASELINES",
+    "RECIPE_ORDER",
+    "ServerSpec",
+    "TuneSlo",
+    "TuneSpec",
+    "config_of",
+    "expand_space",
+    "load_tune_spec",
+    "parse_tune_spec",
+]
 
 BASELINES = {"defaults": TuneConfig(), "no_batching": TuneConfig(batching=False)}
 SERVER_KINDS = ("local", "compose", "command")
 METHODS = ("grid", "coordinate")
 # the compose file's tensorflow_model_server flags (docker/compose.yaml, x-tfserving-flags) minus batching
-DEFAULT_COMPOSE_FLAGS = ("--port=8500", "--rest_api_port=8501", "--model_config_file=/models/models.config",
-                         "--monitoring_config_file=/config/monitoring.config", "--file_system_poll_wait_seconds=0")
+DEFAULT_COMPOSE_FLAGS = (
+    "--port=8500",
+    "--rest_api_port=8501",
+    "--model_config_file=/models/models.config",
+    "--monitoring_config_file=/config/monitoring.config",
+    "--file_system_poll_wait_seconds=0",
+)
 
 
 @dataclass(frozen=True)
@@ -109,16 +124,51 @@ class TuneSpec:
     text: str = ""
 
 
-_TOP = {"name": str, "model": str, "payload": str, "signature": str, "batch_size": int, "seed": int, "out": str,
-        "server": dict, "space": dict, "workload": dict, "durations": dict, "slo": dict, "search": dict}
-_SERVER = {"kind": str, "protocol": str, "startup_timeout_s": (int, float), "device": str, "models_dir": str,
-           "url": str, "status_url": str, "metrics": str, "compose_file": str, "service": str, "profile": str,
-           "container_batching_file": str, "flags": list, "restart": str, "stop": str}
+_TOP = {
+    "name": str,
+    "model": str,
+    "payload": str,
+    "signature": str,
+    "batch_size": int,
+    "seed": int,
+    "out": str,
+    "server": dict,
+    "space": dict,
+    "workload": dict,
+    "durations": dict,
+    "slo": dict,
+    "search": dict,
+}
+_SERVER = {
+    "kind": str,
+    "protocol": str,
+    "startup_timeout_s": (int, float),
+    "device": str,
+    "models_dir": str,
+    "url": str,
+    "status_url": str,
+    "metrics": str,
+    "compose_file": str,
+    "service": str,
+    "profile": str,
+    "container_batching_file": str,
+    "flags": list,
+    "restart": str,
+    "stop": str,
+}
 _SPACE = {knob: list for knob in KNOBS}
 _WORKLOAD = {"rates": list, "concurrency": list, "arrival": str}
-_DURATIONS = {"warmup_s": (int, float), "min_duration_s": (int, float), "min_requests": int, "windows": int,
-              "tolerance": (int, float), "until_stable": bool, "max_duration_s": (int, float),
-              "timeout_s": (int, float), "drain_s": (int, float)}
+_DURATIONS = {
+    "warmup_s": (int, float),
+    "min_duration_s": (int, float),
+    "min_requests": int,
+    "windows": int,
+    "tolerance": (int, float),
+    "until_stable": bool,
+    "max_duration_s": (int, float),
+    "timeout_s": (int, float),
+    "drain_s": (int, float),
+}
 _SLO = {"percentile": str, "max_ms": (int, float), "at_rate": (int, float)}
 _SEARCH = {"method": str, "max_configs": int, "order": list, "baselines": list}
 
@@ -132,7 +182,7 @@ def _allowed_sizes(value: Any, max_batch_size: int | None, where: str) -> tuple[
         return (*sizes, top)
     if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
         return tuple(value)
-    raise UserError(f"{where}: each value must be \"none\", \"powers_of_two\" or a list of sizes, got {value!r}")
+    raise UserError(f'{where}: each value must be "none", "powers_of_two" or a list of sizes, got {value!r}')
 
 
 def expand_space(space: dict[str, tuple[Any, ...]], source: str) -> tuple[TuneConfig, ...]:
@@ -189,13 +239,17 @@ def _parse_server(raw: dict[str, Any], source: str) -> ServerSpec:
         raise UserError(f"{source}: server.startup_timeout_s must be positive")
     if spec.kind != "local":
         if not spec.url.startswith(("grpc://", "http://", "https://")):
-            raise UserError(f"{source}: server.url must be the measured server's grpc:// or http:// URL "
-                            f"(needed for kind {spec.kind!r})")
+            raise UserError(
+                f"{source}: server.url must be the measured server's grpc:// or http:// URL "
+                f"(needed for kind {spec.kind!r})"
+            )
         if spec.kind == "compose" and not spec.service:
             raise UserError(f"{source}: server.service must name the Compose service to restart")
         if spec.kind == "command" and not spec.restart:
-            raise UserError(f"{source}: server.restart must be the restart command template "
-                            "(placeholders {batching_file}, {flags}, {config})")
+            raise UserError(
+                f"{source}: server.restart must be the restart command template "
+                "(placeholders {batching_file}, {flags}, {config})"
+            )
     return spec
 
 
@@ -214,8 +268,9 @@ def parse_tune_spec(text: str, source: str = "spec") -> TuneSpec:
     server = _parse_server(data.get("server", {}), source)
     space = _parse_space(data["space"], source)
     if not space:
-        raise UserError(f"{source}: [space] is empty; give at least one knob with its values, "
-                        "e.g. max_batch_size = [4, 8, 16]")
+        raise UserError(
+            f"{source}: [space] is empty; give at least one knob with its values, e.g. max_batch_size = [4, 8, 16]"
+        )
     configs = expand_space(space, source)
 
     workload = data.get("workload", {})
@@ -269,11 +324,26 @@ def parse_tune_spec(text: str, source: str = "spec") -> TuneSpec:
     if server.kind == "compose" and not server.flags:
         raise UserError(f"{source}: server.flags must list the service's tensorflow_model_server flags")
     return TuneSpec(
-        name=data.get("name", "tune"), model=data["model"], server=server, configs=configs,
-        space=tuple(space.items()), payload=payload, signature=data.get("signature", ""), batch_size=batch_size,
-        concurrency=concurrency, rates=tuple(float(r) for r in rates), arrival=arrival, settings=settings, slo=slo,
-        method=method, max_configs=max_configs, order=order, baselines=baselines, seed=data.get("seed", 0),
-        out=data.get("out", "results"), text=text,
+        name=data.get("name", "tune"),
+        model=data["model"],
+        server=server,
+        configs=configs,
+        space=tuple(space.items()),
+        payload=payload,
+        signature=data.get("signature", ""),
+        batch_size=batch_size,
+        concurrency=concurrency,
+        rates=tuple(float(r) for r in rates),
+        arrival=arrival,
+        settings=settings,
+        slo=slo,
+        method=method,
+        max_configs=max_configs,
+        order=order,
+        baselines=baselines,
+        seed=data.get("seed", 0),
+        out=data.get("out", "results"),
+        text=text,
     )
 
 
@@ -287,7 +357,15 @@ def load_tune_spec(path: str | Path) -> TuneSpec:
 
 
 # knobs a search varies, in the batching guide's order (threads first, then batch size, then timeout)
-RECIPE_ORDER = ("batching", "num_batch_threads", *FLAG_KNOBS, "max_batch_size", "batch_timeout_micros",
-                "allowed_batch_sizes", "max_enqueued_batches", "enable_large_batch_splitting",
-                "max_execution_batch_size")
+RECIPE_ORDER = (
+    "batching",
+    "num_batch_threads",
+    *FLAG_KNOBS,
+    "max_batch_size",
+    "batch_timeout_micros",
+    "allowed_batch_sizes",
+    "max_enqueued_batches",
+    "enable_large_batch_splitting",
+    "max_execution_batch_size",
+)
 assert set(RECIPE_ORDER) == set(KNOBS) and len(BATCHING_KNOBS) == 7
