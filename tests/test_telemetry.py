@@ -16,12 +16,10 @@ from __future__ import annotations
 import http.server
 import inspect
 import os
-import shutil
-import subprocess
 import threading
 import time
-import urllib.request
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, ClassVar
@@ -31,9 +29,9 @@ import pytest
 from serve_bench.metrics import TelemetrySession, energy_between
 from serve_bench.metrics._energy_sources import NvmlSource, PrometheusSource, RaplSource, Reading
 from serve_bench.stats._energy import NOT_MEASURED
+from tests._exporters import node_exporter as run_node_exporter
 from tests.conftest import free_port
 
-NODE_EXPORTER = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
 UUID0 = "GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52"
 UUID1 = "GPU-8f2a11c0-5b7e-4c3d-9a41-0e6d2b7c9f13"
 
@@ -375,42 +373,15 @@ def test_local_rapl_absent_on_this_vm_says_not_measured():
 
 @pytest.fixture
 def node_exporter() -> Iterator[Any]:
-    """Starts Prometheus' node exporter (Debian prometheus-node-exporter) on a free 127.0.0.1 port
-    with only the cpu and rapl collectors; ``sysfs`` None reads the host's own /sys."""
-    if NODE_EXPORTER is None:
-        pytest.fail(
-            "prometheus-node-exporter is not installed: apt-get install prometheus-node-exporter (.ci/run installs it)"
-        )
-    started: list[subprocess.Popen[bytes]] = []
+    """Starts Prometheus' node exporter on a free 127.0.0.1 port with only the cpu and rapl
+    collectors; ``sysfs`` None reads the host's own /sys."""
+    with ExitStack() as stack:
 
-    def start(sysfs: Path | None) -> str:
-        port = free_port()
-        args = [
-            NODE_EXPORTER,
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--collector.disable-defaults",
-            "--collector.cpu",
-            "--collector.rapl",
-        ]
-        if sysfs is not None:
-            args.append(f"--path.sysfs={sysfs}")
-        process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        started.append(process)
-        url = f"http://127.0.0.1:{port}/metrics"
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            try:
-                urllib.request.urlopen(url, timeout=1).read()
-                return url
-            except OSError:
-                assert process.poll() is None, process.stderr.read().decode() if process.stderr else ""
-                time.sleep(0.05)
-        raise AssertionError(f"node exporter did not answer on {url}")
+        def start(sysfs: Path | None) -> str:
+            flags = ["--collector.disable-defaults", "--collector.cpu", "--collector.rapl"]
+            return stack.enter_context(run_node_exporter([*flags, *([f"--path.sysfs={sysfs}"] if sysfs else [])]))
 
-    yield start
-    for process in started:
-        process.terminate()
-        process.wait(timeout=10)
+        yield start
 
 
 def test_node_exporter_rapl_and_cpu_seconds(node_exporter, tmp_path):
