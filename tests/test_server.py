@@ -63,12 +63,18 @@ def _http(url: str, body: bytes | None = None, method: str | None = None) -> tup
 
 
 def test_grpc_predict_equals_in_process(server, tf, reference):
+    """Outputs fill float_val, not tensor_content, as RunPredict's default kAsProtoField does
+    (tensorflow_serving/servables/tensorflow/predict_util.cc:177-182, 204), and the response's
+    model_spec names the default signature and the version served (util.cc:261 MakeModelSpec)."""
     images = _images(3)
     response = _stub(server.grpc_target).Predict(_predict_request(images, tf), timeout=30)
     features = tf.make_ndarray(response.outputs["features"])
     np.testing.assert_allclose(features, reference(images), rtol=1e-5, atol=1e-6)
     assert response.model_spec.name == "tiny" and response.model_spec.version.value == 1
-    assert response.outputs["features"].tensor_content  # outputs travel as tensor_content
+    out = response.outputs["features"]
+    assert not out.tensor_content and len(out.float_val) == 3 * 32
+    np.testing.assert_array_equal(np.array(out.float_val, np.float32).reshape(3, 32), features)
+    assert response.model_spec.signature_name == "serving_default"
 
 
 def test_grpc_accepts_typed_value_fields(server, tf, reference):
@@ -225,7 +231,9 @@ def test_grpc_wrong_dtype_and_shape_with_consistent_bytes(server, tf):
     request = _predict_request(_images(1).astype(np.float64), tf)
     with pytest.raises(grpc.RpcError) as info:
         _stub(server.grpc_target).Predict(request, timeout=30)
-    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "DT_FLOAT" in info.value.details()
+    # DirectSession's feed check wording, which TF Serving passes through
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert info.value.details() == "Expects arg[0] to be float but double is provided"
     request = _predict_request(np.zeros((1, 32, 32, 3), np.float32), tf)
     with pytest.raises(grpc.RpcError) as info:
         _stub(server.grpc_target).Predict(request, timeout=30)
@@ -236,8 +244,9 @@ def test_grpc_wrong_dtype_and_shape_with_consistent_bytes(server, tf):
     ("/v1/models/nope:predict", {"instances": [[0]]}, 404, "nope"),
     ("/v1/models/tiny/versions/9:predict", {"instances": [[0]]}, 404, "9"),
     ("/v1/models/tiny:predict", {"signature_name": "nope", "instances": [[0]]}, 400, "nope"),
-    ("/v1/models/tiny:predict", {"inputs": {"pixels": [[0]]}}, 400, "pixels"),
-    ("/v1/models/tiny:predict", {"inputs": {"images": [["a"]]}}, 400, "images"),
+    ("/v1/models/tiny:predict", {"inputs": {"pixels": [[0]]}}, 400, "Missing named input: images in 'inputs' object."),
+    ("/v1/models/tiny:predict", {"inputs": {"images": [["a"]]}}, 400,
+     'JSON Value: "a" Type: String is not of expected type: float'),
     ("/v1/models/tiny:predict", {"inputs": {"images": [[1.0, 2.0]]}}, 400, "shape"),
     ("/v1/models/tiny:predict", {"instance": []}, 400, "instances"),
     ("/v1/models/tiny:predict", {"signature_name": "serving_bytes", "instances": [{"b64": "not base64!"}]}, 400,
@@ -253,7 +262,8 @@ def test_rest_malformed_json_and_unknown_path(server):
     code, answer = _http(f"{server.rest_url}/v1/models/tiny:predict", b"{not json")
     assert code == 400 and "JSON" in answer["error"]
     code, answer = _http(f"{server.rest_url}/v1/models/tiny:explode", b"{}")
-    assert code == 404 and "error" in answer
+    # http_rest_api_handler.cc:74: a path its regexes do not match is INVALID_ARGUMENT, so 400
+    assert code == 400 and answer["error"] == "Malformed request: POST /v1/models/tiny:explode"
 
 
 def test_rest_body_over_limit(models_dir):

@@ -32,6 +32,22 @@ def test_missing_model_directory_exits_2(tmp_path, capsys):
     assert "nowhere" in err and "does not exist" in err
 
 
+@pytest.mark.parametrize("damage", ["empty", "corrupt"])
+def test_empty_or_corrupt_version_directory_exits_2(tmp_path, capsys, damage):
+    """An empty version directory, or one whose saved_model.pb is not a SavedModel, fails that
+    model's load (TF Serving's loader, core/loader_harness.cc, reports the path and stops
+    the server at start-up); serve-bench says so in one line naming the directory, exit 2."""
+    version = tmp_path / "m" / "3"
+    version.mkdir(parents=True)
+    if damage == "corrupt":
+        (version / "saved_model.pb").write_bytes(b"\x00\xffnot a protobuf" * 10)
+    code = main(["serve", "--model_name", "m", "--model_base_path", str(tmp_path / "m"), "--port", str(free_port()),
+                 "--rest_api_port", str(free_port())])
+    assert code == 2
+    err = _one_line(capsys)
+    assert str(version) in err and "'m'" in err
+
+
 def test_models_config_resolves_container_paths(models_dir, capsys):
     # /models/tiny does not exist here; it resolves under --models_dir. A bad
     # batching file then stops the start-up with the line it fails on.

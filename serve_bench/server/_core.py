@@ -105,13 +105,17 @@ class ServingCore:
                 record_request(self.metrics, model, "Predict", "GRPC", status, started)
 
     def status(self, model: str, version: int | None, label: str | None) -> list[tuple[int, str]]:
-        """(version, state) pairs as GetModelStatus reports them."""
-        if version is not None or label:
-            servable = self.registry.get(model, version, label)
-            return [(servable.version, "AVAILABLE")]
-        if model not in self.registry.models:
+        """(version, state) pairs as GetModelStatus reports them
+        (model_servers/get_model_status_impl.cc:83-110): one version when asked, else all;
+        a version label is not looked at there, so it is not here."""
+        versions = self.registry.models[model].servables if model in self.registry.models else {}
+        if version is not None:
+            if version not in versions:
+                raise ServingError("NOT_FOUND", f"Could not find version {version} of model {model}")
+            return [(version, "AVAILABLE")]
+        if not versions:
             raise ServingError("NOT_FOUND", f"Could not find any versions of model {model}")
-        return [(v, "AVAILABLE") for v in sorted(self.registry.models[model].servables)]
+        return [(v, "AVAILABLE") for v in sorted(versions)]
 
     def signature_defs(self, model: str, version: int | None, label: str | None) -> tuple[Servable, dict[str, Any]]:
         servable = self.registry.get(model, version, label)

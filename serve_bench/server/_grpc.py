@@ -11,12 +11,14 @@ import time
 from typing import Any
 
 import grpc
+import numpy as np
 from grpc import aio
 
 from serve_bench import __version__, _protos
-from serve_bench.codec import CodecError, from_tensor_proto, to_tensor_proto
+from serve_bench.codec import CodecError, from_tensor_proto, proto_shape, to_tensor_proto
 from serve_bench.server._core import ServingCore, record_request
 from serve_bench.server._errors import ServingError
+from serve_bench.server._runtime import Signature, tf_type_name
 
 __all__ = ["add_services", "SERVER_OPTIONS", "IDENTITY"]
 
@@ -40,9 +42,17 @@ def _version(spec: Any) -> tuple[int | None, str | None]:
     return None, None
 
 
+def _grpc_message(message: str) -> str:
+    """Long messages cut as model_servers/grpc_status_util.cc:25-33 ToGRPCStatus cuts them."""
+    return message if len(message) <= 1024 else message[:1024] + "...TRUNCATED"
+
+
 class _Service:
     def __init__(self, core: ServingCore) -> None:
         self.core = core
+        # The most elements one input may declare: what a body of the REST limit could carry as
+        # float32 tensor_content. Larger declared shapes are refused before allocating.
+        self.max_elements = max(core.config.max_body_bytes // 4, 1 << 20)
         self.predict_response = _protos.message("tensorflow.serving.PredictResponse")
         self.metadata_response = _protos.message("tensorflow.serving.GetModelMetadataResponse")
         self.status_response = _protos.message("tensorflow.serving.GetModelStatusResponse")
@@ -50,27 +60,74 @@ class _Service:
 
     async def predict(self, request: Any, context: aio.ServicerContext) -> Any:
         started = time.perf_counter()  # request_latency starts before the tensors are parsed (prediction_service_impl.cc:41)
+        try:
+            response = await self._predict(request, started)
+        except ServingError as exc:
+            code, message = exc.code, exc.message
+            # Its traceback's frames hold the request's decoded tensors; the abort below raises
+            # again from here and gRPC keeps that exception, so drop every link first.
+            exc.__traceback__ = exc.__context__ = exc.__cause__ = None
+            del exc
+        else:
+            return response
+        await context.abort(getattr(grpc.StatusCode, code), _grpc_message(message))
+
+    async def _predict(self, request: Any, started: float) -> Any:
+        """Predict as servables/tensorflow/predict_util.cc:79-119 RunPredict orders its checks: servable
+        (NOT_FOUND), signature (FAILED_PRECONDITION), input names, then each tensor parsed."""
         spec = request.model_spec
         version, label = _version(spec)
+        reached_core = False
+        status = "OK"
         try:
-            try:
-                inputs = {alias: from_tensor_proto(tensor) for alias, tensor in request.inputs.items()}
-            except CodecError as exc:
-                record_request(self.core.metrics, spec.name, "Predict", "GRPC", "INVALID_ARGUMENT", started)
-                raise ServingError("INVALID_ARGUMENT", str(exc)) from exc
+            servable = self.core.registry.get(spec.name, version, label)
+            signature = servable.signature(spec.signature_name)
+            inputs = self._decode_inputs(request, signature)
+            reached_core = True  # ServingCore.predict counts the request from here on
             servable, outputs = await self.core.predict(
                 spec.name, version, label, spec.signature_name, inputs, list(request.output_filter), "GRPC",
                 started=started,
             )
         except ServingError as exc:
-            await context.abort(getattr(grpc.StatusCode, exc.code), exc.message)
+            status = exc.code
+            raise
+        finally:
+            if not reached_core:
+                record_request(self.core.metrics, spec.name, "Predict", "GRPC", status, started)
+        del inputs
         response = self.predict_response()
+        # MakeModelSpec (servables/tensorflow/util.cc:261): name as asked, signature defaulted, version served
         response.model_spec.name = spec.name
         response.model_spec.version.value = servable.version
-        response.model_spec.signature_name = spec.signature_name or "serving_default"
+        response.model_spec.signature_name = signature.name
         for alias, array in outputs.items():
-            to_tensor_proto(array, response.outputs[alias])
+            # typed value fields, as RunPredict's default kAsProtoField (predict_util.cc:177-182)
+            to_tensor_proto(array, response.outputs[alias], typed_fields=True)
         return response
+
+    def _decode_inputs(self, request: Any, signature: Signature) -> dict[str, np.ndarray]:
+        """Each input checked against the signature on its DECLARED dtype and shape before any value
+        is read, so a 40-byte request declaring 300M floats costs nothing (serve-bench's own rule;
+        TF Serving would allocate and pad it, tensor.cc FromProto)."""
+        signature.check_names(set(request.inputs))
+        inputs: dict[str, np.ndarray] = {}
+        for position, alias in enumerate(sorted(request.inputs)):
+            tensor = request.inputs[alias]
+            want = signature.inputs[alias].dtype
+            if tensor.dtype != want:
+                raise ServingError("INVALID_ARGUMENT", f"Expects arg[{position}] to be {tf_type_name(want)} but "
+                                                       f"{tf_type_name(tensor.dtype)} is provided")
+            try:
+                shape = proto_shape(tensor)
+            except CodecError:
+                raise ServingError("INVALID_ARGUMENT", f"tensor parsing error: {alias}") from None
+            signature.check_shape(alias, shape)
+            try:
+                inputs[alias] = from_tensor_proto(tensor, max_elements=self.max_elements)
+            except CodecError as exc:
+                message = str(exc)
+                raise ServingError("INVALID_ARGUMENT", f"tensor parsing error: {alias} ({message})") from None
+        return inputs
 
     async def get_model_metadata(self, request: Any, context: aio.ServicerContext) -> Any:
         await context.send_initial_metadata(IDENTITY)

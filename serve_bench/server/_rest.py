@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 import time
-from typing import Any
+from typing import Any, NamedTuple
+from urllib.parse import unquote
 
 import numpy as np
 import orjson
@@ -20,19 +22,25 @@ from aiohttp import web
 from google.protobuf import json_format
 
 from serve_bench import __version__
-from serve_bench.codec import CodecError, array_to_json_value, gc_paused, json_value_to_array
+from serve_bench.codec import array_to_json_value
 from serve_bench.server._core import ServingCore, record_request
 from serve_bench.server._errors import ServingError, invalid
+from serve_bench.server._json_tensor import parse_predict_body
 from serve_bench.server._metrics import Metrics
+from serve_bench.server._runtime import DEFAULT_SIGNATURE, Signature
 
 __all__ = ["make_app"]
 
-_PATH = re.compile(
-    r"^/v1/models/(?P<name>[^/:]+)"
-    r"(?:/versions/(?P<version>[^/:]+)|/labels/(?P<label>[^/:]+))?"
-    r"(?:(?P<metadata>/metadata)|:(?P<verb>[a-zA-Z]+))?$"
-)
+# model_servers/http_rest_api_util.cc:31-34, matched against the raw (still %-encoded) path,
+# case-insensitively; \d is ASCII only there (RE2), hence re.ASCII.
+_PREDICT_PATH = re.compile(
+    r"/v1/models/(?P<name>[^/:]+)(?:(?:/versions/(?P<version>\d+))|(?:/labels/(?P<label>[^/:]+)))?"
+    r":(?P<verb>classify|regress|predict)", re.IGNORECASE | re.ASCII)
+_STATUS_PATH = re.compile(
+    r"/v1/models(?:/(?P<name>[^/:]+))?(?:(?:/versions/(?P<version>\d+))|(?:/labels/(?P<label>[^/:]+)))?"
+    r"(?:/(?P<metadata>metadata))?", re.IGNORECASE | re.ASCII)
 _JSON = "application/json"
+_INT64_MAX = 2**63 - 1
 
 
 def _json_response(payload: Any, status: int = 200) -> web.Response:
@@ -44,76 +52,121 @@ def _error(status: int, message: str) -> web.Response:
     return web.Response(body=orjson.dumps({"error": message}), status=status, content_type=_JSON)
 
 
-def _rows_to_columns(instances: Any, signature_inputs: dict[str, Any]) -> dict[str, Any]:
-    if not isinstance(instances, list):
-        raise invalid("'instances' must be a list")
-    if not instances:
-        raise invalid("'instances' is an empty list")
-    names = list(signature_inputs)
-    if all(isinstance(row, dict) and "b64" not in row for row in instances):
-        keys = set(instances[0])
-        for row in instances:
-            if set(row) != keys:
-                raise invalid("every instance must hold the same named inputs")
-        return {key: [row[key] for row in instances] for key in keys}
-    if len(names) != 1:
-        raise invalid(f"the signature has {len(names)} inputs; give each instance as an object naming them")
-    return {names[0]: instances}
+class _ModelInfo(NamedTuple):
+    name: str
+    version: int | None
+    label: str | None
+    verb: str  # "" for GETs (the request_latency API label)
+    metadata: bool
 
 
-def _parse_body(raw: bytes) -> Any:
-    with gc_paused():
-        try:
-            return orjson.loads(raw)
-        except orjson.JSONDecodeError as exc:
-            raise invalid(f"JSON Parse error: {exc}") from None
+def _raw_path(request: web.Request) -> str:
+    return request.raw_path.split("?", 1)[0]
 
 
-def _to_arrays(columns: dict[str, Any], signature: Any) -> dict[str, np.ndarray]:
-    inputs: dict[str, np.ndarray] = {}
-    with gc_paused():
-        for alias, value in columns.items():
-            spec = signature.inputs.get(alias)
-            if spec is None:
-                continue  # validate() reports extra and missing names together
-            try:
-                inputs[alias] = json_value_to_array(value, spec.dtype)
-            except CodecError as exc:
-                raise invalid(f"input '{alias}': {exc}") from None
-    return inputs
+def _match(method: str, path: str) -> re.Match[str] | None:
+    if method == "POST":
+        return _PREDICT_PATH.fullmatch(path)
+    if method == "GET":
+        return _STATUS_PATH.fullmatch(path)
+    return None
+
+
+def parse_model_info(method: str, path: str) -> _ModelInfo | None:
+    """ParseModelInfo (model_servers/http_rest_api_util.cc:90-131): None when the path does not
+    match; ServingError for a version that does not fit an int64 or an undecodable name."""
+    match = _match(method, path)
+    if match is None:
+        return None
+    name = unquote(match["name"] or "", errors="strict") if "%" in (match["name"] or "") else match["name"] or ""
+    version = None
+    if match["version"] is not None:
+        version = int(match["version"])
+        if version > _INT64_MAX:  # absl::SimpleAtoi fails on overflow
+            raise invalid(f"Failed to convert version: {match['version']} to numeric.")
+    label = match["label"]
+    if label is not None and "%" in label:
+        label = unquote(label, errors="strict")
+    verb = (match.groupdict().get("verb") or "")
+    return _ModelInfo(name, version, label, verb, bool(match.groupdict().get("metadata")))
+
+
+def _model_name_and_verb(request: web.Request) -> tuple[str, str]:
+    """The model and API labels TF Serving's metrics get for this request (http_server.cc:194-201)."""
+    try:
+        info = parse_model_info(request.method, _raw_path(request))
+    except (ServingError, UnicodeDecodeError):
+        return "", ""
+    return (info.name, info.verb) if info else ("", "")
+
+
+class _ParseBudget:
+    """Bytes that request bodies and their parsing may hold at once, across all requests.
+
+    Each predict reserves its body's size times a cost factor before reading it; past the
+    budget it is answered 503 (try again) or, when it could never fit, 413. This bounds the
+    server's memory under many large bodies, where TF Serving would take whatever they need.
+    """
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.held = 0
+        self._lock = threading.Lock()
+
+    def try_take(self, amount: int) -> bool:
+        with self._lock:
+            if self.held + amount > self.total:
+                return False
+            self.held += amount
+            return True
+
+    def give(self, amount: int) -> None:
+        with self._lock:
+            self.held -= amount
+
+
+# A body's bytes, then at most about twice that while it is parsed (see _json_tensor).
+_COST_FACTOR = 3
 
 
 class _Handlers:
     def __init__(self, core: ServingCore, metrics_path: str | None) -> None:
         self.core = core
         self.metrics_path = metrics_path
+        self.budget = _ParseBudget(max(1 << 30, _COST_FACTOR * core.config.max_body_bytes))
 
     async def route(self, request: web.Request) -> web.StreamResponse:
-        match = _PATH.match(request.path)
-        if not match:
-            return _error(404, f"Malformed request: {request.method} {request.path}")
-        name, verb = match["name"], match["verb"]
+        """HttpRestApiHandler::ProcessRequest (model_servers/http_rest_api_handler.cc:65-109)."""
+        path = _raw_path(request)
+        malformed = f"Malformed request: {request.method} {path}"
         try:
-            version = None
-            if match["version"] is not None:
-                if not match["version"].isdigit():
-                    raise invalid(f"Failed to convert version: {match['version']} to numeric.")
-                version = int(match["version"])
-            label = match["label"]
-            if request.method == "GET" and verb is None:
-                if match["metadata"]:
-                    return self.metadata(name, version, label)
-                return self.status(name, version, label)
-            if request.method == "POST" and verb == "predict":
-                return await self.predict(request, name, version, label)
-            if request.method == "POST" and verb in ("classify", "regress"):
-                return _error(501, f"{verb} is not implemented by the serve-bench local server (only predict)")
-            return _error(404, f"Malformed request: {request.method} {request.path}")
+            try:
+                info = parse_model_info(request.method, path)
+            except UnicodeDecodeError:
+                raise invalid(f"Failed to decode model name:{path}") from None
+            if info is None:
+                raise invalid(malformed)
+            if request.method == "GET":
+                if not info.name:
+                    raise invalid("Missing model name in request.")
+                if info.metadata:
+                    return self.metadata(info.name, info.version, info.label)
+                return self.status(info.name, info.version, info.label)
+            if info.verb == "predict":
+                return await self.predict(request, info)
+            if info.verb in ("classify", "regress"):
+                raise ServingError("UNIMPLEMENTED", f"{info.verb} is not implemented by the serve-bench local server "
+                                                    "(only predict)")
+            raise invalid(malformed)  # e.g. ":PREDICT": the path matches case-insensitively, the verb does not
         except ServingError as exc:
-            request[_TF_STATUS] = exc.code  # for _count_requests: the canonical code, not the HTTP one
-            return _error(exc.http_status, exc.message)
+            code, status, message = exc.code, exc.http_status, exc.message
+            exc.__traceback__ = exc.__context__ = None  # keep nothing of a refused request alive
+            del exc
+            request[_TF_STATUS] = code  # for _count_requests: the canonical code, not the HTTP one
+            return _error(status, message)
 
     def status(self, name: str, version: int | None, label: str | None) -> web.Response:
+        """GetModelStatus as JSON, as ToJsonString prints it (http_rest_api_util.cc:133-145)."""
         states = self.core.status(name, version, label)
         return _json_response({"model_version_status": [
             {"version": str(v), "state": state, "status": {"error_code": "OK", "error_message": ""}}
@@ -121,67 +174,100 @@ class _Handlers:
         ]})
 
     def metadata(self, name: str, version: int | None, label: str | None) -> web.Response:
+        """GetModelMetadata as JSON (http_rest_api_util.cc:147-201): model_spec, then the SignatureDefMap
+        under metadata.signature_def, proto field names kept, fields without presence printed."""
         servable, defs = self.core.signature_defs(name, version, label)
-        signature_def = {key: json_format.MessageToDict(sig, preserving_proto_field_name=True)
+        signature_def = {key: json_format.MessageToDict(sig, preserving_proto_field_name=True,
+                                                        always_print_fields_with_no_presence=True)
                          for key, sig in defs.items()}
         return _json_response({
             "model_spec": {"name": name, "signature_name": "", "version": str(servable.version)},
             "metadata": {"signature_def": {"signature_def": signature_def}},
         })
 
-    async def predict(self, request: web.Request, name: str, version: int | None, label: str | None) -> web.Response:
-        started = time.perf_counter()  # TF Serving's request latency includes parsing the body
-        try:
-            raw = await request.read()
-        except web.HTTPRequestEntityTooLarge:
-            return _error(413, f"request body is larger than the limit of {self.core.config.max_body_bytes} bytes "
+    async def predict(self, request: web.Request, info: _ModelInfo) -> web.Response:
+        """ProcessPredictRequest (http_rest_api_handler.cc:152-178)."""
+        started = time.perf_counter()  # TF Serving's request latency includes reading and parsing the body
+        limit = self.core.config.max_body_bytes
+        declared = request.content_length
+        if declared is not None and declared > limit:
+            return _error(413, f"request body is larger than the limit of {limit} bytes "
                                "(serve-bench serve --max_body_bytes)")
-        loop = asyncio.get_running_loop()
-        body = await loop.run_in_executor(None, _parse_body, raw)  # the event loop stays free
-        if not isinstance(body, dict):
-            raise invalid("the request body must be a JSON object")
-        signature_name = body.get("signature_name", "") or ""
-        if not isinstance(signature_name, str):
-            raise invalid("'signature_name' must be a string")
-        has_rows, has_columns = "instances" in body, "inputs" in body
-        if has_rows == has_columns:
-            raise invalid("Missing 'inputs' or 'instances' key" if not has_rows
-                          else "Not both 'inputs' and 'instances' may be given")
-        servable = self.core.registry.get(name, version, label)
-        signature = servable.signature(signature_name)
-        if has_rows:
-            columns = _rows_to_columns(body["instances"], signature.inputs)
-        else:
-            value = body["inputs"]
-            names = list(signature.inputs)
-            if isinstance(value, dict) and "b64" not in value:
-                columns = value
-            elif len(names) == 1:
-                columns = {names[0]: value}
-            else:
-                raise invalid(f"the signature has {len(names)} inputs; give 'inputs' as an object naming them")
-        inputs = await loop.run_in_executor(None, _to_arrays, columns, signature)
-        if set(columns) - set(inputs):
-            inputs.update({alias: np.empty(0) for alias in set(columns) - set(inputs)})
-        output_filter = body.get("output_filter") or []
-        _, outputs = await self.core.predict(name, version, label, signature_name, inputs,
-                                             list(output_filter), "REST", started=started)
-        binary = {alias: alias.endswith("_bytes") for alias in outputs}
-        if has_rows:
-            if len(outputs) == 1:
-                (alias, array), = outputs.items()
-                return _json_response({"predictions": array_to_json_value(array, binary[alias])})
-            count = len(next(iter(outputs.values())))
-            rows = [{alias: array_to_json_value(array[i], binary[alias]) for alias, array in outputs.items()}
-                    for i in range(count)]
-            return _json_response({"predictions": rows})
-        if len(outputs) == 1:
-            (alias, array), = outputs.items()
-            return _json_response({"outputs": array_to_json_value(array, binary[alias])})
-        return _json_response({"outputs": {alias: array_to_json_value(a, binary[alias]) for alias, a in outputs.items()}})
+        reserved = _COST_FACTOR * (declared if declared is not None else limit)
+        if not self.budget.try_take(reserved):
+            if reserved > self.budget.total:
+                return _error(413, f"request body of {declared} bytes would need more than the "
+                                   f"{self.budget.total} bytes this server allows for parsing")
+            return _error(503, "too many large request bodies are being parsed at once; retry shortly")
+        try:
+            try:
+                raw = await _read_body(request, declared, limit)
+            except web.HTTPRequestEntityTooLarge:
+                return _error(413, f"request body is larger than the limit of {limit} bytes "
+                                   "(serve-bench serve --max_body_bytes)")
+            loop = asyncio.get_running_loop()
+            registry = self.core.registry
+
+            def signature_of(name: str) -> Signature:
+                servable = registry.get(info.name, info.version, info.label)
+                key = name or DEFAULT_SIGNATURE
+                if key not in servable.signatures:  # HttpRestApiHandler::GetInfoMap (http_rest_api_handler.cc:236)
+                    raise invalid(f'Serving signature name: "{key}" not found in signature def')
+                return servable.signatures[key]
+
+            body = await loop.run_in_executor(None, parse_predict_body, raw, signature_of)  # loop stays free
+            del raw
+        finally:
+            self.budget.give(reserved)
+        _, outputs = await self.core.predict(info.name, info.version, info.label, body.signature_name, body.inputs,
+                                             [], "REST", started=started)
+        return _json_response(_outputs_json(outputs, body.row_format))
 
     async def metrics(self, request: web.Request) -> web.Response:
         return web.Response(text=self.core.metrics.render(), content_type="text/plain")
+
+
+async def _read_body(request: web.Request, declared: int | None, limit: int) -> bytes | bytearray:
+    """The body in one buffer of its declared size (aiohttp's read() joins chunks, then copies)."""
+    if declared is None:
+        return await request.read()
+    buffer = bytearray(declared)
+    view = memoryview(buffer)
+    filled = 0
+    while filled < declared:
+        chunk = await request.content.readany()
+        if not chunk:
+            break
+        size = min(len(chunk), declared - filled)
+        view[filled:filled + size] = chunk[:size]
+        filled += size
+    del view
+    if filled < declared:
+        raise invalid(f"request body ended after {filled} of its {declared} bytes")
+    return buffer
+
+
+def _outputs_json(outputs: dict[str, np.ndarray], row_format: bool) -> dict[str, Any]:
+    """MakeJsonFromTensors (util/json_tensor.cc:1052): row requests answer "predictions" (one value per
+    instance; objects only when there are several outputs), columnar ones "outputs" (the tensor
+    itself when there is one output). "_bytes" string outputs are {"b64": ...} (IsNamedTensorBytes)."""
+    binary = {alias: alias.endswith("_bytes") for alias in outputs}
+    if row_format:
+        if len(outputs) == 1:
+            (alias, array), = outputs.items()
+            return {"predictions": array_to_json_value(array, binary[alias])}
+        count = len(next(iter(outputs.values())))
+        for alias, array in outputs.items():
+            if array.ndim == 0:
+                raise invalid(f"Tensor name: {alias} has no shape information ")
+            if len(array) != count:
+                raise invalid(f"Tensor name: {alias} has inconsistent batch size: {len(array)} expecting: {count}")
+        return {"predictions": [{alias: array_to_json_value(array[i], binary[alias])
+                                 for alias, array in sorted(outputs.items())} for i in range(count)]}
+    if len(outputs) == 1:
+        (alias, array), = outputs.items()
+        return {"outputs": array_to_json_value(array, binary[alias])}
+    return {"outputs": {alias: array_to_json_value(a, binary[alias]) for alias, a in sorted(outputs.items())}}
 
 
 _METRICS = web.AppKey("metrics", Metrics)
@@ -199,15 +285,14 @@ async def _count_requests(request: web.Request, handler: Any) -> web.StreamRespo
     if not request.path.startswith("/v1/"):
         return await handler(request)
     started = time.perf_counter()
-    match = _PATH.match(request.path)
+    name, verb = _model_name_and_verb(request)
     status = "INTERNAL"
     try:
         response: web.StreamResponse = await handler(request)
         status = request.get(_TF_STATUS) or _CODE_OF_HTTP.get(response.status, "UNKNOWN")
         return response
     finally:
-        record_request(request.app[_METRICS], (match["name"] if match else "") or "",
-                       (match["verb"] if match else "") or "", "REST", status, started)
+        record_request(request.app[_METRICS], name, verb, "REST", status, started)
 
 
 async def _identify(request: web.Request, response: web.StreamResponse) -> None:
@@ -221,5 +306,6 @@ def make_app(core: ServingCore, metrics_path: str | None) -> web.Application:
     handlers = _Handlers(core, metrics_path)
     if metrics_path:
         app.router.add_get(metrics_path, handlers.metrics)
-    app.router.add_route("*", "/v1/models/{tail:.*}", handlers.route)
+    app.router.add_route("*", "/v1/{tail:.*}", handlers.route)  # http_rest_api_util.h:33 "(?i)/v1/.*"
+    app.router.add_route("*", "/V1/{tail:.*}", handlers.route)
     return app

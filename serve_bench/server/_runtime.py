@@ -4,22 +4,56 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from serve_bench import _protos
-from serve_bench.codec import DT_STRING, DTYPE_TO_NUMPY, dtype_name
+from serve_bench.codec import DT_STRING, DTYPE_TO_NUMPY, NUMPY_TO_DTYPE, dtype_name
 from serve_bench.export._layout import WARMUP_FILE, list_versions
 from serve_bench.server._config import ModelEntry
-from serve_bench.server._errors import ServingError, invalid, not_found
+from serve_bench.server._errors import CODE_NAMES, ServingError, invalid, not_found
 
 __all__ = ["Signature", "Servable", "Model", "ModelRegistry"]
 
 log = logging.getLogger("serve_bench.server")
 DEFAULT_SIGNATURE = "serving_default"
+# TensorShape::kMaxDimensions (tensorflow/core/framework/tensor_shape.h): FromProto refuses more.
+MAX_RANK = 254
+
+# DataTypeString (tensorflow/core/framework/types.cc): the names TF's own messages use.
+_TF_TYPE_NAMES = {1: "float", 2: "double", 3: "int32", 4: "uint8", 5: "int16", 6: "int8", 7: "string",
+                  9: "int64", 10: "bool", 17: "uint16", 19: "half", 22: "uint32", 23: "uint64"}
+
+
+def tf_type_name(dtype: int) -> str:
+    """A DataType number as TensorFlow's messages spell it ("float", "string", ...)."""
+    return _TF_TYPE_NAMES.get(dtype, dtype_name(dtype))
+
+
+def tf_error_cause(message: str) -> str:
+    """The cause inside a TensorFlow error, without the eager wrapper's noise.
+
+    TF2 functions raise "Graph execution error:" followed by "Detected at node ..." and a
+    stack; TF Serving, running the graph in a Session, reports the op's own message (e.g.
+    "Unknown image file format. ..." with its ``[[{{node ...}}]]`` line). Keep that part.
+    """
+    kept: list[str] = []
+    in_stack = False
+    for line in message.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped == "Graph execution error:":
+            continue
+        if stripped.startswith("Detected at node") or stripped.startswith("Detected unsupported operations"):
+            in_stack = True
+            continue
+        if in_stack and (stripped == "<stack traces unavailable>" or line.startswith("  ")):
+            continue
+        in_stack = False
+        kept.append(line.split(" [Op:__inference")[0].rstrip())
+    return "\n".join(kept) or message.strip() or "TensorFlow error"
 
 
 @dataclass(frozen=True)
@@ -35,19 +69,48 @@ class Signature:
     inputs: dict[str, TensorSpec]
     outputs: dict[str, TensorSpec]
     function: Any  # the concrete function to call with keyword tensors
+    feed_names: dict[str, str] = field(default_factory=dict)  # alias -> TensorInfo.name, for messages
 
-    def validate(self, inputs: dict[str, np.ndarray]) -> int:
-        """Check names, dtypes and shapes; return the batch size (first dimension)."""
-        sent, wanted = set(inputs), set(self.inputs)
-        if sent != wanted:
+    def check_names(self, sent: set[str]) -> None:
+        """Input names as TF Serving checks them: VerifyRequestInputsSize
+        (servables/tensorflow/predict_util.cc:51-74) when the counts differ, then GetInputValues
+        (tensorflow/cc/saved_model/util.cc) for a missing alias when they do not."""
+        wanted = set(self.inputs)
+        if len(sent) != len(wanted):
             raise invalid(
                 f"input size does not match signature: {len(sent)}!={len(wanted)} "
                 f"len({{{','.join(sorted(sent))}}}) != len({{{','.join(sorted(wanted))}}}). "
                 f"Sent extra: {{{','.join(sorted(sent - wanted))}}}. "
                 f"Missing but required: {{{','.join(sorted(wanted - sent))}}}."
             )
+        for alias in sorted(wanted - sent):
+            raise invalid(
+                f"Signature input alias: {alias}(feed name: {self.feed_names.get(alias, alias)}) not found in request "
+                f"and no default value provided. Inputs expected to be in the request {{{','.join(sorted(sent))}}}, "
+                "or default input alias set: "
+            )
+
+    def check_shape(self, alias: str, shape: tuple[int, ...]) -> None:
+        """A declared shape against the signature, before any value is read or allocated."""
+        if len(shape) > MAX_RANK:
+            raise invalid(f"tensor parsing error: {alias}")
+        spec = self.inputs[alias].shape
+        if spec is not None:
+            compatible = len(spec) == len(shape) and all(want in (-1, got) for want, got in zip(spec, shape))
+            if not compatible:
+                raise invalid(
+                    f"input '{alias}' has shape {list(shape)}, incompatible with the signature's "
+                    f"{['?' if d == -1 else d for d in spec]}"
+                )
+        if not shape:
+            raise invalid(f"input '{alias}' is a scalar; a batched input needs a first (batch) dimension")
+
+    def validate(self, inputs: dict[str, np.ndarray]) -> int:
+        """Check names, dtypes and shapes; return the batch size (first dimension)."""
+        self.check_names(set(inputs))
         batch: int | None = None
-        for alias, array in inputs.items():
+        for position, alias in enumerate(sorted(inputs)):
+            array = inputs[alias]
             spec = self.inputs[alias]
             expected = DTYPE_TO_NUMPY.get(spec.dtype)
             if spec.dtype == DT_STRING:
@@ -55,19 +118,10 @@ class Signature:
             else:
                 ok = array.dtype == expected
             if not ok:
-                got = "string" if array.dtype == object else str(array.dtype)
-                raise invalid(f"Expects arg '{alias}' to be {dtype_name(spec.dtype)} but {got} is provided")
-            if spec.shape is not None:
-                compatible = len(spec.shape) == array.ndim and all(
-                    want in (-1, got) for want, got in zip(spec.shape, array.shape)
-                )
-                if not compatible:
-                    raise invalid(
-                        f"input '{alias}' has shape {list(array.shape)}, incompatible with the signature's "
-                        f"{['?' if d == -1 else d for d in spec.shape]}"
-                    )
-            if array.ndim == 0:
-                raise invalid(f"input '{alias}' is a scalar; a batched input needs a first (batch) dimension")
+                got = "string" if array.dtype == object or array.dtype.kind == "S" else _numpy_type_name(array.dtype)
+                # DirectSession's feed check, as TF Serving reports it (its Session::Run does the check)
+                raise invalid(f"Expects arg[{position}] to be {tf_type_name(spec.dtype)} but {got} is provided")
+            self.check_shape(alias, tuple(array.shape))
             if batch is None:
                 batch = array.shape[0]
             elif array.shape[0] != batch:
@@ -77,10 +131,14 @@ class Signature:
     def output_names(self, output_filter: list[str]) -> list[str]:
         if not output_filter:
             return list(self.outputs)
-        for alias in output_filter:
+        seen: set[str] = set()
+        for alias in output_filter:  # servables/tensorflow/predict_util.cc:135-153
             if alias not in self.outputs:
                 raise invalid(f"output tensor alias not found in signature: {alias} Outputs expected to be in the "
                               f"set {{{','.join(sorted(self.outputs))}}}.")
+            if alias in seen:
+                raise invalid(f"duplicate output tensor alias: {alias}")
+            seen.add(alias)
         return list(output_filter)
 
 
@@ -94,7 +152,11 @@ class Servable:
         self._tf = tf
         self.signature_defs = _read_signature_defs(path)
         self.warmup_replayed = 0
-        loaded = tf.saved_model.load(str(path))
+        try:
+            loaded = tf.saved_model.load(str(path))
+        except Exception as exc:  # TF raises many kinds for a damaged SavedModel; all mean "cannot load"
+            cause = tf_error_cause(getattr(exc, "message", "") or str(exc)).splitlines()[0]
+            raise ServingError("FAILED_PRECONDITION", f"{path} is not a loadable SavedModel: {cause}") from None
         self._loaded = loaded  # keeps the variables alive
         self.signatures: dict[str, Signature] = {}
         for key, sig_def in self.signature_defs.items():
@@ -105,6 +167,7 @@ class Servable:
                 inputs={alias: _spec(alias, info) for alias, info in sig_def.inputs.items()},
                 outputs={alias: _spec(alias, info) for alias, info in sig_def.outputs.items()},
                 function=loaded.signatures[key],
+                feed_names={alias: info.name for alias, info in sig_def.inputs.items()},
             )
 
     def signature(self, name: str) -> Signature:
@@ -120,10 +183,16 @@ class Servable:
         tensors = {alias: tf.constant(array) for alias, array in inputs.items()}
         try:
             result = signature.function(**tensors)
-        except (tf.errors.InvalidArgumentError, ValueError, TypeError) as exc:
-            raise invalid(str(exc).splitlines()[0]) from exc
         except tf.errors.OpError as exc:
-            raise ServingError("INTERNAL", str(exc).splitlines()[0]) from exc
+            # the op's own code and message, as a Session run in TF Serving reports them
+            code = CODE_NAMES.get(exc.error_code, "INTERNAL")
+            message = tf_error_cause(exc.message)
+            del exc  # keep no traceback (and with it the request's tensors) alive
+            raise ServingError(code, message) from None
+        except (ValueError, TypeError) as exc:
+            message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            del exc
+            raise invalid(message) from None
         return {alias: tensor.numpy() for alias, tensor in result.items()}
 
     def warm_up(self) -> int:
@@ -146,6 +215,11 @@ class Servable:
         return count
 
 
+def _numpy_type_name(dtype: np.dtype[Any]) -> str:
+    number = NUMPY_TO_DTYPE.get(dtype)
+    return tf_type_name(number) if number is not None else str(dtype)
+
+
 def _spec(alias: str, info: Any) -> TensorSpec:
     if info.tensor_shape.unknown_rank:
         return TensorSpec(alias, info.dtype, None)
@@ -153,7 +227,17 @@ def _spec(alias: str, info: Any) -> TensorSpec:
 
 
 def _read_signature_defs(path: Path) -> dict[str, Any]:
-    saved_model = _protos.message("tensorflow.SavedModel").FromString((path / "saved_model.pb").read_bytes())
+    """The 'serve' MetaGraph's signatures; ServingError naming the directory when it holds no
+    readable saved_model.pb (TF Serving's loader fails that version the same way)."""
+    from google.protobuf.message import DecodeError
+
+    pb = path / "saved_model.pb"
+    if not pb.is_file():
+        raise ServingError("NOT_FOUND", f"{path} holds no saved_model.pb (an empty or unfinished version directory)")
+    try:
+        saved_model = _protos.message("tensorflow.SavedModel").FromString(pb.read_bytes())
+    except (OSError, DecodeError) as exc:
+        raise ServingError("DATA_LOSS", f"{pb} cannot be read as a SavedModel ({exc})") from None
     for meta_graph in saved_model.meta_graphs:
         if "serve" in meta_graph.meta_info_def.tags:
             return {k: v for k, v in meta_graph.signature_def.items() if not k.startswith("__")}

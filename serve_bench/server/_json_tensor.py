@@ -1,0 +1,508 @@
+"""A REST predict body to input arrays, as TF Serving's util/json_tensor.cc reads it.
+
+Accepts and refuses what ``FillPredictRequestFromJson`` does, with its messages. Large
+arrays of numbers are never turned into Python objects: each run of number text of 64 KiB
+or more is cut out of the body before the JSON parser sees it, its shape is read from its
+brackets, and its values are parsed by numpy straight into the result, slice by slice. So
+parsing costs about the result's size plus a fraction of the body, not the ~16x of Python
+floats in lists.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import orjson
+
+from serve_bench.codec import DT_STRING, DTYPE_TO_NUMPY, gc_paused
+from serve_bench.server._errors import invalid
+from serve_bench.server._runtime import MAX_RANK, Signature, tf_type_name
+
+__all__ = ["PredictBody", "parse_predict_body", "parse_cost"]
+
+FAST_RUN_BYTES = 64 * 1024
+_SLICE_BYTES = 8 << 20
+_NUMERIC_RUN = re.compile(rb"[0-9eE.+\-,\[\]\s]{%d,}" % FAST_RUN_BYTES)
+_TOKEN = re.compile(rb"[^\[\],\s]+")
+_WHITESPACE = b" \t\n\r"
+_BRACKETS_TO_SPACES = bytes.maketrans(b"[]", b"  ")
+# Adjacent tokens that no valid JSON array of numbers holds (after numbers became "0").
+_BAD_PAIRS = (b",]", b"[,", b",,", b"][", b"0[", b"]0", b"00")
+# The key marking where a cut-out run was; "\u0000" keeps it apart from any real input name.
+_RUN_KEY = "\x00serve-bench-run"
+_INT32_TYPES = {3, 4, 5, 6, 17}  # DT_INT32, DT_UINT8, DT_INT16, DT_INT8, DT_UINT16: IsInt() in json_tensor.cc:305
+_KIND_OK = {"f": "iuf", "i": "iu", "u": "iu", "b": "b"}
+
+
+@dataclass(frozen=True)
+class PredictBody:
+    """A parsed predict body: which signature, which format, the inputs as arrays."""
+
+    signature_name: str
+    row_format: bool  # "instances" (answer "predictions") vs "inputs" (answer "outputs")
+    inputs: dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class _Run:
+    """A big array of numbers cut out of the body: its text and the shape its brackets give."""
+
+    text: memoryview
+    shape: tuple[int, ...]
+
+    def first_value(self) -> str:
+        match = _TOKEN.search(self.text)
+        return match.group().decode(errors="replace") if match else ""
+
+
+def parse_cost(raw: bytes) -> int:
+    """Bytes that parsing ``raw`` may hold at its peak, to reserve before parsing.
+
+    Numbers in long runs cost their result (<= 8 bytes each, each takes >= 2 bytes of text)
+    plus slices; everything else becomes Python objects: ~72 bytes per element (object,
+    list slot, dict entry), counted from separators, plus the text of strings.
+    """
+    elements = raw.count(b",") + raw.count(b":") + 1
+    return len(raw) * 3 + min(elements * 72, len(raw) * 40)
+
+
+def parse_predict_body(raw: bytes, get_signature: Callable[[str], Signature]) -> PredictBody:
+    """Parse ``raw`` as FillPredictRequestFromJson (util/json_tensor.cc:656-705) does.
+
+    ``get_signature(name)`` resolves the signature (raising the ServingError for an unknown
+    model, version or signature), called once ``signature_name`` is read.
+    """
+    if not raw:
+        raise invalid("JSON Parse error: The document is empty")  # json_tensor.cc:474
+    skeleton, runs = _cut_runs(raw)
+    with gc_paused():
+        try:
+            doc = orjson.loads(skeleton)
+        except orjson.JSONDecodeError as exc:
+            raise invalid(f"JSON Parse error: {exc.msg} at offset: {exc.pos}") from None
+        del skeleton
+        if not isinstance(doc, dict):
+            raise invalid(f"JSON Value: {_debug(doc, runs)} Is not object")  # json_tensor.cc:499
+        name = doc.get("signature_name", "")
+        if not isinstance(name, str):  # json_tensor.cc:281 FormatSignatureError
+            raise invalid(f"JSON Value: {_debug(doc, runs)} not formatted correctly. "
+                          "'signature_name' key must be a string value.")
+        signature = get_signature(name)
+        if not signature.inputs:
+            raise invalid(f"Failed to get input map for signature: {name or 'DEFAULT'}")
+        if "instances" in doc:
+            if "inputs" in doc:
+                raise invalid(f"JSON Value: {_debug(doc, runs)} Not formatted correctly expecting only one of "
+                              "'inputs' or 'instances' keys to exist ")
+            instances = _resolve(doc["instances"], runs)
+            if not isinstance(instances, (list, _Run)):
+                raise invalid(f"JSON Value: {_debug(doc, runs)} Expecting 'instances' to be an list/array")
+            if _length(instances) == 0:
+                raise invalid(f"JSON Value: {_debug(doc, runs)} No values in 'instances' array")
+            return PredictBody(name, True, _from_instances(instances, signature, runs))
+        if "inputs" in doc:
+            return PredictBody(name, False, _from_inputs(doc["inputs"], signature, runs))
+        raise invalid("Missing 'inputs' or 'instances' key")  # json_tensor.cc:704
+
+
+def _cut_runs(raw: bytes) -> tuple[bytes, list[_Run]]:
+    """The body with each long, well-formed run of numbers outside strings replaced by a marker."""
+    if len(raw) < FAST_RUN_BYTES:
+        return raw, []
+    view = memoryview(raw)
+    pieces: list[bytes | memoryview] = []
+    runs: list[_Run] = []
+    done = 0
+    escapes = b"\\" in raw
+    for match in _NUMERIC_RUN.finditer(raw):
+        start, end = match.span()
+        start = raw.index(b"[", start, end) if b"[" in view[start:end] else end
+        end = raw.rindex(b"]", start, end) + 1 if start < end else end
+        if end - start < FAST_RUN_BYTES:
+            continue
+        if escapes or raw.count(b'"', 0, start) % 2:  # maybe inside a string: leave it to the parser
+            continue
+        text = view[start:end]
+        extra = raw.count(b"]", start, end) - raw.count(b"[", start, end)
+        while extra > 0 and end > start:  # closers of enclosing lists caught in the run
+            end = raw.rindex(b"]", start, end - 1) + 1
+            extra -= 1
+            text = view[start:end]
+        shape = _run_shape(text)
+        if shape is None:  # not one regular array: the parser and the exact checks handle it
+            continue
+        pieces.append(view[done:start])
+        pieces.append(b'{"\\u0000serve-bench-run":%d}' % len(runs))
+        runs.append(_Run(text, shape))
+        done = end
+    if not runs:
+        return raw, []
+    pieces.append(view[done:])
+    return b"".join(pieces), runs
+
+
+def _run_shape(text: memoryview) -> tuple[int, ...] | None:
+    """The shape of a dense array of numbers, from its brackets; None unless it is one well-formed,
+    regular array (every list at a level as long as the first, all numbers at the deepest level)."""
+    marked = _TOKEN.sub(b"0", text).translate(None, _WHITESPACE)
+    if not marked.startswith(b"[") or not marked.endswith(b"]") or any(p in marked for p in _BAD_PAIRS):
+        return None
+    bare = marked.replace(b",", b"")
+    del marked
+    rank = len(bare) - len(bare.lstrip(b"["))
+    if rank > MAX_RANK:
+        return None
+    innermost = bare.index(b"]") - rank
+    if innermost == 0 and rank > 1:
+        return None  # empty inner lists: rare, and the exact path words their errors
+    dims = [innermost]
+    child = b"[" + b"0" * innermost + b"]"
+    for level in range(rank - 2, -1, -1):
+        position, count = level + 1, 0
+        while bare.startswith(child, position):
+            count += 1
+            position += len(child)
+        dims.append(count)
+        child = b"[" + child * count + b"]"
+    if child != bare:
+        return None
+    return tuple(reversed(dims))
+
+
+def _run_values(run: _Run, dtype: int) -> np.ndarray:
+    """A run's numbers as an array of ``dtype``, parsed by numpy slice by slice into the result."""
+    count = int(np.prod(run.shape, dtype=np.int64))
+    np_dtype = DTYPE_TO_NUMPY[dtype]
+    integer = np_dtype.kind in "iu"
+    if integer and any(c in run.text for c in (b".", b"e", b"E")):
+        raise _type_error(_first_non_int(run), "Number", dtype)
+    parse_as = np.dtype(np.int64) if integer else np_dtype
+    out = np.empty(count, dtype=parse_as)
+    text, filled, start = run.text, 0, 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy warns (and stops) on text it cannot read
+        while start < len(text):
+            stop = min(start + _SLICE_BYTES, len(text))
+            if stop < len(text):
+                comma = bytes(text[stop - 64:stop]).rfind(b",")
+                stop = stop - 64 + comma if comma >= 0 else stop
+                if comma < 0:
+                    stop = bytes(text).find(b",", stop)  # a 64-byte number: only malformed bodies get here
+                    stop = len(text) if stop < 0 else stop
+            piece = bytes(text[start:stop]).translate(_BRACKETS_TO_SPACES)
+            try:
+                values = np.fromstring(piece, dtype=parse_as, sep=",")
+            except (ValueError, DeprecationWarning):
+                raise invalid(f"JSON Parse error: Invalid value. in an array of numbers near byte {start}") from None
+            if filled + values.size > count:
+                raise invalid("JSON Parse error: Invalid value. (more numbers than the brackets hold)")
+            out[filled:filled + values.size] = values
+            filled += values.size
+            start = stop + 1
+    if filled != count:
+        raise invalid("JSON Parse error: Invalid value. (fewer numbers than the brackets hold)")
+    if integer:
+        out = _checked_ints(out, dtype, run.first_value)
+    return out.reshape(run.shape)
+
+
+def _first_non_int(run: _Run) -> str:
+    for match in _TOKEN.finditer(run.text):
+        token = match.group()
+        if any(c in token for c in b".eE"):
+            return token.decode(errors="replace")
+    return run.first_value()
+
+
+def _checked_ints(values: np.ndarray, dtype: int, first: Callable[[], str]) -> np.ndarray:
+    """int64 values to ``dtype`` with the range test rapidjson's IsInt/IsUint/IsUint64 make."""
+    if values.size:
+        low, high = int(values.min()), int(values.max())
+        if dtype in _INT32_TYPES and (low < -(2**31) or high >= 2**31):
+            raise _type_error(str(low if low < -(2**31) else high), "Number", dtype)
+        if dtype in (22, 23) and low < 0:  # DT_UINT32 / DT_UINT64 need IsUint
+            raise _type_error(str(low), "Number", dtype)
+        if dtype == 22 and high >= 2**32:
+            raise _type_error(str(high), "Number", dtype)
+    # C-style narrowing, as the int_val -> uint8/int16/int8 tensor conversion does
+    return values.astype(DTYPE_TO_NUMPY[dtype], copy=False)
+
+
+# --- the exact (Python object) path ------------------------------------------
+
+
+def _length(value: Any) -> int:
+    return value.shape[0] if isinstance(value, _Run) else len(value)
+
+
+def _debug(value: Any, runs: list[_Run]) -> str:
+    """JsonValueToDebugString (json_tensor.cc:230): compact JSON, cut near 256 bytes."""
+    def default(obj: Any) -> Any:
+        if isinstance(obj, _Run):
+            return "[...]"
+        raise TypeError
+
+    text = orjson.dumps(value, default=default).decode(errors="replace")
+    return text if len(text) <= 256 else text[:256]
+
+
+def _json_type(value: Any) -> str:
+    """JsonTypeString (json_tensor.cc:95)."""
+    if value is None:
+        return "Null"
+    if value is True:
+        return "True"
+    if value is False:
+        return "False"
+    if isinstance(value, dict):
+        return "Object"
+    if isinstance(value, list):
+        return "Array"
+    if isinstance(value, str):
+        return "String"
+    return "Number"
+
+
+def _type_error(shown: str, json_type: str, dtype: int) -> Exception:
+    """TypeError() in json_tensor.cc:262."""
+    return invalid(f"JSON Value: {shown} Type: {json_type} is not of expected type: {tf_type_name(dtype)}")
+
+
+def _resolve(value: Any, runs: list[_Run]) -> Any:
+    if isinstance(value, dict) and len(value) == 1 and _RUN_KEY in value:
+        index = value[_RUN_KEY]
+        if isinstance(index, int) and 0 <= index < len(runs):
+            return runs[index]
+    return value
+
+
+def _is_b64(value: Any) -> bool:
+    """IsValBase64Object (json_tensor.cc:356): exactly one key, "b64", holding a string."""
+    return isinstance(value, dict) and len(value) == 1 and isinstance(value.get("b64"), str)
+
+
+def _dense_shape(value: Any, runs: list[_Run]) -> list[int]:
+    """GetDenseTensorShape (json_tensor.cc:344): sizes along the first element at each level."""
+    dims: list[int] = []
+    while True:
+        value = _resolve(value, runs)
+        if isinstance(value, _Run):
+            dims.extend(value.shape)
+            return dims
+        if not isinstance(value, list):
+            return dims
+        dims.append(len(value))
+        if not value:
+            return dims
+        value = value[0]
+
+
+def _to_array(value: Any, alias: str, dtype: int, runs: list[_Run]) -> np.ndarray:
+    """One JSON value as the tensor FillTensorProto (json_tensor.cc:392) would build."""
+    value = _resolve(value, runs)
+    if isinstance(value, _Run):
+        if dtype not in DTYPE_TO_NUMPY or dtype in (DT_STRING, 10):
+            raise _type_error(value.first_value(), "Number", dtype)
+        return _run_values(value, dtype)
+    dims = _dense_shape(value, runs)
+    if len(dims) > MAX_RANK:  # Tensor::FromProto refuses it: GetInputValues' message
+        raise invalid(f"tensor parsing error: {alias}")
+    np_dtype = DTYPE_TO_NUMPY.get(dtype)
+    if np_dtype is None:
+        raise ServingUnimplemented(dtype)
+    if dtype != DT_STRING and not _contains(value, runs):
+        fast = _numbers_fast(value, dims, dtype, np_dtype)
+        if fast is not None:
+            return fast
+    flat: list[Any] = []
+    _fill(value, 0, dims, dtype, flat, runs)
+    if dtype == DT_STRING:
+        array = np.empty(len(flat), dtype=object)
+        array[:] = flat
+        return array.reshape(dims)
+    if np_dtype.kind in "iu":
+        return _checked_ints(np.asarray(flat, dtype=np.int64), dtype, lambda: "").reshape(dims)
+    return np.asarray(flat, dtype=np_dtype).reshape(dims)
+
+
+def ServingUnimplemented(dtype: int) -> Exception:  # noqa: N802 (reads as the status it makes)
+    from serve_bench.server._errors import ServingError
+
+    return ServingError("UNIMPLEMENTED", f"Conversion of JSON Value to type: {tf_type_name(dtype)}")
+
+
+def _contains(value: Any, runs: list[_Run]) -> bool:
+    """Whether cut-out runs sit inside this (list) value; then the exact walk stitches them."""
+    return bool(runs) and isinstance(value, list) and b"serve-bench-run" in orjson.dumps(
+        value, default=lambda o: "serve-bench-run")
+
+
+def _numbers_fast(value: Any, dims: list[int], dtype: int, np_dtype: np.dtype[Any]) -> np.ndarray | None:
+    """numpy's own conversion when it gives exactly what the exact walk would; None to walk."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            inferred = np.asarray(value)
+    except (ValueError, TypeError, Warning):
+        return None
+    if list(inferred.shape) != dims or inferred.dtype.kind not in _KIND_OK.get(np_dtype.kind, ""):
+        return None
+    if inferred.dtype.kind != "b" and inferred.dtype.kind in "iuf" and _has_bool(value):
+        return None  # numpy would read true as 1; TF Serving refuses a bool where a number goes
+    if np_dtype.kind in "iu":
+        return _checked_ints(inferred.astype(np.int64), dtype, lambda: "")
+    return inferred.astype(np_dtype, copy=False)
+
+
+def _has_bool(value: Any) -> bool:
+    dumped = orjson.dumps(value)
+    return b"true" in dumped or b"false" in dumped
+
+
+def _fill(value: Any, level: int, dims: list[int], dtype: int, out: list[Any], runs: list[_Run]) -> None:
+    """FillTensorProto (json_tensor.cc:392-434), with its messages."""
+    value = _resolve(value, runs)
+    rank = len(dims)
+    if isinstance(value, _Run):
+        if level + len(value.shape) != rank or list(value.shape) != dims[level:]:
+            raise invalid(f"Encountered list at unexpected size: {value.shape[0]} at level: {level} "
+                          f"expected size: {dims[level] if level < rank else 0}")
+        out.extend(_run_values(value, dtype).reshape(-1).tolist())
+        return
+    if not isinstance(value, list):
+        if level != rank:
+            raise invalid(f"JSON Value: {_debug(value, runs)} found at incorrect level: {level + 1} in the JSON DOM. "
+                          f"Expected at level: {rank}")
+        out.append(_scalar(value, dtype, runs))
+        return
+    if level >= rank:
+        raise invalid(f"Encountered list at unexpected level: {level} expected < {rank}")
+    if len(value) != dims[level]:
+        raise invalid(f"Encountered list at unexpected size: {len(value)} at level: {level} "
+                      f"expected size: {dims[level]}")
+    for item in value:
+        _fill(item, level + 1, dims, dtype, out, runs)
+
+
+def _scalar(value: Any, dtype: int, runs: list[_Run]) -> Any:
+    """AddValueToTensor (json_tensor.cc:289) / JsonDecodeBase64Object (json_tensor.cc:375)."""
+    if isinstance(value, dict):
+        if dtype != DT_STRING:
+            raise _type_error(_debug(value, runs), "Object", dtype)
+        if not _is_b64(value):
+            raise invalid(f"JSON Value: {_debug(value, runs)} not formatted correctly for base64 data")
+        try:
+            return _b64decode(value["b64"])
+        except ValueError:
+            raise invalid("Unable to base64 decode") from None
+    if dtype == DT_STRING:
+        if not isinstance(value, str):
+            raise _type_error(_debug(value, runs), _json_type(value), dtype)
+        return value.encode()
+    if dtype == 10:
+        if not isinstance(value, bool):
+            raise _type_error(_debug(value, runs), _json_type(value), dtype)
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _type_error(_debug(value, runs), _json_type(value), dtype)
+    if DTYPE_TO_NUMPY[dtype].kind in "iu" and not isinstance(value, int):
+        raise _type_error(_debug(value, runs), "Number", dtype)
+    return value
+
+
+def _b64decode(text: str) -> bytes:
+    """absl::Base64Unescape: standard alphabet; padding optional."""
+    data = text.encode()
+    try:
+        return base64.b64decode(data + b"=" * (-len(data) % 4), validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _from_inputs(value: Any, signature: Signature, runs: list[_Run]) -> dict[str, np.ndarray]:
+    """FillTensorMapFromInputsMap (json_tensor.cc:603-648)."""
+    value = _resolve(value, runs)
+    specs = signature.inputs
+    if not isinstance(value, dict) or _is_b64(value):
+        if len(specs) > 1:
+            raise invalid("inputs is a plain value/list, but expecting an object as multiple input tensors "
+                          "required as per tensorinfo_map")
+        (alias, spec), = specs.items()
+        return {alias: _to_array(value, alias, spec.dtype, runs)}
+    arrays: dict[str, np.ndarray] = {}
+    for alias in sorted(specs):
+        if alias not in value:
+            raise invalid(f"Missing named input: {alias} in 'inputs' object.")
+        arrays[alias] = _to_array(value[alias], alias, specs[alias].dtype, runs)
+    # names beyond the signature's are ignored here, as TF Serving's loop only looks up its own
+    return arrays
+
+
+def _from_instances(instances: Any, signature: Signature, runs: list[_Run]) -> dict[str, np.ndarray]:
+    """FillTensorMapFromInstancesList (json_tensor.cc:520-600)."""
+    specs = signature.inputs
+    if isinstance(instances, _Run):
+        if len(specs) > 1:
+            raise invalid("instances is a plain list, but expecting list of objects as multiple input tensors "
+                          "required as per tensorinfo_map")
+        (alias, spec), = specs.items()
+        return {alias: _to_array(instances, alias, spec.dtype, runs)}
+    first = _resolve(instances[0], runs)
+    if not isinstance(first, dict) and len(specs) > 1:
+        raise invalid("instances is a plain list, but expecting list of objects as multiple input tensors "
+                      "required as per tensorinfo_map")
+    objects = isinstance(first, dict) and not _is_b64(first)
+    names = sorted(specs)
+    rows: dict[str, list[np.ndarray]] = {}
+    for index, element in enumerate(instances):
+        element = _resolve(element, runs)
+        is_object = isinstance(element, dict) and not _is_b64(element)
+        if objects:
+            if not is_object:
+                raise invalid(f"Expecting object but got list at item {index} of input list")
+            for name, item in element.items():
+                _add_item(rows, item, name, specs, index, runs, named=True)
+            if sorted(element) != names:
+                raise invalid(f"Failed to process element: {index} of 'instances' list. JSON object: "
+                              f"{_debug(element, runs)} keys must be equal to: {','.join(names)}")
+        else:
+            if is_object:
+                raise invalid(f"Expecting value/list but got object at item {index} of input list")
+            _add_item(rows, element, names[0], specs, index, runs, named=False)
+    return {name: np.stack(items) for name, items in rows.items()}
+
+
+def _add_item(rows: dict[str, list[np.ndarray]], item: Any, name: str, specs: dict[str, Any], index: int,
+              runs: list[_Run], *, named: bool) -> None:
+    """AddInstanceItem (json_tensor.cc:441-470): each instance of a name has the first one's shape."""
+    where = f"Failed to process element: {index} key: {name} of 'instances' list." if named else \
+        f"Failed to process element: {index} of 'instances' list."
+    from serve_bench.server._errors import ServingError
+
+    try:
+        if name not in specs:
+            raise invalid(f"JSON object: does not have named input: {name}")
+        array = _to_array(item, name, specs[name].dtype, runs)
+        if len(array.shape) + 1 > MAX_RANK:
+            raise invalid(f"tensor parsing error: {name}")
+        seen = rows.setdefault(name, [])
+        if seen and seen[0].size != array.size:
+            raise invalid(f"Expecting tensor size: {seen[0].size} but got: {array.size}")
+        if seen and seen[0].shape != array.shape:
+            raise invalid(f"Expecting shape {_shape_text(seen[0].shape)} but got: {_shape_text(array.shape)}")
+        seen.append(array)
+    except ServingError as exc:
+        if exc.message.startswith("tensor parsing error"):
+            raise
+        raise invalid(f"{where} Error: {exc.code}: {exc.message}") from None
+
+
+def _shape_text(shape: tuple[int, ...]) -> str:
+    return "[" + ",".join(str(d) for d in shape) + "]"
