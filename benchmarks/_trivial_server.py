@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import grpc
@@ -19,8 +17,8 @@ from aiohttp import web
 from grpc import aio
 
 from serve_bench import _protos
-from serve_bench.codec import to_tensor_proto
 from serve_bench.client._rest import encode_rest_body
+from serve_bench.codec import to_tensor_proto
 
 FEATURES = np.zeros((1, 2048), np.float32)
 
@@ -53,10 +51,17 @@ async def serve(grpc_port: int, rest_port: int) -> None:
         return metadata_bytes
 
     server = aio.server(options=[("grpc.max_receive_message_length", -1)])
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("tensorflow.serving.PredictionService", {
-        "Predict": grpc.unary_unary_rpc_method_handler(predict),
-        "GetModelMetadata": grpc.unary_unary_rpc_method_handler(metadata),
-    }),))
+    server.add_generic_rpc_handlers(
+        (
+            grpc.method_handlers_generic_handler(
+                "tensorflow.serving.PredictionService",
+                {
+                    "Predict": grpc.unary_unary_rpc_method_handler(predict),
+                    "GetModelMetadata": grpc.unary_unary_rpc_method_handler(metadata),
+                },
+            ),
+        )
+    )
     server.add_insecure_port(f"127.0.0.1:{grpc_port}")
     await server.start()
 
@@ -87,10 +92,14 @@ class TrivialServer:
         self.grpc_port, self.rest_port = ports
         self.process: subprocess.Popen[str] | None = None
 
-    def __enter__(self) -> "TrivialServer":
+    def __enter__(self) -> TrivialServer:
         root = Path(__file__).resolve().parent.parent
-        self.process = subprocess.Popen([sys.executable, "-m", "benchmarks._trivial_server", str(self.grpc_port),
-                                         str(self.rest_port)], cwd=root, stdout=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "benchmarks._trivial_server", str(self.grpc_port), str(self.rest_port)],
+            cwd=root,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         assert self.process.stdout is not None and self.process.stdout.readline().strip() == "ready"
         return self
 

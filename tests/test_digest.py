@@ -17,10 +17,13 @@ def _records(seed: int, count: int, start: float, span: float, error_every: int 
     lag = rng.uniform(0, 0.0005, count)
     service = rng.lognormal(np.log(0.01), 0.3, count)
     records = []
-    for i, (d, l, s) in enumerate(zip(due, lag, service)):
+    for i, (d, late, s) in enumerate(zip(due, lag, service)):
         failed = bool(error_every) and i % error_every == 0
-        records.append(RequestRecord(float(d), float(d + l), float(d + l + s), "UNAVAILABLE" if failed else OK, 2,
-                                     100, 0.0001))
+        records.append(
+            RequestRecord(
+                float(d), float(d + late), float(d + late + s), "UNAVAILABLE" if failed else OK, 2, 100, 0.0001
+            )
+        )
     return records
 
 

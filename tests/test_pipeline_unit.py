@@ -123,8 +123,7 @@ async def test_full_batch_with_no_free_slot_pauses_the_reader():
     client, transport = _client(server)
     frames = _Frames()
     stats = StreamStats()
-    results, task = _collect(predict_stream(client, frames, batch_size=2, max_delay_ms=0, max_in_flight=1,
-                                            stats=stats))
+    results, task = _collect(predict_stream(client, frames, batch_size=2, max_delay_ms=0, max_in_flight=1, stats=stats))
     frames.give(0, 1, 2, 3, 4)  # all available at once
     await _until(lambda: frames.asked >= 3, "reading resumed")
     await _settle()
@@ -184,8 +183,12 @@ async def _until_async(condition) -> None:
 
 async def test_bad_settings_are_refused():
     client, _ = _client(_double)
-    for kwargs in ({"batch_size": 0}, {"batch_size": 2, "max_in_flight": 0},
-                   {"batch_size": 2, "max_delay_ms": float("nan")}, {"batch_size": 2, "max_delay_ms": -1}):
+    for kwargs in (
+        {"batch_size": 0},
+        {"batch_size": 2, "max_in_flight": 0},
+        {"batch_size": 2, "max_delay_ms": float("nan")},
+        {"batch_size": 2, "max_delay_ms": -1},
+    ):
         with pytest.raises(ValueError):
             async for _ in predict_stream(client, [_frame(0)], **kwargs):
                 pass
@@ -218,8 +221,7 @@ async def test_failed_batch_skip_mode_keeps_going():
         return _double(inputs)
 
     client, _ = _client(flaky)
-    results = [r async for r in predict_stream(client, [_frame(i) for i in range(12)], batch_size=4,
-                                              on_error="skip")]
+    results = [r async for r in predict_stream(client, [_frame(i) for i in range(12)], batch_size=4, on_error="skip")]
     assert [r.first_index for r in results] == [0, 4, 8]
     assert results[1].outputs is None and list(results[1].indices) == [4, 5, 6, 7]
     assert isinstance(results[1].error, Unavailable)

@@ -25,7 +25,7 @@ import numpy as np
 from serve_bench.client._client import Client
 from serve_bench.client._errors import ServeBenchError
 
-__all__ = ["BatchResult", "BatchFailed", "StreamStats", "predict_stream"]
+__all__ = ["BatchFailed", "BatchResult", "StreamStats", "predict_stream"]
 
 
 @dataclass(frozen=True)
@@ -45,8 +45,9 @@ class BatchFailed(ServeBenchError):
     """A batch failed; ``indices`` are the frames it covered. The cause is chained."""
 
     def __init__(self, indices: range, cause: ServeBenchError) -> None:
-        super().__init__(f"batch of frames {indices.start}..{indices.stop - 1} failed: {cause}",
-                         status=cause.status, url=cause.url)
+        super().__init__(
+            f"batch of frames {indices.start}..{indices.stop - 1} failed: {cause}", status=cause.status, url=cause.url
+        )
         self.indices = indices
 
 

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
 import numpy as np
+from hdrh.histogram import HdrHistogram
 
 from serve_bench.stats import OK, RequestRecord, decode, encode, histogram_of, new_histogram
 
@@ -38,8 +39,13 @@ class SliceDigest:
     histogram: str = ""  # encoded HdrHistogram of those latencies, µs
 
     def add(self, other: SliceDigest) -> SliceDigest:
-        return SliceDigest(self.index, self.ok + other.ok, self.items + other.items,
-                           self.latency_sum_s + other.latency_sum_s, _add_encoded(self.histogram, other.histogram))
+        return SliceDigest(
+            self.index,
+            self.ok + other.ok,
+            self.items + other.items,
+            self.latency_sum_s + other.latency_sum_s,
+            _add_encoded(self.histogram, other.histogram),
+        )
 
 
 @dataclass(frozen=True)
@@ -71,7 +77,7 @@ class RunDigest:
     slice_s: float = SLICE_S
     slices: tuple[SliceDigest, ...] = field(default=())
 
-    def histogram(self, name: str = "latency"):  # -> HdrHistogram; hdrh has no type hints
+    def histogram(self, name: str = "latency") -> HdrHistogram:
         """Decoded histogram ``latency``, ``latency_sent`` or ``schedule_lag`` (empty when none)."""
         text = getattr(self, name)
         return decode(text) if text else new_histogram()
@@ -126,8 +132,9 @@ def _merge_counts(pairs: Iterable[tuple[tuple[str, int], ...]]) -> tuple[tuple[s
     return tuple(sorted(total.items()))
 
 
-def digest_records(records: Sequence[RequestRecord], mode: str, window_start: float, window_end: float,
-                   slice_s: float = SLICE_S) -> RunDigest:
+def digest_records(
+    records: Sequence[RequestRecord], mode: str, window_start: float, window_end: float, slice_s: float = SLICE_S
+) -> RunDigest:
     """The digest of one process's records over [window_start, window_end)."""
     if not records:
         return RunDigest(mode, window_start, window_end, slice_s=slice_s)
@@ -142,8 +149,9 @@ def digest_records(records: Sequence[RequestRecord], mode: str, window_start: fl
     good = counted & ok
     latency = done - intended
     errors = Counter(r.status for r, c, g in zip(records, counted, ok) if c and not g)
-    classes = Counter(getattr(r, "error", None).__name__ if getattr(r, "error", None) is not None else r.status
-                      for r, c, g in zip(records, counted, ok) if c and not g)
+    classes = Counter(
+        r.error.__name__ if r.error is not None else r.status for r, c, g in zip(records, counted, ok) if c and not g
+    )
     slices: list[SliceDigest] = []
     if good.any():
         index = np.floor((done[good] - window_start) / slice_s).astype(np.int64)
@@ -152,19 +160,34 @@ def digest_records(records: Sequence[RequestRecord], mode: str, window_start: fl
         for number in np.unique(index):
             chosen = index == number
             values = good_latency[chosen]
-            slices.append(SliceDigest(int(number), int(chosen.sum()), int(good_items[chosen].sum()),
-                                      float(values.sum()), encode(histogram_of(values * 1e6))))
+            slices.append(
+                SliceDigest(
+                    int(number),
+                    int(chosen.sum()),
+                    int(good_items[chosen].sum()),
+                    float(values.sum()),
+                    encode(histogram_of(values * 1e6)),
+                )
+            )
     return RunDigest(
-        mode=mode, window_start=window_start, window_end=window_end,
-        requests=int(counted.sum()), ok=int(good.sum()), items=int(items[good].sum()),
-        errors=tuple(sorted(errors.items())), error_classes=tuple(sorted(classes.items())),
+        mode=mode,
+        window_start=window_start,
+        window_end=window_end,
+        requests=int(counted.sum()),
+        ok=int(good.sum()),
+        items=int(items[good].sum()),
+        errors=tuple(sorted(errors.items())),
+        error_classes=tuple(sorted(classes.items())),
         latency=encode(histogram_of(latency[good] * 1e6)),
         latency_sent=encode(histogram_of((done - sent)[good] * 1e6)) if mode == "open" else "",
         schedule_lag=encode(histogram_of(np.maximum(sent - intended, 0)[counted] * 1e6)) if mode == "open" else "",
         sent_in_window=int(((sent >= window_start) & (sent < window_end)).sum()),
         last_done=float(done[good].max()) if good.any() else 0.0,
-        decode_seconds=float(decode_s[good].sum()), nbytes=int(records[0].nbytes), slice_s=slice_s,
-        slices=tuple(slices))
+        decode_seconds=float(decode_s[good].sum()),
+        nbytes=int(records[0].nbytes),
+        slice_s=slice_s,
+        slices=tuple(slices),
+    )
 
 
 def merge_digests(digests: Sequence[RunDigest]) -> RunDigest:
@@ -184,8 +207,10 @@ def merge_digests(digests: Sequence[RunDigest]) -> RunDigest:
             slices[piece.index] = slices[piece.index].add(piece) if piece.index in slices else piece
     merged = replace(
         first,
-        window_start=max(d.window_start for d in digests), window_end=min(d.window_end for d in digests),
-        requests=sum(d.requests for d in digests), ok=sum(d.ok for d in digests),
+        window_start=max(d.window_start for d in digests),
+        window_end=min(d.window_end for d in digests),
+        requests=sum(d.requests for d in digests),
+        ok=sum(d.ok for d in digests),
         items=sum(d.items for d in digests),
         errors=_merge_counts(d.errors for d in digests),
         error_classes=_merge_counts(d.error_classes for d in digests),
@@ -195,9 +220,13 @@ def merge_digests(digests: Sequence[RunDigest]) -> RunDigest:
         processes=sum(d.processes for d in digests),
         slices=tuple(slices[i] for i in sorted(slices)),
     )
-    for name in ("latency", "latency_sent", "schedule_lag"):
+
+    def added(name: str) -> str:
         total = ""
         for digest in digests:
             total = _add_encoded(total, getattr(digest, name))
-        merged = replace(merged, **{name: total})
-    return merged
+        return total
+
+    return replace(
+        merged, latency=added("latency"), latency_sent=added("latency_sent"), schedule_lag=added("schedule_lag")
+    )

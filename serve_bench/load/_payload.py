@@ -28,8 +28,14 @@ def image_size_of(info: SignatureInfo | None, fallback: tuple[int, int] = (299, 
     return fallback
 
 
-def make_inputs(payload: str, batch_size: int, info: SignatureInfo | None, *, seed: int = 0,
-                image_size: tuple[int, int] = (299, 299)) -> dict[str, np.ndarray]:
+def make_inputs(
+    payload: str,
+    batch_size: int,
+    info: SignatureInfo | None,
+    *,
+    seed: int = 0,
+    image_size: tuple[int, int] = (299, 299),
+) -> dict[str, np.ndarray]:
     """A batch of synthetic images; natural-looking (smooth + noise) so JPEG sizes are realistic."""
     if payload not in PAYLOADS:
         raise ValueError(f"unknown payload {payload!r}; use one of {PAYLOADS}")
@@ -50,7 +56,7 @@ def make_inputs(payload: str, batch_size: int, info: SignatureInfo | None, *, se
     y, x = np.mgrid[0:height, 0:width]
     encoded = []
     for i in range(batch_size):
-        base = (np.stack([x * 255 / width, y * 255 / height, np.full_like(x, (i * 37) % 256)], axis=-1))
+        base = np.stack([x * 255 / width, y * 255 / height, np.full_like(x, (i * 37) % 256)], axis=-1)
         noisy = np.clip(base + rng.normal(0, 12, base.shape), 0, 255).astype(np.uint8)
         buffer = io.BytesIO()
         Image.fromarray(noisy).save(buffer, format="JPEG", quality=90)

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from hdrh.histogram import HdrHistogram
 
-__all__ = ["LatencySummary", "new_histogram", "histogram_of", "summarize", "encode", "decode", "merge", "PERCENTILES"]
+__all__ = ["PERCENTILES", "LatencySummary", "decode", "encode", "histogram_of", "merge", "new_histogram", "summarize"]
 
 LOWEST_US = 1
 HIGHEST_US = 3_600_000_000  # one hour
@@ -23,7 +23,7 @@ def new_histogram() -> HdrHistogram:
 def histogram_of(values_us: Iterable[float]) -> HdrHistogram:
     histogram = new_histogram()
     for value in values_us:
-        histogram.record_value(min(max(int(round(value)), LOWEST_US), HIGHEST_US))
+        histogram.record_value(min(max(round(float(value)), LOWEST_US), HIGHEST_US))
     return histogram
 
 
@@ -39,7 +39,7 @@ def summarize(histogram: HdrHistogram) -> LatencySummary:
 
 
 def encode(histogram: HdrHistogram) -> str:
-    return histogram.encode().decode("ascii")
+    return str(histogram.encode().decode("ascii"))
 
 
 def decode(text: str) -> HdrHistogram:
