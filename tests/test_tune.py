@@ -1,20 +1,23 @@
-"""Tune end to end: the tiny model on the local server, restarted per configuration; interrupted, resumed,
-answered; the written batching file parses as TF Serving's BatchingParameters."""
+"""Tune end to end: the tiny model on the local server, restarted per configuration; interrupted by SIGINT,
+resumed, answered; the written batching file parses as TF Serving's BatchingParameters."""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
+import psutil
 import pytest
 from google.protobuf import text_format
 
 from serve_bench import _protos
 from serve_bench.stats import read_points
-from serve_bench.tune import TuneEvent, parse_tune_spec, run_tune, run_tune_command
+from serve_bench.tune import run_tune_command
 
 
 def spec_text(models_dir: Path, max_ms: float = 2000.0) -> str:
@@ -26,7 +29,8 @@ kind = "local"
 models_dir = "{models_dir}"
 startup_timeout_s = 120
 [space]
-max_batch_size = [1, 4]
+batching = [false, true]
+max_batch_size = [4]
 [workload]
 concurrency = [4]
 [durations]
@@ -64,24 +68,37 @@ def test_tune_tiny_on_the_local_server(models_dir: Path, tmp_path: Path, capsys:
     spec_path.write_text(spec_text(models_dir))
     run_dir = tmp_path / "run"
 
-    # 1. Ctrl-C after the first configuration: what was measured stays, the server is stopped
-    def interrupt(event: TuneEvent) -> None:
-        if event.kind == "done":
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        asyncio.run(run_tune(parse_tune_spec(spec_path.read_text()), run_dir, on_event=interrupt))
+    # 1. Ctrl-C (a real SIGINT to `serve-bench tune`) while the second configuration's server starts:
+    #    exit 130, what was measured stays, and no server is left running
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "serve_bench", "tune", str(spec_path), "--run-dir", str(run_dir)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert cli.stdout is not None
+    seen = []
+    for line in cli.stdout:
+        seen.append(line)
+        if line.startswith("[2/2]"):
+            cli.send_signal(signal.SIGINT)
+            break
+    seen += cli.stdout.readlines()
+    assert cli.wait(timeout=60) == 130, "".join(seen)
+    assert f"continue with: serve-bench tune {spec_path} --resume --run-dir {run_dir}" in "".join(seen)
     assert [(e["config"], e["status"]) for e in _entries(run_dir)] == [("nobatch", "measured")]
     (first,) = read_points(run_dir)
     assert first.target.pid is not None and not _alive(first.target.pid)
+    leftovers = [p.pid for p in psutil.process_iter(["cmdline"]) if str(run_dir) in " ".join(p.info["cmdline"] or [])]
+    assert leftovers == []
 
     # 2. --resume measures the rest and not the finished configuration again
     assert run_tune_command(_args(spec_path, run_dir, resume=True)) == 0
     out = capsys.readouterr().out
     assert "nobatch: already measured (resume), not measured again" in out
-    assert [e["config"] for e in _entries(run_dir)] == ["nobatch", "mbs1", "mbs4"]
+    assert [e["config"] for e in _entries(run_dir)] == ["nobatch", "mbs4"]
     points = read_points(run_dir)
-    assert sorted(p.key.split("|")[0] for p in points) == ["mbs1", "mbs4", "nobatch"]
+    assert sorted(p.key.split("|")[0] for p in points) == ["mbs4", "nobatch"]
     assert [p.id for p in points if p.key.startswith("nobatch|")] == [first.id]
     for point in points:  # each point records the configuration it measured
         recorded = getattr(point, "server_config", ()) or [n for n in point.notes if n.startswith("server_config")]
@@ -94,7 +111,7 @@ def test_tune_tiny_on_the_local_server(models_dir: Path, tmp_path: Path, capsys:
     assert answer["best"]["config"] == top.key.split("|")[0]
     assert answer["best"]["items_per_s"] == top.items_per_s
     assert f"best configuration under p99 <= 2000 ms: {top.key.split('|')[0]}" in out
-    assert {row["value"] for row in answer["knobs"] if row["knob"] == "max_batch_size"} >= {"1", "4"}
+    assert {row["value"] for row in answer["knobs"] if row["knob"] == "max_batch_size"} == {"off", "4"}
     assert answer["gains"][0]["baseline"] == "no_batching"
 
     # 4. the written files parse as TF Serving's BatchingParameters
@@ -113,4 +130,4 @@ def test_tune_tiny_on_the_local_server(models_dir: Path, tmp_path: Path, capsys:
     assert run_tune_command(_args(spec_path, run_dir, resume=True)) == 1
     out = capsys.readouterr().out
     assert "no configuration meets p99 <= 0.01 ms; closest: " in out
-    assert len(_entries(run_dir)) == 3 and len(read_points(run_dir)) == 3
+    assert len(_entries(run_dir)) == 2 and len(read_points(run_dir)) == 2

@@ -170,6 +170,9 @@ class LocalRestarter:
         except StartFailed as exc:
             await self.stop()
             raise StartFailed(exc.why, log_tail(log_path)) from None
+        except BaseException:  # Ctrl-C while the server starts: never leave it running
+            await asyncio.shield(self.stop())
+            raise
         return Target(
             "local",
             url,

@@ -172,7 +172,10 @@ class _Tuner:
 
     async def evaluate(self, config: TuneConfig) -> Score:
         self.configs[config.id] = config
-        if config.id not in self.outcome.evaluated:
+        if config.id in self.outcome.evaluated:
+            if config.id in self.finished:  # asked twice (a baseline that is also in the grid): measured once
+                return self._score(config)
+        else:
             self.outcome.evaluated.append(config.id)
         if config.id in self.finished:
             self.outcome.skipped.append(config.id)
