@@ -417,3 +417,42 @@ def test_tune_package_does_not_import_the_server_or_tensorflow() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        TuneConfig(max_batch_size=8, allowed_batch_sizes=(2, 8), num_batch_threads=2, max_enqueued_batches=4),
+        TuneConfig(max_batch_size=8, enable_large_batch_splitting=True, max_execution_batch_size=4),
+        TuneConfig(batch_timeout_micros=0),
+        TuneConfig(max_batch_size=8, allowed_batch_sizes=(1, 2, 4)),
+        TuneConfig(allowed_batch_sizes=(1, 2, 4)),
+        TuneConfig(max_batch_size=8, allowed_batch_sizes=(4, 2, 8)),
+        TuneConfig(batch_timeout_micros=-1),
+        TuneConfig(num_batch_threads=0),
+        TuneConfig(max_batch_size=0),
+        TuneConfig(max_batch_size=4, enable_large_batch_splitting=True, max_execution_batch_size=8),
+    ],
+    ids=lambda c: c.id,
+)
+def test_tune_and_the_local_server_agree_on_what_tf_serving_accepts(config: TuneConfig) -> None:
+    """Both follow bundle_factory_util.cc:113-124 and session_bundle_config.proto: a configuration tune refuses
+    is one the local server's BatchingParams refuses, and one it writes is read back with the same values."""
+    from serve_bench.server import BatchingParams
+
+    try:
+        config.validate()
+        tune_ok = True
+    except UserError:
+        tune_ok = False
+    try:
+        params = BatchingParams.from_text(config.to_text(), "tune")
+        server_ok = True
+    except UserError:
+        server_ok = False
+    assert tune_ok == server_ok
+    if server_ok:
+        for name in ("max_batch_size", "batch_timeout_micros", "num_batch_threads", "max_enqueued_batches"):
+            if getattr(config, name) is not None:
+                assert getattr(params, name) == getattr(config, name)
+        assert params.allowed_batch_sizes == config.allowed_batch_sizes
