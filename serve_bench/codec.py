@@ -63,7 +63,15 @@ DTYPE_TO_NUMPY: dict[int, np.dtype[Any]] = {
     19: np.dtype(np.float16),  # DT_HALF
     22: np.dtype(np.uint32),  # DT_UINT32
     23: np.dtype(np.uint64),  # DT_UINT64
+    8: np.dtype(np.complex64),  # DT_COMPLEX64
+    18: np.dtype(np.complex128),  # DT_COMPLEX128
 }
+try:  # bfloat16 has no numpy type of its own; ml_dtypes (installed with TensorFlow) provides one
+    import ml_dtypes
+
+    DTYPE_TO_NUMPY[14] = np.dtype(ml_dtypes.bfloat16)  # DT_BFLOAT16
+except ImportError:  # a client without it refuses DT_BFLOAT16 tensors by name
+    pass
 NUMPY_TO_DTYPE: dict[np.dtype[Any], int] = {v: k for k, v in DTYPE_TO_NUMPY.items()}
 DT_STRING = 7
 
@@ -82,7 +90,11 @@ _VALUE_FIELD = {
     19: "half_val",
     22: "uint32_val",
     23: "uint64_val",
+    8: "scomplex_val",  # real, imaginary, real, ... as floats
+    18: "dcomplex_val",
+    14: "half_val",  # bfloat16 bits, like DT_HALF's
 }
+_HALF_BITS = (14, 19)  # dtypes whose uint16 bit patterns travel in half_val's int32s
 
 
 def dtype_name(dtype: int) -> str:
@@ -108,7 +120,7 @@ def _varint(n: int) -> bytes:
 # Fixed-width value fields (field number, little-endian numpy type): their packed wire form is
 # the raw array bytes, so they are filled by parsing one packed record (a memcpy inside upb)
 # instead of extend(), which boxes every value: 29 us vs 1.7 ms for 65536 floats.
-_PACKED_FIXED = {1: (5, "<f4"), 2: (6, "<f8")}
+_PACKED_FIXED = {1: (5, "<f4"), 2: (6, "<f8"), 8: (9, "<f4"), 18: (12, "<f8")}
 _PACKED_BOOL = 11  # bool_val: varints of 0/1 are single bytes, so the packed form is the uint8 array
 
 
@@ -118,16 +130,18 @@ def _fill_packed(proto: Any, field_number: int, body: bytes) -> None:
 
 def _fill_typed_values(proto: Any, dtype: int, array: np.ndarray) -> None:
     """The values as Tensor::AsProtoField writes them (tensorflow/core/framework/tensor.cc):
-    one typed field per dtype, every element, half as its uint16 bits in half_val."""
-    flat = array.reshape(-1)
+    one typed field per dtype, every element, half and bfloat16 as their uint16 bits in half_val,
+    complex numbers as (real, imaginary) pairs."""
+    flat = np.ascontiguousarray(array.reshape(-1))
     if flat.size == 0:
         return
     if dtype in _PACKED_FIXED:
         number, wire_type = _PACKED_FIXED[dtype]
-        _fill_packed(proto, number, np.ascontiguousarray(flat, dtype=wire_type).tobytes())
+        parts = flat.view(flat.real.dtype) if flat.dtype.kind == "c" else flat  # complex: (re, im) pairs
+        _fill_packed(proto, number, np.ascontiguousarray(parts, dtype=wire_type).tobytes())
     elif dtype == 10:  # DT_BOOL
         _fill_packed(proto, _PACKED_BOOL, np.ascontiguousarray(flat, dtype=np.uint8).tobytes())
-    elif dtype == 19:  # DT_HALF
+    elif dtype in _HALF_BITS:
         proto.half_val.extend(flat.view(np.uint16).tolist())
     else:
         getattr(proto, _VALUE_FIELD[dtype]).extend(flat.tolist())
@@ -186,8 +200,11 @@ def _typed_values(proto: Any, dtype: int, np_dtype: np.dtype[Any]) -> np.ndarray
     # falls back to iterating on other protobuf backends. 20 us vs 2.8 ms via list() for
     # 65536 floats (benchmarks/client_decode.py).
     values = np.asarray(field)
-    if dtype == 19:  # DT_HALF: IEEE half bits carried in int32s
-        return values.astype(np.uint16).view(np.float16)
+    if dtype in _HALF_BITS:  # half / bfloat16 bits carried in int32s
+        return values.astype(np.uint16).view(np_dtype)
+    if np_dtype.kind == "c":  # (re, im) pairs; an odd trailing part is ignored, as tensor.cc counts pairs
+        part = np.float32 if np_dtype == np.complex64 else np.float64
+        return values[: values.size // 2 * 2].astype(part).view(np_dtype)
     return values.astype(np_dtype, copy=False)
 
 

@@ -35,8 +35,11 @@ _EXPECTED_FIELD = {
     4: "int_val",
     5: "int_val",
     6: "int_val",
+    8: "scomplex_val",
     9: "int64_val",
     10: "bool_val",
+    14: "half_val",
+    18: "dcomplex_val",
     17: "int_val",
     19: "half_val",
     22: "uint32_val",
@@ -53,6 +56,8 @@ _VALUE_FIELDS = (
     "half_val",
     "uint32_val",
     "uint64_val",
+    "scomplex_val",
+    "dcomplex_val",
 )
 
 
@@ -61,7 +66,9 @@ def _sample(dtype: int, shape: tuple[int, ...], seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
     if np_dtype == np.bool_:
         return rng.random(shape) > 0.5
-    if np_dtype.kind == "f":
+    if np_dtype.kind == "c":
+        return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np_dtype)
+    if np_dtype.kind == "f" or np_dtype.name == "bfloat16":
         values = rng.standard_normal(shape).astype(np_dtype)
         if values.size >= 3:  # the odd floats survive too: NaN, -0.0, inf
             values.reshape(-1)[:3] = [np.nan, -0.0, np.inf]
@@ -74,6 +81,15 @@ def _set_fields(proto: Any) -> list[str]:
     return [name for name in _VALUE_FIELDS if len(getattr(proto, name))] + (
         ["tensor_content"] if proto.tensor_content else []
     )
+
+
+def _same(actual: np.ndarray, expected: np.ndarray) -> None:
+    """Equal values (NaN equals NaN); bfloat16, which numpy's testing cannot compare, by its bits."""
+    assert actual.dtype == expected.dtype and actual.shape == expected.shape
+    if expected.dtype.name == "bfloat16":
+        np.testing.assert_array_equal(actual.view(np.uint16), expected.view(np.uint16))
+    else:
+        np.testing.assert_array_equal(actual, expected)
 
 
 def _tf_parse(tf: Any, proto: Any) -> np.ndarray:
@@ -94,12 +110,12 @@ def test_typed_fields_are_the_ones_as_proto_field_writes(tf, dtype, shape):
     assert proto.dtype == dtype
     assert tuple(d.size for d in proto.tensor_shape.dim) == shape
     assert _set_fields(proto) == ([_EXPECTED_FIELD[dtype]] if array.size else [])
-    if dtype == 19:
+    if dtype in (14, 19):  # half and bfloat16: their bits, one per int32
         assert list(proto.half_val) == array.reshape(-1).view(np.uint16).tolist()
-    np.testing.assert_array_equal(_tf_parse(tf, proto), array)
-    decoded = from_tensor_proto(TensorProto.FromString(proto.SerializeToString()))
-    assert decoded.dtype == array.dtype and decoded.shape == shape
-    np.testing.assert_array_equal(decoded, array)
+    if dtype in (8, 18):  # complex: real and imaginary parts interleaved
+        assert len(getattr(proto, _EXPECTED_FIELD[dtype])) == 2 * array.size
+    _same(_tf_parse(tf, proto), array)
+    _same(from_tensor_proto(TensorProto.FromString(proto.SerializeToString())), array)
 
 
 @pytest.mark.parametrize("dtype", _NUMERIC)
@@ -109,8 +125,8 @@ def test_tensor_content_round_trip_agrees_with_tensorflow(tf, dtype):
     array = _sample(dtype, (3, 5), seed=1)
     proto = to_tensor_proto(array)
     assert _set_fields(proto) == ["tensor_content"]
-    np.testing.assert_array_equal(_tf_parse(tf, proto), array)
-    np.testing.assert_array_equal(from_tensor_proto(proto), array)
+    _same(_tf_parse(tf, proto), array)
+    _same(from_tensor_proto(proto), array)
     if array.dtype.itemsize > 1:
         swapped = to_tensor_proto(array.astype(array.dtype.newbyteorder(">")))
         assert swapped.tensor_content == proto.tensor_content
@@ -149,6 +165,7 @@ def _typed(dtype: int, values: list[Any], shape: tuple[int, ...]) -> Any:
         (19, [np.float16(0.5).view(np.uint16).item()], (2,)),
         (7, [b"x"], (3,)),  # strings pad the same way
         (7, [], (2,)),  # no strings: empty strings
+        (8, [1.0, 2.0, 3.0], (2,)),  # complex: whole (re, im) pairs count, the odd part is ignored
     ],
 )
 def test_value_count_rules_follow_tensor_from_proto(tf, dtype, values, shape):
@@ -191,10 +208,10 @@ def test_bad_protos_are_refused_with_what_is_wrong():
     unknown.tensor_shape.unknown_rank = True
     with pytest.raises(CodecError, match="unknown rank"):
         proto_shape(unknown)
-    with pytest.raises(CodecError, match="DT_COMPLEX64"):
-        from_tensor_proto(TensorProto(dtype=8))
-    with pytest.raises(CodecError, match="unsupported numpy dtype complex64"):
-        to_tensor_proto(np.zeros(2, np.complex64))
+    with pytest.raises(CodecError, match="DT_QINT8"):
+        from_tensor_proto(TensorProto(dtype=11))
+    with pytest.raises(CodecError, match="unsupported numpy dtype datetime64"):
+        to_tensor_proto(np.zeros(2, "datetime64[s]"))
 
 
 def test_max_elements_refuses_a_huge_declared_shape_before_allocating():
