@@ -20,10 +20,10 @@ from serve_bench.stats import (
     ResultsFileError,
     ResultsWriter,
     ServerView,
+    _schema,
     read_points,
     read_run,
 )
-from serve_bench.stats import _schema
 from tests._points import make_point
 
 DATA = Path(__file__).parent / "data"
@@ -44,8 +44,11 @@ def _mutable_parts(value: Any, where: str = "point") -> list[str]:
 
 
 def test_points_round_trip_unchanged_and_hold_no_mutable_parts(tmp_path):
-    points = [make_point("gpu", "gpu", 8, 12_000.0, errors=2), make_point("cpu", "cpu", 1, 70_000.0, stable=False),
-              make_point("gpu", "gpu", 1, 9_000.0, ok=0, errors=5, cut_off="target down")]
+    points = [
+        make_point("gpu", "gpu", 8, 12_000.0, errors=2),
+        make_point("cpu", "cpu", 1, 70_000.0, stable=False),
+        make_point("gpu", "gpu", 1, 9_000.0, ok=0, errors=5, cut_off="target down"),
+    ]
     with ResultsWriter(tmp_path) as writer:
         for point in points:
             writer.append(point)
@@ -73,15 +76,24 @@ def test_version_1_points_are_migrated():
         assert point.target.protocol == old["target"]["protocol"]
         assert point.target.server_kind == old["target"]["server_kind"]
         assert _mutable_parts(point) == []
-    closed, open_loop, dead, synthetic, local = points
+    closed, open_loop, dead, _synthetic, local = points
     assert open_loop.latency.sent is not None and open_loop.latency.sent.p99 == raw[1]["latency_uncorrected_us"]["p99"]
     assert open_loop.client.schedule_lag is not None
     assert open_loop.client.schedule_lag.p99 == raw[1]["schedule_lag_us"]["p99"]
     assert dead.needs_remeasure and not closed.needs_remeasure
     assert closed.server == ServerView.unavailable("no metrics endpoint configured")
-    assert local.server == ServerView(requests=122.0, errors=0.0, request_us_mean=5400.0, queue_us_mean=150.0,
-                                      compute_us_mean=5100.0, overhead_us_mean=150.0, tf_calls=122.0,
-                                      input_batch_mean=1.0, processed_batch_mean=1.0, padding_share=0.0)
+    assert local.server == ServerView(
+        requests=122.0,
+        errors=0.0,
+        request_us_mean=5400.0,
+        queue_us_mean=150.0,
+        compute_us_mean=5100.0,
+        overhead_us_mean=150.0,
+        tf_calls=122.0,
+        input_batch_mean=1.0,
+        processed_batch_mean=1.0,
+        padding_share=0.0,
+    )
     # a v1 line's id is derived from its text: stable between reads, distinct between lines
     assert [p.id for p in read_points(DATA / "points_v1.jsonl")] == [p.id for p in points]
     assert len({p.id for p in points}) == 5
@@ -127,14 +139,18 @@ def test_a_torn_last_line_is_skipped_then_repaired_before_appending(tmp_path):
     assert read_points(tmp_path) == [first, third]
 
 
-@pytest.mark.parametrize("content, line, message", [
-    (b'{"name": "not a point"}\n', 1, "not a serve-bench point"),
-    (b"[1, 2, 3]\n", 1, "expected a point"),
-    (b'{\n  "schema_version": 2\n}\n', 1, "not valid JSON"),
-    (b"POINT\n" + b"\xff\xfe\n", 1, "not valid JSON"),
-    (b"\xff\xfe{}\n", 1, "not UTF-8 text (byte 0xff at column 1)"),
-    (b'{"schema_version": 7}\n', 1, "schema_version 7"),
-], ids=["other-object", "array", "pretty-printed", "garbage", "not-utf8", "newer-version"])
+@pytest.mark.parametrize(
+    "content, line, message",
+    [
+        (b'{"name": "not a point"}\n', 1, "not a serve-bench point"),
+        (b"[1, 2, 3]\n", 1, "expected a point"),
+        (b'{\n  "schema_version": 2\n}\n', 1, "not valid JSON"),
+        (b"POINT\n" + b"\xff\xfe\n", 1, "not valid JSON"),
+        (b"\xff\xfe{}\n", 1, "not UTF-8 text (byte 0xff at column 1)"),
+        (b'{"schema_version": 7}\n', 1, "schema_version 7"),
+    ],
+    ids=["other-object", "array", "pretty-printed", "garbage", "not-utf8", "newer-version"],
+)
 def test_a_file_that_is_not_points_names_file_and_line(tmp_path, content, line, message):
     (tmp_path / POINTS_FILE).write_bytes(content)
     with pytest.raises(ResultsFileError) as caught:
@@ -150,8 +166,11 @@ def test_a_point_with_a_wrong_field_names_the_field(tmp_path):
     missing = _schema.point_to_data(good)
     del missing["latency"]
     lines = [json.dumps(_schema.point_to_data(good)), json.dumps(data), json.dumps(bad_key), json.dumps(missing)]
-    for number, expected in ((2, "counts.ok: expected an integer, found a string"),
-                             (3, "unknown field 'colour'"), (4, "missing field 'latency'")):
+    for number, expected in (
+        (2, "counts.ok: expected an integer, found a string"),
+        (3, "unknown field 'colour'"),
+        (4, "missing field 'latency'"),
+    ):
         (tmp_path / POINTS_FILE).write_text(lines[0] + "\n" + lines[number - 1] + "\n")
         with pytest.raises(ResultsFileError, match=f":2: .*{expected}"):
             read_points(tmp_path)

@@ -1,6 +1,6 @@
 """Load generation: closed loop (concurrency), open loop (seeded Poisson/constant schedule), payloads."""
 
-from serve_bench.load._analysis import analyze, is_stable, window_stats
+from serve_bench.load._analysis import MIN_WINDOW_REQUESTS, analyze, is_stable, stability_of
 from serve_bench.load._generators import LoadRun, PointSettings, run_closed_loop, run_open_loop
 from serve_bench.load._inputs import InputSet, load_input_data
 from serve_bench.load._multiproc import run_in_processes, split
@@ -9,8 +9,9 @@ from serve_bench.load._schedule import ARRIVALS, arrival_offsets
 
 __all__ = [
     "ARRIVALS",
-    "InputSet",
+    "MIN_WINDOW_REQUESTS",
     "PAYLOADS",
+    "InputSet",
     "LoadRun",
     "PointSettings",
     "analyze",
@@ -24,5 +25,5 @@ __all__ = [
     "run_open_loop",
     "signature_for_payload",
     "split",
-    "window_stats",
+    "stability_of",
 ]

@@ -14,13 +14,11 @@ from serve_bench.stats._figures import (
     Window,
 )
 from serve_bench.stats._histogram import (
-    PERCENTILES,
     decode,
     encode,
     histogram_of,
     merge,
     new_histogram,
-    summarize,
 )
 from serve_bench.stats._inputs import InputSource, StreamFigures
 from serve_bench.stats._locust import LOCUST_NOTE, import_locust
@@ -42,7 +40,6 @@ from serve_bench.stats._slo import Slo
 __all__ = [
     "LOCUST_NOTE",
     "OK",
-    "PERCENTILES",
     "PERCENTILE_NAMES",
     "POINTS_FILE",
     "RUN_FILE",
@@ -82,5 +79,4 @@ __all__ = [
     "point_key",
     "read_points",
     "read_run",
-    "summarize",
 ]

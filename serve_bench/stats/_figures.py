@@ -13,7 +13,7 @@ from typing import ClassVar
 
 from hdrh.histogram import HdrHistogram
 
-from serve_bench.stats._histogram import histogram_of
+from serve_bench.stats._histogram import PERCENTILES, histogram_of
 
 __all__ = [
     "PERCENTILE_NAMES",
@@ -29,8 +29,7 @@ __all__ = [
     "Window",
 ]
 
-# The one list of latency percentiles serve-bench reports: name -> percentile.
-PERCENTILE_NAMES: dict[str, float] = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99_9": 99.9}
+PERCENTILE_NAMES: dict[str, float] = PERCENTILES  # the one list (name -> percentile), under its public name
 
 
 @dataclass(frozen=True)
@@ -72,8 +71,12 @@ class Percentiles:
         if histogram.get_total_count() == 0:
             return cls()
         values = {name: float(histogram.get_value_at_percentile(p)) for name, p in PERCENTILE_NAMES.items()}
-        return cls(**values, max=float(histogram.get_max_value()), mean=round(float(histogram.get_mean_value()), 1),
-                   count=int(histogram.get_total_count()))
+        return cls(
+            **values,
+            max=float(histogram.get_max_value()),
+            mean=round(float(histogram.get_mean_value()), 1),
+            count=int(histogram.get_total_count()),
+        )
 
     @classmethod
     def of_values(cls, values_us: Iterable[float]) -> Percentiles:
@@ -248,8 +251,9 @@ class ClientView:
         if self.limited:
             parts.append("client-limited: " + "; ".join(self.reasons))
         if self.safety_cap_hits:
-            parts.append(f"safety cap hit {self.safety_cap_hits} times (the server could not keep up with the "
-                         "schedule)")
+            parts.append(
+                f"safety cap hit {self.safety_cap_hits} times (the server could not keep up with the schedule)"
+            )
         return "; ".join(parts) or f"client loop {self.loop_cpu_percent:.0f}% busy"
 
 

@@ -6,14 +6,13 @@ from collections.abc import Iterable
 
 from hdrh.histogram import HdrHistogram
 
-__all__ = ["PERCENTILES", "LatencySummary", "decode", "encode", "histogram_of", "merge", "new_histogram", "summarize"]
+__all__ = ["PERCENTILES", "decode", "encode", "histogram_of", "merge", "new_histogram"]
 
 LOWEST_US = 1
 HIGHEST_US = 3_600_000_000  # one hour
 SIGNIFICANT_DIGITS = 3  # values are exact to 0.1%
+# The one list of latency percentiles serve-bench reports: name -> percentile (Percentiles has a field each).
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p95": 95.0, "p99": 99.0, "p99_9": 99.9}
-
-LatencySummary = dict[str, float]
 
 
 def new_histogram() -> HdrHistogram:
@@ -25,17 +24,6 @@ def histogram_of(values_us: Iterable[float]) -> HdrHistogram:
     for value in values_us:
         histogram.record_value(min(max(round(float(value)), LOWEST_US), HIGHEST_US))
     return histogram
-
-
-def summarize(histogram: HdrHistogram) -> LatencySummary:
-    """p50, p90, p95, p99, p99.9, max, mean in µs (zeros when empty)."""
-    if histogram.get_total_count() == 0:
-        return {**{k: 0.0 for k in PERCENTILES}, "max": 0.0, "mean": 0.0, "count": 0}
-    summary: LatencySummary = {k: float(histogram.get_value_at_percentile(p)) for k, p in PERCENTILES.items()}
-    summary["max"] = float(histogram.get_max_value())
-    summary["mean"] = round(float(histogram.get_mean_value()), 1)
-    summary["count"] = histogram.get_total_count()
-    return summary
 
 
 def encode(histogram: HdrHistogram) -> str:

@@ -15,14 +15,25 @@ from pathlib import Path
 from typing import Any
 
 from serve_bench.errors import UserError
+from serve_bench.stats._figures import (
+    PERCENTILE_NAMES,
+    ClientView,
+    Codec,
+    Counts,
+    Latency,
+    Percentiles,
+    Stability,
+    Throughput,
+)
 from serve_bench.stats._histogram import encode, new_histogram
-from serve_bench.stats._figures import PERCENTILE_NAMES, ClientView, Codec, Counts, Latency, Percentiles, Stability, Throughput
 from serve_bench.stats._point import LoadInfo, Point, Target, point_key
 
-__all__ = ["import_locust", "LOCUST_NOTE"]
+__all__ = ["LOCUST_NOTE", "import_locust"]
 
-LOCUST_NOTE = ("imported from Locust: closed loop of Locust users; latencies from Locust's rounded buckets "
-               "(2 significant digits above 100 ms), coarser than serve-bench's 3-digit histograms")
+LOCUST_NOTE = (
+    "imported from Locust: closed loop of Locust users; latencies from Locust's rounded buckets "
+    "(2 significant digits above 100 ms), coarser than serve-bench's 3-digit histograms"
+)
 _NAME = re.compile(r"predict (?P<model>\S+) b(?P<batch>\d+)")
 # Locust's CSV column for each of serve-bench's percentiles
 _PERCENTILES = {name: f"{p:g}%" for name, p in PERCENTILE_NAMES.items()}
@@ -47,16 +58,30 @@ def _number(row: dict[str, str], key: str) -> float:
 def _approximate_histogram(latency_ms: dict[str, float], count: int) -> str:
     """An HdrHistogram holding the percentile values in their proportions (Locust keeps no raw values)."""
     histogram = new_histogram()
-    marks = [(50.0, latency_ms["p50"]), (40.0, latency_ms["p90"]), (5.0, latency_ms["p95"]),
-             (4.0, latency_ms["p99"]), (0.9, latency_ms["p99_9"]), (0.1, latency_ms["max"])]
+    marks = [
+        (50.0, latency_ms["p50"]),
+        (40.0, latency_ms["p90"]),
+        (5.0, latency_ms["p95"]),
+        (4.0, latency_ms["p99"]),
+        (0.9, latency_ms["p99_9"]),
+        (0.1, latency_ms["max"]),
+    ]
     for share, value in marks:
-        n = max(1, int(round(count * share / 100)))
+        n = max(1, round(count * share / 100))
         histogram.record_value(max(1, int(value * 1000)), n)
     return encode(histogram)
 
 
-def _point(name: str, request_type: str, users: int, requests: float, failures: float, duration: float,
-           latency_ms: dict[str, float], options: dict[str, Any]) -> Point:
+def _point(
+    name: str,
+    request_type: str,
+    users: int,
+    requests: float,
+    failures: float,
+    duration: float,
+    latency_ms: dict[str, float],
+    options: dict[str, Any],
+) -> Point:
     match = _NAME.search(name)
     model = options.get("model") or (match["model"] if match else "unknown")
     batch = int(options.get("batch_size") or (match["batch"] if match else 1))
@@ -69,16 +94,26 @@ def _point(name: str, request_type: str, users: int, requests: float, failures: 
     signature = options.get("signature") or "serving_default"
     payload = options.get("payload", "float")
     return Point(
-        target=Target(target, options.get("url", ""), options.get("device", "cpu"), server=options.get("server", ""),
-                      protocol=protocol),
-        model=model, signature=signature, payload=payload, batch_size=batch, load=load,
+        target=Target(
+            target,
+            options.get("url", ""),
+            options.get("device", "cpu"),
+            server=options.get("server", ""),
+            protocol=protocol,
+        ),
+        model=model,
+        signature=signature,
+        payload=payload,
+        batch_size=batch,
+        load=load,
         duration_s=round(duration, 3),
         counts=Counts.of(int(requests), ok, ok * batch, {"locust-failure": int(failures)}),
         throughput=Throughput(rps, rps * batch),
         latency=Latency(latency, histogram=_approximate_histogram(latency_ms, max(ok, 1))),
         # Locust keeps no windows: stability cannot be judged, which is not the same as unstable
         stability=Stability(stable=True, judged_on="not judged (Locust keeps no windows)"),
-        client=ClientView(), codec=Codec(),
+        client=ClientView(),
+        codec=Codec(),
         key=point_key(target, model, signature, payload, batch, load, 0),
         notes=(LOCUST_NOTE, "server metrics unavailable: imported from Locust"),
     )
@@ -120,19 +155,41 @@ def import_locust(prefix: str, **options: Any) -> list[Point]:
             total, failures = _number(last, "Total Request Count"), _number(last, "Total Failure Count")
             now = _number(last, "Timestamp")
             duration = max(now - previous_time, 1.0)
-            point = _point(row["Name"], row.get("Type", ""), users, total - previous_total,
-                           failures - previous_failures, duration, _latencies(last, "Total "), options)
-            points.append(point.with_notes("one step of a step load shape; percentiles are Locust's rolling "
-                                           "window at the step's end"))
+            point = _point(
+                row["Name"],
+                row.get("Type", ""),
+                users,
+                total - previous_total,
+                failures - previous_failures,
+                duration,
+                _latencies(last, "Total "),
+                options,
+            )
+            points.append(
+                point.with_notes(
+                    "one step of a step load shape; percentiles are Locust's rolling window at the step's end"
+                )
+            )
             previous_total, previous_failures, previous_time = total, failures, now
         return points
     users = max((u for u, _ in steps), default=int(options.get("users") or 1))
-    duration = (_number(aggregated[-1], "Timestamp") - _number(aggregated[0], "Timestamp")) if len(aggregated) > 1 \
-        else 0.0
+    duration = (
+        (_number(aggregated[-1], "Timestamp") - _number(aggregated[0], "Timestamp")) if len(aggregated) > 1 else 0.0
+    )
     for row in requests_rows:
         requests = _number(row, "Request Count")
         rps = _number(row, "Requests/s")
         span = duration if duration > 0 else (requests / rps if rps else 1.0)
-        points.append(_point(row["Name"], row.get("Type", ""), users, requests, _number(row, "Failure Count"), span,
-                             _latencies(row), options))
+        points.append(
+            _point(
+                row["Name"],
+                row.get("Type", ""),
+                users,
+                requests,
+                _number(row, "Failure Count"),
+                span,
+                _latencies(row),
+                options,
+            )
+        )
     return points

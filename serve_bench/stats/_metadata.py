@@ -32,7 +32,7 @@ def cpu_model() -> str:
 def gpu_names() -> list[str]:
     """GPUs seen by NVML (pynvml) or nvidia-smi; [] when there are none."""
     try:
-        import pynvml  # type: ignore[import-not-found]
+        import pynvml
 
         pynvml.nvmlInit()
         try:

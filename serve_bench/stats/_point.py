@@ -16,7 +16,7 @@ from serve_bench.stats._figures import ClientView, Codec, Counts, Figures, Laten
 from serve_bench.stats._inputs import InputSource, StreamFigures
 from serve_bench.stats._server_view import ServerView
 
-__all__ = ["SCHEMA_VERSION", "Target", "LoadInfo", "Point", "point_key"]
+__all__ = ["SCHEMA_VERSION", "LoadInfo", "Point", "Target", "point_key"]
 
 SCHEMA_VERSION = 2  # history and migrations: _schema.py
 
@@ -118,8 +118,18 @@ class Point:
     schema_version: int = SCHEMA_VERSION
 
     @classmethod
-    def measured(cls, figures: Figures, *, target: Target, model: str, signature: str, payload: str,
-                 batch_size: int, load: LoadInfo, **extra: Any) -> Point:
+    def measured(
+        cls,
+        figures: Figures,
+        *,
+        target: Target,
+        model: str,
+        signature: str,
+        payload: str,
+        batch_size: int,
+        load: LoadInfo,
+        **extra: Any,
+    ) -> Point:
         """A point from an analysis (load.analyze) plus where and what was measured.
 
         ``extra`` takes the remaining fields (server, repeat, key, started_at, warmup_s, …);
@@ -127,8 +137,16 @@ class Point:
         """
         values = {f.name: getattr(figures, f.name) for f in fields(figures)}
         values["notes"] = (*figures.notes, *extra.pop("notes", ()))
-        return cls(target=target, model=model, signature=signature, payload=payload, batch_size=batch_size,
-                   load=load, **values, **extra)
+        return cls(
+            target=target,
+            model=model,
+            signature=signature,
+            payload=payload,
+            batch_size=batch_size,
+            load=load,
+            **values,
+            **extra,
+        )
 
     @property
     def limited(self) -> bool:
@@ -161,8 +179,10 @@ class Point:
 
     def describe(self) -> str:
         """One line a perf_analyzer user reads at a glance."""
-        text = (f"{self.target.name} b{self.batch_size} {self.load.describe()}: {self.throughput.describe()}, "
-                f"{self.latency.describe()}")
+        text = (
+            f"{self.target.name} b{self.batch_size} {self.load.describe()}: {self.throughput.describe()}, "
+            f"{self.latency.describe()}"
+        )
         if self.server is not None and self.server.available:
             server = self.server.describe()
             if server:
@@ -188,8 +208,9 @@ class Point:
         return replace(self, supersedes=old.id)
 
 
-def point_key(target: str, model: str, signature: str, payload: str, batch_size: int, load: LoadInfo,
-              repeat: int) -> str:
+def point_key(
+    target: str, model: str, signature: str, payload: str, batch_size: int, load: LoadInfo, repeat: int
+) -> str:
     """Identifies a grid point across runs (resume) and between runs (compare)."""
     level = f"c{load.concurrency}" if load.mode != "open" else f"r{load.rate:g}-{load.arrival}"
     return f"{target}|{model}|{signature}|{payload}|b{batch_size}|{load.mode}|{level}|#{repeat}"

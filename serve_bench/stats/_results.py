@@ -86,8 +86,7 @@ class ResultsWriter:
         """run.json (replaced atomically), stamped with its schema version."""
         path = self.run_dir / RUN_FILE
         tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps({**metadata, "schema_version": RUN_SCHEMA_VERSION}, indent=2, sort_keys=True)
-                       + "\n")
+        tmp.write_text(json.dumps({**metadata, "schema_version": RUN_SCHEMA_VERSION}, indent=2, sort_keys=True) + "\n")
         os.replace(tmp, path)
 
     def close(self) -> None:
@@ -124,8 +123,10 @@ def read_points(run: Path, *, include_superseded: bool = False) -> list[Point]:
         try:
             line = line_bytes.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise ResultsFileError(f"{path}:{number}: not UTF-8 text (byte 0x{line_bytes[exc.start]:02x} at column "
-                                   f"{exc.start + 1}); is this a serve-bench points.jsonl?") from None
+            raise ResultsFileError(
+                f"{path}:{number}: not UTF-8 text (byte 0x{line_bytes[exc.start]:02x} at column "
+                f"{exc.start + 1}); is this a serve-bench points.jsonl?"
+            ) from None
         try:
             data = json.loads(line)
         except json.JSONDecodeError:

@@ -40,15 +40,25 @@ from typing import Any
 
 from serve_bench.stats._point import SCHEMA_VERSION, Point
 
-__all__ = ["RUN_SCHEMA_VERSION", "SCHEMA_HISTORY", "point_from_data", "point_to_data", "migrate_run", "to_data",
-           "from_data"]
+__all__ = [
+    "RUN_SCHEMA_VERSION",
+    "SCHEMA_HISTORY",
+    "from_data",
+    "migrate_run",
+    "point_from_data",
+    "point_to_data",
+    "to_data",
+]
 
 RUN_SCHEMA_VERSION = 2
-SCHEMA_HISTORY = {1: "free-form figure objects (serve-bench 0.1)",
-                  2: "typed records, id/supersedes/cut_off (serve-bench 0.2)"}
+SCHEMA_HISTORY = {
+    1: "free-form figure objects (serve-bench 0.1)",
+    2: "typed records, id/supersedes/cut_off (serve-bench 0.2)",
+}
 
 
 # --- generic (de)serialisation of frozen dataclasses -------------------------
+
 
 def to_data(value: Any) -> Any:
     """A frozen record as JSON-ready data: dataclasses -> objects, tuples -> lists."""
@@ -72,7 +82,8 @@ def _hints(cls: type) -> dict[str, Any]:
 
 def _kind(value: Any) -> str:
     return {dict: "an object", list: "a list", str: "a string", bool: "true/false", type(None): "null"}.get(
-        type(value), "a number")
+        type(value), "a number"
+    )
 
 
 def from_data(tp: Any, value: Any, where: str) -> Any:
@@ -109,12 +120,12 @@ def from_data(tp: Any, value: Any, where: str) -> Any:
     if origin is tuple:
         if not isinstance(value, list):
             raise ValueError(f"{where}: expected a list, found {_kind(value)}")
-        args = typing.get_args(tp)
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(from_data(args[0], v, f"{where}[{i}]") for i, v in enumerate(value))
-        if len(args) != len(value):
-            raise ValueError(f"{where}: expected {len(args)} values, found {len(value)}")
-        return tuple(from_data(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(args, value)))
+        parts = typing.get_args(tp)
+        if len(parts) == 2 and parts[1] is Ellipsis:
+            return tuple(from_data(parts[0], v, f"{where}[{i}]") for i, v in enumerate(value))
+        if len(parts) != len(value):
+            raise ValueError(f"{where}: expected {len(parts)} values, found {len(value)}")
+        return tuple(from_data(a, v, f"{where}[{i}]") for i, (a, v) in enumerate(zip(parts, value)))
     if origin is dict:
         if not isinstance(value, dict):
             raise ValueError(f"{where}: expected an object, found {_kind(value)}")
@@ -143,6 +154,7 @@ def from_data(tp: Any, value: Any, where: str) -> Any:
 
 # --- points ---------------------------------------------------------------------
 
+
 def point_to_data(point: Point) -> dict[str, Any]:
     data: dict[str, Any] = to_data(point)
     return data
@@ -158,8 +170,10 @@ def point_from_data(data: Any, line_text: str = "") -> Point:
     if version == 1:
         data = _v1_to_v2(data, line_text)
     elif version != SCHEMA_VERSION:
-        raise ValueError(f"point has schema_version {version!r}; this serve-bench reads 1 to {SCHEMA_VERSION} "
-                         "(a newer serve-bench wrote it)")
+        raise ValueError(
+            f"point has schema_version {version!r}; this serve-bench reads 1 to {SCHEMA_VERSION} "
+            "(a newer serve-bench wrote it)"
+        )
     point: Point = from_data(Point, data, "")
     return point
 
@@ -200,24 +214,41 @@ def _v1_to_v2(old: dict[str, Any], line_text: str) -> dict[str, Any]:
         names = {f.name for f in dataclasses.fields(ServerView)}
         server = {k: v for k, v in server_old.items() if k in names}
     return {
-        "target": target, "model": get("model"), "signature": get("signature"), "payload": get("payload"),
-        "batch_size": get("batch_size"), "load": get("load"), "duration_s": get("duration_s"), "counts": counts,
+        "target": target,
+        "model": get("model"),
+        "signature": get("signature"),
+        "payload": get("payload"),
+        "batch_size": get("batch_size"),
+        "load": get("load"),
+        "duration_s": get("duration_s"),
+        "counts": counts,
         "throughput": get("throughput"),
-        "latency": {"due": _percentiles(get("latency_us")), "sent": _percentiles(old.get("latency_uncorrected_us")),
-                    "histogram": old.get("histogram", "")},
-        "stability": stability, "client": client,
-        "codec": {"encode_once_us": codec_us.get("encode_once", 0.0),
-                  "decode_mean_us": codec_us.get("decode_mean", 0.0),
-                  "request_bytes": codec_us.get("request_bytes", 0)},
-        "server": server, "repeat": old.get("repeat", 0), "key": old.get("key", ""),
+        "latency": {
+            "due": _percentiles(get("latency_us")),
+            "sent": _percentiles(old.get("latency_uncorrected_us")),
+            "histogram": old.get("histogram", ""),
+        },
+        "stability": stability,
+        "client": client,
+        "codec": {
+            "encode_once_us": codec_us.get("encode_once", 0.0),
+            "decode_mean_us": codec_us.get("decode_mean", 0.0),
+            "request_bytes": codec_us.get("request_bytes", 0),
+        },
+        "server": server,
+        "repeat": old.get("repeat", 0),
+        "key": old.get("key", ""),
         # a stable id for an old line, so that a re-measurement can name it
         "id": "v1-" + hashlib.sha256(line_text.encode()).hexdigest()[:10],
-        "started_at": old.get("started_at", ""), "warmup_s": old.get("warmup_s", 0.0), "notes": notes,
+        "started_at": old.get("started_at", ""),
+        "warmup_s": old.get("warmup_s", 0.0),
+        "notes": notes,
         "schema_version": SCHEMA_VERSION,
     }
 
 
 # --- run.json ---------------------------------------------------------------------
+
 
 def migrate_run(data: Any, where: str) -> dict[str, Any]:
     """run.json of any known version as the current version's dict."""

@@ -26,8 +26,12 @@ class Slo:
     def __post_init__(self) -> None:
         if self.percentile not in PERCENTILE_NAMES:
             raise InvalidValue("percentile", self.percentile, f"one of {', '.join(PERCENTILE_NAMES)}")
-        if isinstance(self.max_ms, bool) or not isinstance(self.max_ms, (int, float)) \
-                or not math.isfinite(self.max_ms) or self.max_ms <= 0:
+        if (
+            isinstance(self.max_ms, bool)
+            or not isinstance(self.max_ms, (int, float))
+            or not math.isfinite(self.max_ms)
+            or self.max_ms <= 0
+        ):
             raise InvalidValue("max_ms", self.max_ms, "a finite number > 0")
 
     @classmethod
@@ -44,8 +48,12 @@ class Slo:
 
     def met_by(self, point: Point) -> bool:
         """Every request answered, none cut off, and the percentile within the objective."""
-        return (point.counts.ok > 0 and point.error_count == 0 and not point.cut_off
-                and point.latency.get(self.percentile) / 1000 <= self.max_ms)
+        return (
+            point.counts.ok > 0
+            and point.error_count == 0
+            and not point.cut_off
+            and point.latency.get(self.percentile) / 1000 <= self.max_ms
+        )
 
     def label(self) -> str:
         return f"{self.percentile.replace('_', '.')} ≤ {self.max_ms:g} ms"
