@@ -456,3 +456,16 @@ def test_tune_and_the_local_server_agree_on_what_tf_serving_accepts(config: Tune
             if getattr(config, name) is not None:
                 assert getattr(params, name) == getattr(config, name)
         assert params.allowed_batch_sizes == config.allowed_batch_sizes
+
+
+def test_coordinate_budget_is_40_percent_of_the_grid_but_at_least_one_pass() -> None:
+    from serve_bench.tune._run import coordinate_budget
+
+    big = parse_tune_spec(
+        spec_with("max_batch_size = [4, 8, 16, 32]\nbatch_timeout_micros = [0, 1000, 5000]\nnum_batch_threads = [1, 2]")
+    )
+    assert coordinate_budget(big) == 9  # 40% of 24; one pass is 1 + 3 + 2 + 1 = 7
+    small = parse_tune_spec(spec_with("max_batch_size = [4, 8]\nbatch_timeout_micros = [0, 1000]"))
+    assert coordinate_budget(small) == 3  # one pass (3) is more than 40% of 4
+    capped = parse_tune_spec(spec_with("max_batch_size = [4, 8]", extra="[search]\nmax_configs = 1"))
+    assert coordinate_budget(capped) == 1

@@ -33,6 +33,7 @@ __all__ = [
     "CONFIGS_FILE",
     "TuneEvent",
     "TuneOutcome",
+    "coordinate_budget",
     "latest_tune_dir",
     "new_tune_dir",
     "planned_configs",
@@ -95,6 +96,14 @@ def planned_configs(spec: TuneSpec) -> int:
         count = min(count, spec.max_configs)
     extra = {BASELINES[b].id for b in spec.baselines} - {c.id for c in spec.configs}
     return count + len(extra)
+
+
+def coordinate_budget(spec: TuneSpec) -> int:
+    """The coordinate search's cap: ``max_configs``, else 40% of the grid, but never less than one full pass."""
+    if spec.max_configs:
+        return spec.max_configs
+    first_pass = 1 + sum(len(values) - 1 for _, values in spec.space)
+    return max(first_pass, int(0.4 * len(spec.configs)))
 
 
 def _config_from(data: dict[str, Any]) -> TuneConfig:
@@ -255,7 +264,9 @@ class _Tuner:
             if spec.method == "grid":
                 await grid_search(spec.configs, self.evaluate, spec.max_configs)
             else:
-                await coordinate_search(spec.space, self.evaluate, mode, spec.order, spec.max_configs, source=spec.name)
+                await coordinate_search(
+                    spec.space, self.evaluate, mode, spec.order, coordinate_budget(spec), source=spec.name
+                )
         except BaseException:
             self.outcome.interrupted = True
             raise
