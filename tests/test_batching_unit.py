@@ -275,3 +275,27 @@ async def test_padding_repeats_the_first_row_of_the_last_task():
     await asyncio.gather(scheduler.submit(_x(2, 0), 2), scheduler.submit(_x(3, 10), 3))
     assert seen == [[0.0, 1.0, 10.0, 11.0, 12.0, 10.0, 10.0, 10.0]]
     scheduler.close()
+
+
+async def test_batch_timed_out_in_the_queue_is_not_run():
+    """batching_session.cc:744-775: when every task of a batch waited past its RunOptions deadline (the gRPC
+    deadline) the batch is not run: RESOURCE_EXHAUSTED "Run() timeout exceeded while waiting in batching queue".
+    A batch with one task still in time runs whole."""
+    model = FakeModel()
+    model.gate.clear()
+    scheduler = BatchScheduler(model, BatchingParams(max_batch_size=1, batch_timeout_micros=0, num_batch_threads=1),
+                               Metrics())
+    blocker = asyncio.ensure_future(scheduler.submit(_x(1), 1))
+    await asyncio.sleep(0.02)
+    late = asyncio.ensure_future(scheduler.submit(_x(1), 1, timeout=0.01))
+    patient = asyncio.ensure_future(scheduler.submit(_x(1), 1, timeout=30))
+    await asyncio.sleep(0.1)  # the late one's deadline passes while the thread is held
+    model.gate.set()
+    await blocker
+    with pytest.raises(ServingError) as info:
+        await late
+    assert info.value.code == "RESOURCE_EXHAUSTED"
+    assert info.value.message == "Run() timeout exceeded while waiting in batching queue"
+    assert (await patient)["y"].shape == (1, 1)
+    assert model.calls == [1, 1]
+    scheduler.close()

@@ -56,6 +56,7 @@ class _Task:
     size: int
     enqueued: float
     future: asyncio.Future[dict[str, np.ndarray]]
+    deadline: float | None = None  # perf_counter time; None: no timeout
 
 
 @dataclass
@@ -109,8 +110,13 @@ class BatchScheduler:
         self._closing = False
         self.stats = BatchStats()
 
-    async def submit(self, inputs: dict[str, np.ndarray], size: int) -> dict[str, np.ndarray]:
-        """Queue one request of ``size`` rows; its outputs come back when its batch (or batches) ran."""
+    async def submit(self, inputs: dict[str, np.ndarray], size: int,
+                     timeout: float | None = None) -> dict[str, np.ndarray]:
+        """Queue one request of ``size`` rows; its outputs come back when its batch (or batches) ran.
+
+        ``timeout`` (seconds; the gRPC deadline TF Serving passes as RunOptions.timeout_in_ms): a batch whose
+        every task waited past its deadline in the queue is not run and fails with RESOURCE_EXHAUSTED.
+        """
         params = self.params
         for _ in inputs:  # BatchingSession::ComputeInputSize records one sample per input tensor
             self._metrics.observe("batching_session:input_batch_size", size)
@@ -118,6 +124,7 @@ class BatchScheduler:
             raise invalid(f"Task size {size} is larger than maximum input batch size {params.max_batch_size}")
         self._check_capacity(size)
         now = time.perf_counter()
+        deadline = now + timeout if timeout is not None and timeout > 0 else None
         loop = asyncio.get_running_loop()
         room = self._limit - self._batches[-1].size
         if size <= room or not params.enable_large_batch_splitting:
@@ -130,7 +137,7 @@ class BatchScheduler:
         for piece in pieces:
             part = inputs if len(pieces) == 1 else {k: v[offset:offset + piece] for k, v in inputs.items()}
             offset += piece
-            task = _Task(part, piece, now, loop.create_future())
+            task = _Task(part, piece, now, loop.create_future(), deadline)
             tail = self._batches[-1]
             if tail.size + piece > self._limit:
                 tail = self._start_new_batch()
@@ -208,6 +215,10 @@ class BatchScheduler:
             for task in batch.tasks:  # BatchingSession::ProcessBatch, per task, whole microseconds
                 self._metrics.observe("batching_session:queuing_latency", int((dequeued - task.enqueued) * 1e6),
                                       (QUEUING_LABEL,))
+            if all(task.deadline is not None and task.deadline <= dequeued for task in batch.tasks):
+                # batching_session.cc:744-775: not run when every task timed out in the queue
+                _fail(batch, "RESOURCE_EXHAUSTED", "Run() timeout exceeded while waiting in batching queue")
+                return
             try:
                 outputs = await loop.run_in_executor(self._executor, self._run_merged, batch)
             except ServingError as exc:

@@ -72,6 +72,7 @@ class ServingCore:
         output_filter: list[str],
         entrypoint: str,
         started: float | None = None,
+        timeout: float | None = None,
     ) -> tuple[Servable, dict[str, np.ndarray]]:
         started = started if started is not None else time.perf_counter()
         self.in_flight += 1
@@ -84,7 +85,7 @@ class ServingCore:
             scheduler = self.scheduler(servable, signature)
             if scheduler is not None:
                 run_started = time.perf_counter()
-                outputs = await scheduler.submit(inputs, size)
+                outputs = await scheduler.submit(inputs, size, timeout)  # the gRPC deadline, as RunOptions
                 self._record_runtime(servable.name, run_started)
             else:
                 loop = asyncio.get_running_loop()

@@ -61,7 +61,7 @@ class _Service:
     async def predict(self, request: Any, context: aio.ServicerContext) -> Any:
         started = time.perf_counter()  # request_latency starts before the tensors are parsed (prediction_service_impl.cc:41)
         try:
-            response = await self._predict(request, started)
+            response = await self._predict(request, started, context.time_remaining())
         except ServingError as exc:
             code, message = exc.code, exc.message
             # Its traceback's frames hold the request's decoded tensors; the abort below raises
@@ -72,7 +72,7 @@ class _Service:
             return response
         await context.abort(getattr(grpc.StatusCode, code), _grpc_message(message))
 
-    async def _predict(self, request: Any, started: float) -> Any:
+    async def _predict(self, request: Any, started: float, timeout: float | None = None) -> Any:
         """Predict as servables/tensorflow/predict_util.cc:79-119 RunPredict orders its checks: servable
         (NOT_FOUND), signature (FAILED_PRECONDITION), input names, then each tensor parsed."""
         spec = request.model_spec
@@ -86,7 +86,7 @@ class _Service:
             reached_core = True  # ServingCore.predict counts the request from here on
             servable, outputs = await self.core.predict(
                 spec.name, version, label, spec.signature_name, inputs, list(request.output_filter), "GRPC",
-                started=started,
+                started=started, timeout=timeout,  # the deadline, as TF Serving's RunOptions timeout
             )
         except ServingError as exc:
             status = exc.code
