@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 import pytest
 
 from serve_bench.metrics import TelemetrySession, energy_between
-from serve_bench.metrics._energy_sources import NvmlSource, PrometheusSource, RaplSource, Reading
+from serve_bench.metrics._energy_sources import Counter, NvmlSource, PrometheusSource, RaplSource, Reading
 from serve_bench.stats._energy import NOT_MEASURED
 from tests._exporters import node_exporter as run_node_exporter
 from tests.conftest import free_port
@@ -171,6 +171,27 @@ def test_gpu_without_energy_counter_is_not_summed_and_says_so():
     assert "no energy counter; mean of dcgm-exporter's power gauge 45.0 W, not counted" in view.sources[1].note
     assert view.gpu_joules is None
     assert any("has no DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION" in n for n in view.notes[0].split("; "))
+
+
+def test_counters_are_differenced_sample_by_sample():
+    """A reset in the middle of a point is seen even when the counter ends above where it began
+    (100 -> 5 -> 150 J is not +50 J); RAPL wraps between samples are corrected one by one."""
+    source = PrometheusSource("http://gpu-host:9400/metrics")
+    pages = [dcgm_page((100_000,), (300.0,)), dcgm_page((5_000,), (300.0,)), dcgm_page((150_000,), (300.0,))]
+    readings = [_reading(source, page, at) for page, at in zip(pages, (0.0, 1.0, 2.0))]
+    view = energy_between(readings[0], readings[-1], readings)
+    assert view.gpu_joules is None
+    assert "counter went backwards (100.000 J -> 5.000 J)" in view.notes[0]
+
+    wrap = 1000.0
+
+    def rapl(at: float, joules: float) -> Reading:
+        return Reading(at, counters=[Counter("cpu", "rapl", "local", "package-0", joules, wrap_joules=wrap)])
+
+    samples = [rapl(0.0, 900.0), rapl(1.0, 100.0), rapl(2.0, 950.0), rapl(3.0, 50.0)]
+    view = energy_between(samples[0], samples[-1], samples)
+    assert view.cpu_joules == pytest.approx(200.0 + 850.0 + 100.0)
+    assert "rapl package-0: counter wrapped 2 times; corrected with max_energy_range_uj" in view.notes
 
 
 class _Pages(http.server.BaseHTTPRequestHandler):

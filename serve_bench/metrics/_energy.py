@@ -18,6 +18,7 @@ be read (most VMs), the view says "energy not measured on this host" and why.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import statistics
 import threading
 from collections.abc import Sequence
@@ -139,25 +140,35 @@ class TelemetrySession:
                 source.close()
 
 
-def _difference(before: Counter, after: Counter, seconds: float) -> tuple[float | None, str]:
-    if before.joules is None or after.joules is None:
+def _difference(values: Sequence[Counter], seconds: float) -> tuple[float | None, str]:
+    """The energy between the first and the last of one counter's readings, summed pair by pair
+    so that a wrap between two samples (one interval apart) is seen and, with a known range,
+    corrected; a decrease without a known range is a reset, and drops the figure."""
+    joules = [c.joules for c in values]
+    if None in joules:
         return None, "no energy counter"
-    delta = after.joules - before.joules
-    if delta < 0:
-        if after.wrap_joules is not None and -delta < after.wrap_joules:
-            return delta + after.wrap_joules, "counter wrapped once; corrected with max_energy_range_uj"
-        return None, (
-            f"counter went backwards ({before.joules:.3f} J -> {after.joules:.3f} J): reset or wrapped "
-            "between readings; figure dropped"
-        )
-    if delta == 0 and seconds > 0:
+    numbers = [float(j) for j in joules if j is not None]
+    total, wraps = 0.0, 0
+    for (before, after), counter in zip(itertools.pairwise(numbers), values[1:]):
+        delta = after - before
+        if delta < 0:
+            if counter.wrap_joules is None or -delta >= counter.wrap_joules:
+                return None, (
+                    f"counter went backwards ({before:.3f} J -> {after:.3f} J): reset or wrapped "
+                    "between readings; figure dropped"
+                )
+            delta += counter.wrap_joules
+            wraps += 1
+        total += delta
+    if total == 0 and seconds > 0:
         extra = (
             " (dcgm-exporter updates every --collect-interval, 30 s by default)"
-            if before.source == "dcgm-exporter"
+            if values[0].source == "dcgm-exporter"
             else ""
         )
         return None, f"counter did not advance in {seconds:.2f} s{extra}; figure dropped"
-    return delta, ""
+    note = f"counter wrapped {'once' if wraps == 1 else f'{wraps} times'}; corrected with max_energy_range_uj"
+    return total, note if wraps else ""
 
 
 def _gauge_mean(key: str, readings: Sequence[Reading]) -> float | None:
@@ -185,7 +196,10 @@ def energy_between(
         if old is None:
             notes.append(f"{counter.source} {counter.component}: not there at the start; figure dropped")
             continue
-        joules, why = _difference(old, counter, seconds)
+        series = [c for r in samples for c in r.counters if c.key == counter.key]
+        if not series or series[0] is not old or series[-1] is not counter:
+            series = [old, counter]  # readings given without the first and last among them
+        joules, why = _difference(series, seconds)
         watts = joules / seconds if joules is not None and seconds > 0 else None
         if joules is None and why == "no energy counter":
             gauge = _gauge_mean(counter.key, samples)
