@@ -163,3 +163,12 @@ def test_parallelism_flags_reach_tensorflow(models_dir: Path):
                           env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}, cwd=Path(__file__).parent.parent)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-2:] == ["3", "2"]
+
+
+def test_enable_batching_without_a_file_uses_defaults_and_the_servers_pool_name():
+    """model_servers/server.cc:226-242: --enable_batching alone names the pool "model_server_batch_threads"
+    and keeps every other default; a parameters file without --enable_batching is refused."""
+    config = config_from_args(_args("--enable_batching"))
+    assert config.batching == BatchingParams(thread_pool_name="model_server_batch_threads")
+    with pytest.raises(UserError, match="needs --enable_batching"):
+        config_from_args(_args("--batching_parameters_file", "b.txt"))

@@ -354,8 +354,9 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
 
     batching = None
     if args.enable_batching:
+        # without a file TF Serving only names the pool (model_servers/server.cc:229-231)
         batching = parse_batching_parameters(args.batching_parameters_file) if args.batching_parameters_file \
-            else BatchingParams()
+            else BatchingParams(thread_pool_name="model_server_batch_threads")
     elif args.batching_parameters_file:
         raise UserError("--batching_parameters_file needs --enable_batching=true")
     metrics_path = parse_monitoring_config(args.monitoring_config_file) if args.monitoring_config_file else None
