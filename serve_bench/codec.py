@@ -223,7 +223,10 @@ def from_tensor_proto(proto: Any, *, max_elements: int | None = None) -> np.ndar
     count = int(np.prod(shape, dtype=np.int64))
     if max_elements is not None and count > max_elements:
         raise CodecError(f"tensor shape {list(shape)} holds {count} elements, more than the {max_elements} allowed")
-    if proto.tensor_content and proto.dtype != DT_STRING:
+    if proto.tensor_content and proto.dtype == DT_STRING:
+        # TF's own encoders (AsProtoField, make_tensor_proto) put strings in string_val
+        raise CodecError("a DT_STRING tensor in tensor_content is not supported; send the values in string_val")
+    if proto.tensor_content:
         expected = count * dtype.itemsize
         if len(proto.tensor_content) != expected:
             raise CodecError(

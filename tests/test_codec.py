@@ -208,6 +208,10 @@ def test_bad_protos_are_refused_with_what_is_wrong():
     unknown.tensor_shape.unknown_rank = True
     with pytest.raises(CodecError, match="unknown rank"):
         proto_shape(unknown)
+    strings = TensorProto(dtype=7, tensor_content=b"\x01a")
+    strings.tensor_shape.dim.add(size=1)
+    with pytest.raises(CodecError, match="DT_STRING tensor in tensor_content is not supported"):
+        from_tensor_proto(strings)
     with pytest.raises(CodecError, match="DT_QINT8"):
         from_tensor_proto(TensorProto(dtype=11))
     with pytest.raises(CodecError, match="unsupported numpy dtype datetime64"):
