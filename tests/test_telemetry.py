@@ -242,6 +242,7 @@ def test_session_scrapes_dcgm_over_http_and_a_down_endpoint_does_not_stop_it(pag
     assert view.gpu_joules == pytest.approx(0.6)
     assert view.gpu_watts_mean == pytest.approx(0.6 / view.seconds)
     assert view.gpu_idle_watts == pytest.approx(0.12 / idle.seconds)
+    assert idle.seconds >= 0.2
     assert any(n.startswith(f"telemetry unavailable: {down} (") for n in view.notes)
 
 
@@ -310,6 +311,7 @@ def test_nvml_energy_before_and_after_a_point():
     session.start()
     nvml.energy_mj[:] = [1_090_000, 2_045_000]
     view = session.stop()
+    assert session.measure_idle(0.1).seconds >= 0.1  # after a stop() too, idle waits its full span
     session.close()
     assert [s.joules for s in view.sources] == [90.0, 45.0] and view.gpu_joules == 135.0
     assert view.gpu_watts_mean == pytest.approx(135.0 / view.seconds, rel=1e-3)

@@ -21,6 +21,7 @@ import asyncio
 import itertools
 import statistics
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
@@ -80,7 +81,7 @@ class TelemetrySession:
     def measure_idle(self, seconds: float = 2.0) -> EnergyView:
         """Idle power over ``seconds`` with no load: kept and reported beside every later point."""
         first = self.read()
-        self._stop.wait(seconds)
+        time.sleep(seconds)
         view = energy_between(first, self.read())
         self._idle = {
             f"{s.source}|{s.where}|{s.component}": s.watts_mean for s in view.sources if s.watts_mean is not None
