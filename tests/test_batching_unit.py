@@ -299,3 +299,33 @@ async def test_batch_timed_out_in_the_queue_is_not_run():
     assert (await patient)["y"].shape == (1, 1)
     assert model.calls == [1, 1]
     scheduler.close()
+
+
+async def test_queues_share_one_pool_of_batch_threads_round_robin():
+    """tensorflow_model_server has one SharedBatchScheduler for all models (saved_model_bundle_factory.cc:95-100)
+    with a queue per signature; num_batch_threads is the total, and free threads visit queues in turn
+    (shared_batch_scheduler.h GetNextWorkItem_Locked)."""
+    from serve_bench.server._batching import BatchThreads
+
+    params = BatchingParams(max_batch_size=1, batch_timeout_micros=0, num_batch_threads=1)
+    threads = BatchThreads(params)
+    order: list[str] = []
+    running = threading.Semaphore(1)  # fails the test if two batches ever run at once
+
+    def model(name):
+        def run(inputs):
+            assert running.acquire(blocking=False), "two batches ran at once on a pool of one thread"
+            time.sleep(0.01)
+            order.append(name)
+            running.release()
+            return {"y": inputs["x"]}
+        return run
+
+    a = BatchScheduler(model("a"), params, Metrics(), threads)
+    b = BatchScheduler(model("b"), params, Metrics(), threads)
+    await asyncio.gather(*(a.submit(_x(1), 1) for _ in range(3)), *(b.submit(_x(1), 1) for _ in range(3)))
+    assert sorted(order) == ["a", "a", "a", "b", "b", "b"]
+    assert order[1:5] in (["b", "a", "b", "a"], ["a", "b", "a", "b"])  # alternating once both queues hold work
+    a.close()
+    b.close()
+    assert threads.executor._shutdown  # the last queue closed the shared pool

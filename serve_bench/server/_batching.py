@@ -41,7 +41,7 @@ from serve_bench.server._config import BatchingParams
 from serve_bench.server._errors import ServingError, invalid
 from serve_bench.server._metrics import Metrics
 
-__all__ = ["BatchScheduler", "BatchStats", "split_sizes"]
+__all__ = ["BatchScheduler", "BatchStats", "BatchThreads", "split_sizes"]
 
 RunFn = Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]
 
@@ -95,16 +95,56 @@ def split_sizes(task_size: int, open_batch_room: int, limit: int) -> list[int]:
     return sizes
 
 
+class BatchThreads:
+    """The server's one pool of batch threads, shared by every queue (model version x signature).
+
+    tensorflow_model_server builds one SharedBatchScheduler for all models
+    (servables/tensorflow/saved_model_bundle_factory.cc:95-100) and adds a queue per
+    signature; a free thread takes work from the queues in turn, round-robin
+    (shared_batch_scheduler.h GetNextWorkItem_Locked).
+    """
+
+    def __init__(self, params: BatchingParams) -> None:
+        self.size = params.num_batch_threads
+        self.idle = params.num_batch_threads
+        self.executor = ThreadPoolExecutor(params.num_batch_threads, thread_name_prefix=params.thread_pool_name)
+        self.queues: list[BatchScheduler] = []
+        self._next = 0
+
+    def schedule(self) -> None:
+        """Give free threads batches, visiting the queues round-robin; arm each queue's timeout."""
+        while self.idle and self.queues:
+            for attempt in range(len(self.queues)):
+                queue = self.queues[(self._next + attempt) % len(self.queues)]
+                batch = queue._next_batch()
+                if batch is not None:
+                    self._next = (self._next + attempt + 1) % len(self.queues)
+                    self.idle -= 1
+                    queue._launch(batch)
+                    break
+            else:
+                break
+        for queue in self.queues:
+            queue._arm_timer(bool(self.idle))
+
+    def close(self) -> None:
+        self.executor.shutdown(wait=True)
+
+
 class BatchScheduler:
-    def __init__(self, run: RunFn, params: BatchingParams, metrics: Metrics) -> None:
+    """One queue: TF Serving's per-signature queue on the shared batch threads (its own when none given)."""
+
+    def __init__(self, run: RunFn, params: BatchingParams, metrics: Metrics,
+                 threads: BatchThreads | None = None) -> None:
         self._run = run
         self.params = params.validate()
         self._limit = params.execution_batch_size
         self._capacity = params.queue_capacity_batches
         self._metrics = metrics
         self._batches: deque[_Batch] = deque([_Batch()])  # the last one is open, as in TF's queue
-        self._idle_threads = params.num_batch_threads
-        self._executor = ThreadPoolExecutor(params.num_batch_threads, thread_name_prefix=params.thread_pool_name)
+        self._own_threads = threads is None
+        self._threads = threads if threads is not None else BatchThreads(params)
+        self._threads.queues.append(self)
         self._timer: asyncio.TimerHandle | None = None
         self._in_flight: set[asyncio.Task[None]] = set()
         self._closing = False
@@ -191,19 +231,20 @@ class BatchScheduler:
         return None
 
     def _schedule(self) -> None:
+        self._threads.schedule()
+
+    def _launch(self, batch: _Batch) -> None:
+        job = asyncio.get_running_loop().create_task(self._process(batch))
+        self._in_flight.add(job)
+        job.add_done_callback(self._in_flight.discard)
+
+    def _arm_timer(self, threads_free: bool) -> None:
+        """Wake the pool when the open batch's timeout falls due (only useful while a thread is free)."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        while self._idle_threads:
-            batch = self._next_batch()
-            if batch is None:
-                break
-            self._idle_threads -= 1
-            job = asyncio.get_running_loop().create_task(self._process(batch))
-            self._in_flight.add(job)
-            job.add_done_callback(self._in_flight.discard)
         open_batch = self._batches[-1]
-        if self._idle_threads and len(self._batches) == 1 and open_batch.size:
+        if threads_free and len(self._batches) == 1 and open_batch.size:
             loop = asyncio.get_running_loop()
             wait = open_batch.opened + self.params.batch_timeout_micros / 1e6 - time.perf_counter()
             self._timer = loop.call_at(loop.time() + max(0.0, wait), self._schedule)
@@ -220,7 +261,7 @@ class BatchScheduler:
                 _fail(batch, "RESOURCE_EXHAUSTED", "Run() timeout exceeded while waiting in batching queue")
                 return
             try:
-                outputs = await loop.run_in_executor(self._executor, self._run_merged, batch)
+                outputs = await loop.run_in_executor(self._threads.executor, self._run_merged, batch)
             except ServingError as exc:
                 _fail(batch, exc.code, exc.message)
                 return
@@ -233,7 +274,7 @@ class BatchScheduler:
                     task.future.set_result({k: v[offset:offset + task.size] for k, v in outputs.items()})
                 offset += task.size
         finally:
-            self._idle_threads += 1
+            self._threads.idle += 1
             self._schedule()
 
     def _padded_size(self, size: int) -> int:
@@ -284,7 +325,10 @@ class BatchScheduler:
     def close(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
-        self._executor.shutdown(wait=True)
+        if self in self._threads.queues:
+            self._threads.queues.remove(self)
+        if self._own_threads or not self._threads.queues:
+            self._threads.close()
 
 
 def _fail(batch: _Batch, code: str, message: str) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from serve_bench.server._batching import BatchScheduler
+from serve_bench.server._batching import BatchScheduler, BatchThreads
 from serve_bench.server._config import ServerConfig
 from serve_bench.server._errors import ServingError
 from serve_bench.server._metrics import Metrics
@@ -34,6 +34,8 @@ class ServingCore:
         self.metrics = metrics
         self._executor = ThreadPoolExecutor(config.unbatched_threads, thread_name_prefix="predict")
         self._schedulers: dict[tuple[str, int, str], BatchScheduler] = {}
+        # one pool of batch threads for every queue, as tensorflow_model_server's SharedBatchScheduler
+        self._batch_threads = BatchThreads(config.batching) if config.batching is not None else None
         self.in_flight = 0
 
     def scheduler(self, servable: Servable, signature: Signature) -> BatchScheduler | None:
@@ -45,7 +47,7 @@ class ServingCore:
         if scheduler is None:
             scheduler = BatchScheduler(
                 lambda inputs: self._timed_run(servable, signature, inputs),
-                self.config.batching, self.metrics,
+                self.config.batching, self.metrics, self._batch_threads,
             )
             self._schedulers[key] = scheduler
         return scheduler
