@@ -17,14 +17,13 @@ from google.protobuf import text_format
 
 from serve_bench import _protos
 from serve_bench.errors import UserError
-from serve_bench.stats import Interval, Throughput
+from serve_bench.stats import Interval, Slo, Throughput
 from serve_bench.tune import (
     CommandRestarter,
     ComposeRestarter,
     Score,
     StartFailed,
     TuneConfig,
-    TuneSlo,
     answer,
     coordinate_search,
     grid_search,
@@ -149,6 +148,9 @@ def test_values_tf_serving_refuses_are_errors_naming_the_knob(space: str, messag
         (spec_with(extra='[search]\nbaselines = ["tf_defaults"]'), "'tf_defaults' is not one of"),
         (spec_with(extra='[search]\norder = ["num_batch_threads"]'), "not a knob of"),
         (spec_with("max_batch_size = [4, 4]"), "lists a value twice"),
+        (spec_with(extra="[durations]\nmin_duration_s = inf"), "durations.min_duration_s must be a finite number > 0"),
+        (spec_with(extra="[slo]\nmax_ms = 0"), "slo.max_ms must be a finite number > 0"),
+        (spec_with(extra='[slo]\npercentile = "p42"'), "slo.percentile must be one of"),
     ],
 )
 def test_bad_specs_are_one_line_errors(text: str, message: str) -> None:
@@ -350,7 +352,7 @@ def test_answer_best_pareto_knobs_and_gains() -> None:
     points: dict[str, list] = {}
     for cid, conc, lat, factor in rows:
         points.setdefault(cid, []).append(with_ci(make_point(cid, "cpu", 1, lat, conc, p99_factor=factor), 10.0))
-    slo = TuneSlo("p99", 50.0)
+    slo = Slo("p99", 50.0)
     result = answer(points, configs, {}, slo, {"defaults": "defaults", "no_batching": "nobatch"}, ["max_batch_size"])
     # mbs16 at c8 is fastest (571/s) but its p99 is 70 ms: the best under 50 ms is mbs8 at c8 (500/s, 24 ms)
     assert result.best is not None and result.best.config == "mbs8"
@@ -388,7 +390,7 @@ def test_answer_best_pareto_knobs_and_gains() -> None:
 def test_no_configuration_meets_the_slo_names_the_closest() -> None:
     configs = {"mbs8": TuneConfig(max_batch_size=8), "mbs16": TuneConfig(max_batch_size=16)}
     points = {"mbs8": [make_point("mbs8", "cpu", 1, 30_000, 4)], "mbs16": [make_point("mbs16", "cpu", 1, 20_000, 4)]}
-    result = answer(points, configs, {"mbs32": "did not become AVAILABLE"}, TuneSlo("p99", 5.0), {}, [])
+    result = answer(points, configs, {"mbs32": "did not become AVAILABLE"}, Slo("p99", 5.0), {}, [])
     assert result.best is None and result.closest is not None and result.closest.config == "mbs16"
     assert result.headline().startswith("no configuration meets p99 <= 5 ms; closest: mbs16")
     assert result.scores[-1].failed == "did not become AVAILABLE"
@@ -406,7 +408,7 @@ def test_latency_objective_at_a_given_rate() -> None:
         "b": [open_point("b", 50, 7_000), open_point("b", 100, 30_000)],
     }
     configs = {"a": TuneConfig(max_batch_size=4), "b": TuneConfig(max_batch_size=8)}
-    result = answer(points, configs, {}, TuneSlo("p99", 100.0, at_rate=100.0), {}, [])
+    result = answer(points, configs, {}, Slo("p99", 100.0), {}, [], at_rate=100.0)
     assert result.best is not None and result.best.config == "a" and result.mode == "latency"
 
 

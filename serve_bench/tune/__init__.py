@@ -10,7 +10,7 @@ from serve_bench.tune._config import TuneConfig
 from serve_bench.tune._restart import CommandRestarter, ComposeRestarter, LocalRestarter, StartFailed, make_restarter
 from serve_bench.tune._run import TuneEvent, TuneOutcome, latest_tune_dir, new_tune_dir, run_tune
 from serve_bench.tune._search import coordinate_search, grid_search
-from serve_bench.tune._spec import BASELINES, ServerSpec, TuneSlo, TuneSpec, load_tune_spec, parse_tune_spec
+from serve_bench.tune._spec import BASELINES, ServerSpec, TuneSpec, load_tune_spec, parse_tune_spec
 
 __all__ = [
     "BASELINES",
@@ -27,7 +27,6 @@ __all__ = [
     "TuneConfig",
     "TuneEvent",
     "TuneOutcome",
-    "TuneSlo",
     "TuneSpec",
     "add_tune_arguments",
     "answer",

@@ -7,9 +7,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from serve_bench.stats import Point
+from serve_bench.stats import Point, Slo
 from serve_bench.tune._config import TuneConfig
-from serve_bench.tune._spec import TuneSlo
 
 __all__ = [
     "Gain",
@@ -32,7 +31,7 @@ def config_id_of(point: Point) -> str:
 @dataclass(frozen=True)
 class Score:
     """A configuration's objective. Throughput mode: the most items/s among its points meeting the SLO;
-    latency mode (slo.at_rate): its latency at that rate. Infeasible: the point closest to the SLO."""
+    latency mode (``at_rate``): its latency at that rate. Infeasible: the point closest to the SLO."""
 
     config: str
     feasible: bool
@@ -69,8 +68,8 @@ def _latency_ms(point: Point, percentile: str) -> float:
     return point.latency.due.ms(percentile)
 
 
-def _meets(point: Point, slo: TuneSlo) -> bool:
-    return point.error_count == 0 and _latency_ms(point, slo.percentile) <= slo.max_ms
+def _meets(point: Point, slo: Slo) -> bool:
+    return slo.met_by(point)
 
 
 # two-sided 95% Student t quantiles by degrees of freedom (batch means over a point's windows)
@@ -115,7 +114,7 @@ def latency_interval(point: Point, percentile: str) -> tuple[float, float] | Non
     )
 
 
-def _score_of(config: str, point: Point, slo: TuneSlo, feasible: bool) -> Score:
+def _score_of(config: str, point: Point, slo: Slo, feasible: bool) -> Score:
     return Score(
         config,
         feasible,
@@ -128,17 +127,17 @@ def _score_of(config: str, point: Point, slo: TuneSlo, feasible: bool) -> Score:
     )
 
 
-def score_config(config: str, points: Iterable[Point], slo: TuneSlo) -> Score:
+def score_config(config: str, points: Iterable[Point], slo: Slo, at_rate: float | None = None) -> Score:
     usable = [p for p in points if not p.needs_remeasure]
-    if slo.at_rate is not None:
-        usable = [p for p in usable if p.load.mode == "open" and p.load.rate == slo.at_rate]
+    if at_rate is not None:
+        usable = [p for p in usable if p.load.mode == "open" and p.load.rate == at_rate]
     if not usable:
         return Score(config, False)
     passing = [p for p in usable if _meets(p, slo)]
     if passing:
         best = (
             max(passing, key=lambda p: p.items_per_s)
-            if slo.at_rate is None
+            if at_rate is None
             else min(passing, key=lambda p: _latency_ms(p, slo.percentile))
         )
         return _score_of(config, best, slo, True)
@@ -292,13 +291,14 @@ def answer(
     points_by_config: Mapping[str, Sequence[Point]],
     configs: Mapping[str, TuneConfig],
     failed: Mapping[str, str],
-    slo: TuneSlo,
+    slo: Slo,
     baselines: Mapping[str, str],
     space_knobs: Sequence[str],
+    at_rate: float | None = None,
 ) -> TuneAnswer:
     """The answer over every configuration measured (or failed); ``baselines`` maps a name to a config id."""
-    mode = "latency" if slo.at_rate is not None else "throughput"
-    scores = [score_config(c, points_by_config.get(c, ()), slo) for c in configs if c not in failed]
+    mode = "latency" if at_rate is not None else "throughput"
+    scores = [score_config(c, points_by_config.get(c, ()), slo, at_rate) for c in configs if c not in failed]
     scores += [Score(c, False, failed=why) for c, why in failed.items()]
     scores.sort(key=lambda s: s.rank(mode), reverse=True)
     closest = scores[0] if scores else None

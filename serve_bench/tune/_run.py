@@ -177,7 +177,7 @@ class _Tuner:
         entry = self.finished[config.id]
         if entry["status"] == "failed":
             return Score(config.id, False, failed=entry.get("why", "did not start"))
-        return score_config(config.id, self.points.get(config.id, ()), self.spec.slo)
+        return score_config(config.id, self.points.get(config.id, ()), self.spec.slo, self.spec.at_rate)
 
     async def evaluate(self, config: TuneConfig) -> Score:
         self.configs[config.id] = config
@@ -254,13 +254,13 @@ class _Tuner:
                     model=spec.model,
                     run_dir=str(self.run_dir),
                     tune=True,
-                    slo=dataclasses.asdict(spec.slo),
+                    slo={**dataclasses.asdict(spec.slo), "at_rate": spec.at_rate},
                     settings=spec.settings.__dict__,
                 )
             )
             for name in spec.baselines:
                 await self.evaluate(BASELINES[name])
-            mode = "latency" if spec.slo.at_rate is not None else "throughput"
+            mode = "latency" if spec.at_rate is not None else "throughput"
             if spec.method == "grid":
                 await grid_search(spec.configs, self.evaluate, spec.max_configs)
             else:
@@ -287,7 +287,9 @@ class _Tuner:
         failed = {cid: e.get("why", "") for cid, e in self.finished.items() if e["status"] == "failed"}
         finished = {cid: c for cid, c in self.configs.items() if cid in self.finished}
         baselines = {name: BASELINES[name].id for name in BASELINES if BASELINES[name].id in finished}
-        result = answer(self.points, finished, failed, self.spec.slo, baselines, [k for k, _ in self.spec.space])
+        result = answer(
+            self.points, finished, failed, self.spec.slo, baselines, [k for k, _ in self.spec.space], self.spec.at_rate
+        )
         data = dataclasses.asdict(result)
         data["evaluated"] = self.outcome.evaluated
         data["configs"] = {cid: dict(c.knobs()) for cid, c in finished.items()}

@@ -38,16 +38,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from serve_bench.errors import UserError
+from serve_bench.errors import InvalidValue, UserError
 from serve_bench.load import ARRIVALS, PAYLOADS, PointSettings
-from serve_bench.sweep._spec import PERCENTILE_KEYS, _check_keys, _list, _typed
+from serve_bench.stats import LoadInfo, Slo
+from serve_bench.sweep import check_keys as _check_keys
+from serve_bench.sweep import check_load, check_settings
+from serve_bench.sweep import typed as _typed
+from serve_bench.sweep import typed_list as _list
 from serve_bench.tune._config import BATCHING_KNOBS, FLAG_KNOBS, KNOBS, TuneConfig
 
 __all__ = [
     "BASELINES",
     "RECIPE_ORDER",
     "ServerSpec",
-    "TuneSlo",
     "TuneSpec",
     "config_of",
     "expand_space",
@@ -94,13 +97,6 @@ class ServerSpec:
 
 
 @dataclass(frozen=True)
-class TuneSlo:
-    percentile: str = "p99"
-    max_ms: float = 100.0
-    at_rate: float | None = None  # set: the objective is the lowest latency at this open-loop rate
-
-
-@dataclass(frozen=True)
 class TuneSpec:
     name: str
     model: str
@@ -114,7 +110,8 @@ class TuneSpec:
     rates: tuple[float, ...] = ()
     arrival: str = "poisson"
     settings: PointSettings = field(default_factory=PointSettings)
-    slo: TuneSlo = field(default_factory=TuneSlo)
+    slo: Slo = field(default_factory=Slo)
+    at_rate: float | None = None  # set: the objective is the lowest latency at this open-loop rate
     method: str = "grid"
     max_configs: int | None = None
     order: tuple[str, ...] = ()
@@ -292,18 +289,26 @@ def parse_tune_spec(text: str, source: str = "spec") -> TuneSpec:
     durations = data.get("durations", {})
     _check_keys(durations, _DURATIONS, "[durations]", source)
     settings = PointSettings(**{k: _typed(v, _DURATIONS[k], f"durations.{k}", source) for k, v in durations.items()})
-    if settings.windows < 1 or settings.min_duration_s <= 0 or settings.warmup_s < 0 or settings.timeout_s <= 0:
-        raise UserError(f"{source}: [durations] needs windows >= 1, min_duration_s > 0, warmup_s >= 0, timeout_s > 0")
+    try:
+        check_settings(settings)
+        for level in [LoadInfo("closed", concurrency=c) for c in concurrency] + [
+            LoadInfo("open", rate=float(r), arrival=arrival) for r in rates
+        ]:
+            check_load(level)
+    except InvalidValue as exc:
+        where = f"durations.{exc.name}" if exc.name not in ("rate", "concurrency", "arrival") else "[workload]"
+        raise UserError(f"{source}: {exc.named(where)}") from None
 
     raw_slo = data.get("slo", {})
     _check_keys(raw_slo, _SLO, "[slo]", source)
-    slo = TuneSlo(**{k: _typed(v, _SLO[k], f"slo.{k}", source) for k, v in raw_slo.items()})
-    if slo.percentile not in PERCENTILE_KEYS:
-        raise UserError(f"{source}: slo.percentile must be one of {', '.join(PERCENTILE_KEYS)}")
-    if slo.max_ms <= 0:
-        raise UserError(f"{source}: slo.max_ms must be positive")
-    if slo.at_rate is not None and float(slo.at_rate) not in {float(r) for r in rates}:
-        raise UserError(f"{source}: slo.at_rate {slo.at_rate:g} must be one of workload.rates")
+    slo_values = {k: _typed(v, _SLO[k], f"slo.{k}", source) for k, v in raw_slo.items()}
+    try:
+        slo = Slo(slo_values.get("percentile", "p99"), slo_values.get("max_ms", 100.0))
+    except InvalidValue as exc:
+        raise UserError(f"{source}: {exc.named(f'slo.{exc.name}')}") from None
+    at_rate = slo_values.get("at_rate")
+    if at_rate is not None and float(at_rate) not in {float(r) for r in rates}:
+        raise UserError(f"{source}: slo.at_rate {at_rate:g} must be one of workload.rates")
 
     search = data.get("search", {})
     _check_keys(search, _SEARCH, "[search]", source)
@@ -337,6 +342,7 @@ def parse_tune_spec(text: str, source: str = "spec") -> TuneSpec:
         arrival=arrival,
         settings=settings,
         slo=slo,
+        at_rate=None if at_rate is None else float(at_rate),
         method=method,
         max_configs=max_configs,
         order=order,
