@@ -329,6 +329,18 @@ def test_nvml_without_energy_support_says_so():
     assert "mean of nvml's power gauge 50.0 W, not counted" in view.sources[0].note
 
 
+def test_gpu_sampler_reads_utilisation_and_memory_through_the_same_nvml_reader():
+    """GpuSampler (server utilisation beside a point) samples the fake NVML until stop()."""
+    from serve_bench.metrics import GpuSampler
+
+    sampler = GpuSampler(interval=0.01, nvml=FakeNvml([0], [0]))
+    assert sampler.available
+    sampler.start()
+    time.sleep(0.05)
+    assert sampler.stop() == {"gpu_util_percent_mean": 95.0, "gpu_memory_used_bytes_max": 30 * 2**30}
+    assert GpuSampler().stop() == {}  # no GPU on this host (or not started): nothing to report
+
+
 def test_real_nvml_library_on_this_host():
     """The real nvidia-ml-py: where no NVIDIA driver is present it reports why, and the session says
     energy was not measured; on a GPU host it lists the GPUs."""

@@ -6,7 +6,7 @@ import threading
 import time
 from typing import Any
 
-__all__ = ["ProcessCpu", "GpuSampler"]
+__all__ = ["GpuSampler", "ProcessCpu"]
 
 
 class ProcessCpu:
@@ -32,30 +32,22 @@ class ProcessCpu:
 
 
 class GpuSampler:
-    """Samples NVML every ``interval`` seconds; absent NVML leaves ``available`` False."""
+    """Samples GPU utilisation and memory through NVML every ``interval`` seconds; absent NVML
+    leaves ``available`` False. Energy and power: :class:`serve_bench.metrics.TelemetrySession`."""
 
-    def __init__(self, interval: float = 0.1) -> None:
+    def __init__(self, interval: float = 0.1, nvml: Any = None) -> None:
+        from serve_bench.metrics._energy_sources import NvmlSource, Reading
+
         self.interval = interval
-        self.available = False
-        self._samples: list[tuple[float, float]] = []
+        self._source = NvmlSource(nvml)
+        self.available = not self._source.problem
+        self._reading = Reading(0.0)  # accumulates every sample's utilisation and memory
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        try:
-            import pynvml  # type: ignore[import-not-found]
-
-            pynvml.nvmlInit()
-            self._nvml = pynvml
-            self._handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
-            self.available = bool(self._handles)
-        except Exception:
-            self._handles = []
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            for handle in self._handles:
-                util = self._nvml.nvmlDeviceGetUtilizationRates(handle)
-                memory = self._nvml.nvmlDeviceGetMemoryInfo(handle)
-                self._samples.append((float(util.gpu), float(memory.used)))
+            self._source.read(self._reading)
             self._stop.wait(self.interval)
 
     def start(self) -> None:
@@ -68,8 +60,11 @@ class GpuSampler:
             return {}
         self._stop.set()
         self._thread.join(timeout=2)
-        if not self._samples:
+        self._source.close()
+        utils, memory = self._reading.gpu_util, self._reading.gpu_memory_bytes
+        if not utils:
             return {}
-        utils = [u for u, _ in self._samples]
-        return {"gpu_util_percent_mean": round(sum(utils) / len(utils), 1),
-                "gpu_memory_used_bytes_max": max(m for _, m in self._samples)}
+        return {
+            "gpu_util_percent_mean": round(sum(utils) / len(utils), 1),
+            "gpu_memory_used_bytes_max": max(memory) if memory else 0.0,
+        }
