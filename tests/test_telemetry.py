@@ -29,68 +29,9 @@ import pytest
 from serve_bench.metrics import TelemetrySession, energy_between
 from serve_bench.metrics._energy_sources import Counter, NvmlSource, PrometheusSource, RaplSource, Reading
 from serve_bench.stats._energy import NOT_MEASURED
+from tests._exporters import UUID0, UUID1, dcgm_page
 from tests._exporters import node_exporter as run_node_exporter
 from tests.conftest import free_port
-
-UUID0 = "GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52"
-UUID1 = "GPU-8f2a11c0-5b7e-4c3d-9a41-0e6d2b7c9f13"
-
-
-def dcgm_page(
-    energy_mj: tuple[int | None, ...], power_w: tuple[float, ...], util: int = 87, fb_used_mib: int = 30211
-) -> str:
-    """A dcgm-exporter page for len(energy_mj) GPUs, rendered as gpuMetricsFormat does."""
-
-    def line(field: str, gpu: int, value: str) -> str:
-        uuid = (UUID0, UUID1)[gpu]
-        return (
-            f'{field}{{gpu="{gpu}",UUID="{uuid}",pci_bus_id="00000000:{gpu + 0x1E:02X}:00.0",'
-            f'device="nvidia{gpu}",modelName="NVIDIA H100 80GB HBM3",hostname="gpu-host",'
-            f'DCGM_FI_DRIVER_VERSION="550.54.15"}} {value}'
-        )
-
-    gpus = range(len(energy_mj))
-    blocks = [
-        (
-            "DCGM_FI_DEV_SM_CLOCK",
-            "gauge",
-            "SM clock frequency (in MHz).",
-            [line("DCGM_FI_DEV_SM_CLOCK", g, "1980") for g in gpus],
-        ),
-        (
-            "DCGM_FI_DEV_POWER_USAGE",
-            "gauge",
-            "Power draw (in W).",
-            [line("DCGM_FI_DEV_POWER_USAGE", g, f"{power_w[g]:f}") for g in gpus],
-        ),
-        # a blank value (GPU without the field) is skipped by the exporter, not written as 0
-        (
-            "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
-            "counter",
-            "Total energy consumption since boot (in mJ).",
-            [
-                line("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", g, f"{energy_mj[g]:d}")
-                for g in gpus
-                if energy_mj[g] is not None
-            ],
-        ),
-        (
-            "DCGM_FI_DEV_GPU_UTIL",
-            "gauge",
-            "GPU utilization (in %).",
-            [line("DCGM_FI_DEV_GPU_UTIL", g, f"{util:d}") for g in gpus],
-        ),
-        (
-            "DCGM_FI_DEV_FB_USED",
-            "gauge",
-            "Framebuffer memory used (in MiB).",
-            [line("DCGM_FI_DEV_FB_USED", g, f"{fb_used_mib:d}") for g in gpus],
-        ),
-    ]
-    return "".join(
-        f"# HELP {name} {help_text}\n# TYPE {name} {kind}\n" + "".join(f"{s}\n" for s in samples)
-        for name, kind, help_text, samples in blocks
-    )
 
 
 def _reading(source: PrometheusSource, text: str, at: float) -> Reading:
@@ -486,3 +427,20 @@ def test_energy_view_round_trips_in_a_point():
     point = replace(make_point("gpu", "gpu", 8, 1000.0), energy=view)
     assert point_from_data(point_to_data(point)).energy == view
     assert point_from_data(point_to_data(make_point("cpu", "cpu", 8, 1000.0))).energy is None
+
+
+def test_recorded_energy_builds_the_view_a_session_would():
+    """tests/_exporters.recorded_energy (for report tests): recorded dcgm-exporter and node exporter
+    pages through the real parser give back the watts asked for; without RAPL, CPU energy is None
+    and the GPU's still counts; node_cpu_seconds_total gives the host's busy share."""
+    from tests._exporters import recorded_energy
+
+    view = recorded_energy(250.0, 120.0, seconds=10.0, gpu_idle_watts=60.0, cpu_idle_watts=40.0)
+    assert view.gpu_watts_mean == pytest.approx(250.0) and view.cpu_watts_mean == pytest.approx(120.0)
+    assert view.gpu_idle_watts == pytest.approx(60.0) and view.cpu_idle_watts == pytest.approx(40.0)
+    assert view.joules_per_item(100.0) == pytest.approx(3.7)
+    assert view.host_cpu_busy_percent == 50.0 and view.host_cpus == 2 and not view.notes
+    no_rapl = recorded_energy(250.0, None)
+    assert no_rapl.cpu_joules is None and no_rapl.gpu_joules == pytest.approx(2500.0)
+    assert any("node exporter page without node_rapl_*_joules_total" in n for n in no_rapl.notes)
+    assert recorded_energy(None, None).notes[0].startswith(NOT_MEASURED)
