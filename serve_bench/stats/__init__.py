@@ -1,5 +1,6 @@
 """Records, latency histograms, the typed results model, the results file format and run metadata."""
 
+from serve_bench.stats._energy import NOT_MEASURED, EnergySource, EnergyView
 from serve_bench.stats._figures import (
     PERCENTILE_NAMES,
     ClientView,
@@ -39,6 +40,7 @@ from serve_bench.stats._slo import Slo
 
 __all__ = [
     "LOCUST_NOTE",
+    "NOT_MEASURED",
     "OK",
     "PERCENTILE_NAMES",
     "POINTS_FILE",
@@ -49,6 +51,8 @@ __all__ = [
     "ClientView",
     "Codec",
     "Counts",
+    "EnergySource",
+    "EnergyView",
     "Figures",
     "InputSource",
     "Interval",
