@@ -444,3 +444,20 @@ def test_recorded_energy_builds_the_view_a_session_would():
     assert no_rapl.cpu_joules is None and no_rapl.gpu_joules == pytest.approx(2500.0)
     assert any("node exporter page without node_rapl_*_joules_total" in n for n in no_rapl.notes)
     assert recorded_energy(None, None).notes[0].startswith(NOT_MEASURED)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"endpoints": ["localhost:9100/metrics"]}, "telemetry must be an http:// or https:// URL of a Prometheus"),
+        ({"endpoints": ["http:///metrics"]}, "got 'http:///metrics'"),
+        ({"interval_s": 0.0}, "interval_s must be a finite number of seconds > 0, got 0.0"),
+        ({"timeout_s": float("inf")}, "timeout_s must be a finite number of seconds > 0, got inf"),
+    ],
+)
+def test_bad_settings_are_refused_naming_the_parameter(kwargs, message):
+    """A mistyped endpoint is the user's error (InvalidValue naming it), unlike one that is down."""
+    from serve_bench.errors import InvalidValue
+
+    with pytest.raises(InvalidValue, match=message.replace("(", "\\(")):
+        TelemetrySession(**kwargs)

@@ -1,5 +1,6 @@
 """Server-side figures: TF Serving's Prometheus metrics, server CPU, GPU through NVML."""
 
+from serve_bench.metrics._energy import TelemetrySession, check_endpoint, energy_between
 from serve_bench.metrics._scrape import (
     MetricsSnapshot,
     breakdown,
@@ -8,18 +9,18 @@ from serve_bench.metrics._scrape import (
     scrape,
     sum_resolution,
 )
-from serve_bench.metrics._energy import TelemetrySession, energy_between
 from serve_bench.metrics._telemetry import GpuSampler, ProcessCpu
 
 __all__ = [
     "GpuSampler",
     "MetricsSnapshot",
     "ProcessCpu",
+    "TelemetrySession",
     "breakdown",
+    "check_endpoint",
     "default_metrics_url",
+    "energy_between",
     "parse",
     "scrape",
     "sum_resolution",
-    "TelemetrySession",
-    "energy_between",
 ]

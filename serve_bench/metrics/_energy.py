@@ -19,18 +19,28 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import math
 import statistics
 import threading
 import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
+from urllib.parse import urlsplit
 
+from serve_bench.errors import InvalidValue
 from serve_bench.metrics._energy_sources import Counter, NvmlSource, PrometheusSource, RaplSource, Reading, now
 from serve_bench.metrics._telemetry import ProcessCpu
 from serve_bench.stats._energy import NOT_MEASURED, EnergySource, EnergyView
 
-__all__ = ["TelemetrySession", "energy_between"]
+__all__ = ["TelemetrySession", "check_endpoint", "energy_between"]
+
+
+def check_endpoint(url: str) -> None:
+    """Refuse a telemetry endpoint that is not an http(s) URL with a host (InvalidValue "telemetry")."""
+    parts = urlsplit(url) if isinstance(url, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidValue("telemetry", url, "an http:// or https:// URL of a Prometheus metrics page")
 
 
 class TelemetrySession:
@@ -56,6 +66,12 @@ class TelemetrySession:
         nvml: Any = None,
         powercap_root: str = "/sys/class/powercap",
     ) -> None:
+        for url in endpoints:
+            check_endpoint(url)
+        if not (math.isfinite(interval_s) and interval_s > 0):
+            raise InvalidValue("interval_s", interval_s, "a finite number of seconds > 0")
+        if not (math.isfinite(timeout_s) and timeout_s > 0):
+            raise InvalidValue("timeout_s", timeout_s, "a finite number of seconds > 0")
         self._sources: list[Any] = [PrometheusSource(url, timeout_s) for url in endpoints]
         if local_rapl:
             self._sources.append(RaplSource(powercap_root))
