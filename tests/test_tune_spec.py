@@ -461,7 +461,7 @@ def test_tune_and_the_local_server_agree_on_what_tf_serving_accepts(config: Tune
 
 
 def test_coordinate_budget_is_40_percent_of_the_grid_but_at_least_one_pass() -> None:
-    from serve_bench.tune._run import coordinate_budget
+    from serve_bench.tune import coordinate_budget
 
     big = parse_tune_spec(
         spec_with("max_batch_size = [4, 8, 16, 32]\nbatch_timeout_micros = [0, 1000, 5000]\nnum_batch_threads = [1, 2]")
