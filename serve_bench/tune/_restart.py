@@ -21,7 +21,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 from serve_bench.client import ServeBenchError, connect
 from serve_bench.stats import Target
@@ -125,7 +125,7 @@ class LocalRestarter:
         self.models_dir = Path(spec.models_dir)
         self.monitoring = work_dir / "monitoring.config"
         self.process: subprocess.Popen[bytes] | None = None
-        self._log: object = None
+        self._log: BinaryIO | None = None
 
     def command(self, config: TuneConfig, batching_file: Path, grpc_port: int, rest_port: int) -> list[str]:
         return [
@@ -193,7 +193,7 @@ class LocalRestarter:
                 await asyncio.to_thread(process.wait)
         log, self._log = self._log, None
         if log is not None:
-            log.close()  # type: ignore[attr-defined]
+            log.close()
 
     async def close(self) -> None:
         await self.stop()
