@@ -22,6 +22,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -97,7 +98,7 @@ class Server:
 
 
 async def served(url: str, metrics_url: str, model: str, batch: int, concurrency: int,
-                 seconds: float) -> tuple[float, dict]:
+                 seconds: float) -> tuple[float, Any]:
     from serve_bench.client import connect
     from serve_bench.load import PointSettings, analyze, make_inputs, run_closed_loop
     from serve_bench.metrics import breakdown, scrape
@@ -109,15 +110,45 @@ async def served(url: str, metrics_url: str, model: str, batch: int, concurrency
         run = await run_closed_loop(client, prepared, concurrency, settings)
         after, _ = await scrape(metrics_url, model)
     figures = analyze(run, "closed", settings)
-    return figures.throughput.items_per_s, breakdown(before, after) if before and after else {}
+    entrypoint = "GRPC" if url.startswith("grpc") else "REST"
+    return figures.throughput.items_per_s, breakdown(before, after, entrypoint) if before and after else None
 
 
-def _where(server: dict) -> str:
-    if not server.get("request_us_mean"):
+def _where(server: Any) -> str:
+    """The server's own split of its mean request time (a ServerView), or "" without metrics."""
+    if server is None or not server.request_us_mean:
         return ""
-    return (f"server: request {server['request_us_mean'] / 1000:.1f} ms = TF {(server['compute_us_mean'] or 0) / 1000:.1f}"
-            f" + queue {(server['queue_us_mean'] or 0) / 1000:.1f} + parse/serialize "
-            f"{(server['overhead_us_mean'] or 0) / 1000:.1f} ms")
+    return (f"server: request {server.request_us_mean / 1000:.1f} ms = TF {(server.compute_us_mean or 0) / 1000:.1f}"
+            f" + queue {(server.queue_us_mean or 0) / 1000:.1f} + parse/serialize "
+            f"{(server.overhead_us_mean or 0) / 1000:.1f} ms")
+
+
+def response_encoding(target: str, model: str) -> str:
+    """Which fields the server's Predict answer fills (TF Serving: float_val, via AsProtoField)."""
+    import grpc
+
+    from serve_bench import _protos
+    from serve_bench.codec import to_tensor_proto
+
+    request = _protos.message("tensorflow.serving.PredictRequest")()
+    request.model_spec.name = model
+    with grpc.insecure_channel(target) as channel:
+        metadata = channel.unary_unary(
+            "/tensorflow.serving.PredictionService/GetModelMetadata",
+            request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=_protos.message("tensorflow.serving.GetModelMetadataResponse").FromString)
+        meta_request = _protos.message("tensorflow.serving.GetModelMetadataRequest")()
+        meta_request.model_spec.name = model
+        meta_request.metadata_field.append("signature_def")
+        defs = _protos.message("tensorflow.serving.SignatureDefMap")()
+        metadata(meta_request, timeout=60).metadata["signature_def"].Unpack(defs)
+        dims = [max(d.size, 1) for d in defs.signature_def["serving_default"].inputs["images"].tensor_shape.dim]
+        to_tensor_proto(np.zeros(dims, np.float32), request.inputs["images"])
+        predict = channel.unary_unary(
+            "/tensorflow.serving.PredictionService/Predict", request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=_protos.message("tensorflow.serving.PredictResponse").FromString)
+        out = next(iter(predict(request, timeout=300).outputs.values()))
+    return "tensor_content" if out.tensor_content else f"float_val ({len(out.float_val)} values)"
 
 
 def main() -> None:
@@ -135,6 +166,7 @@ def main() -> None:
         try:
             server.wait(model)
             metrics = f"http://127.0.0.1:{server.rest}/monitoring/prometheus/metrics"
+            print(f"  {model}: gRPC answers fill {response_encoding(f'127.0.0.1:{server.grpc}', model)}")
             for protocol, url in (("gRPC", f"grpc://127.0.0.1:{server.grpc}"), ("REST", f"http://127.0.0.1:{server.rest}")):
                 for batch in (1, 8):
                     items, where = asyncio.run(served(url, metrics, model, batch, 1, args.seconds))
@@ -153,7 +185,7 @@ def main() -> None:
             items, where = asyncio.run(served(f"grpc://127.0.0.1:{server.grpc}", metrics, model, 1, c, args.seconds))
             print(f"  {model} server batching, {c} concurrent batch-1 gRPC clients: {items:.1f} images/s vs "
                   f"in-process batch {c} {bare[c]:.1f}: {items / bare[c]:.2f}; mean processed batch "
-                  f"{where.get('processed_batch_mean') or 0:.1f}. {_where(where)}")
+                  f"{(where.processed_batch_mean if where else 0) or 0:.1f}. {_where(where)}")
         finally:
             server.stop()
 
