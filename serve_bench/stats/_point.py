@@ -38,6 +38,9 @@ class Target:
     pid: int | None = None  # a local server process whose CPU to sample
     server_version: str = ""
     protocol: str = ""  # grpc | rest; "" derives it from the URL
+    price_per_hour: float | None = None  # what running this target costs per hour (None: no price given)
+    currency: str = ""  # the unit of price_per_hour (one per spec)
+    telemetry: tuple[str, ...] = ()  # Prometheus pages (dcgm-exporter, node exporter) with its energy counters
 
     def __post_init__(self) -> None:
         if not self.protocol:
