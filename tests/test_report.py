@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import csv
+import html
 import html.parser
-from pathlib import Path
+import re
 
+import numpy as np
 import pytest
 
 from serve_bench.cli import main
 from serve_bench.errors import UserError
 from serve_bench.report import Slo, analyze_run, build_report, compare_runs, fit_latency_model, format_ratio
-from serve_bench.stats import Point, ResultsWriter
+from serve_bench.report._tables import model_line
+from serve_bench.stats import Point, ResultsWriter, read_points
 from serve_bench.sweep import parse_spec, run_sweep
 from tests._points import make_point
 from tests._servers import local_server
-
 
 GPU_A, GPU_B = 20_000.0, 500.0  # µs: a large fixed cost per call, cheap per image
 CPU_A, CPU_B = 1_000.0, 70_000.0  # µs: almost all cost is per image
@@ -43,36 +45,99 @@ def test_gain_verdict_and_ratios_are_computed_from_the_data():
     cpu = next(t for t in analysis.targets if t.device == "cpu")
     gpu_gain = (64 / (GPU_A + GPU_B * 64)) / (1 / (GPU_A + GPU_B))
     cpu_gain = (64 / (CPU_A + CPU_B * 64)) / (1 / (CPU_A + CPU_B))
-    assert gpu.client_gain == pytest.approx(gpu_gain) and gpu.client_gain_batch == 64
-    assert cpu.client_gain == pytest.approx(cpu_gain)
+    assert gpu.client_gain.ratio.value == pytest.approx(gpu_gain) and gpu.client_gain.top.batch_size == 64
+    assert cpu.client_gain.ratio.value == pytest.approx(cpu_gain)
     # within p99 <= 100 ms: GPU p99 = 1.2 * (20 + 0.5 B) ms <= 100 -> B <= 126, so batch 64 qualifies;
     # the CPU's batch 1 (p99 85.2 ms) is the only CPU point inside the SLO
-    assert gpu.slo_gain == pytest.approx(gpu_gain) and gpu.slo_gain_batch == 64
-    assert cpu.best_under_slo.batch_size == 1 and cpu.slo_gain == pytest.approx(1.0)
-    assert f"GPU throughput {format_ratio(gpu_gain)} from batch 1 to 64 within p99 ≤ 100 ms" in analysis.verdict
-    assert "on the CPU 1.00×" in analysis.verdict
+    assert gpu.slo_gain.ratio.value == pytest.approx(gpu_gain) and gpu.best_under_slo.batch_size == 64
+    assert cpu.best_under_slo.batch_size == 1 and cpu.slo_gain.ratio.value == pytest.approx(1.0)
     gpu_best = 64 / ((GPU_A + GPU_B * 64) / 1e6)
     cpu_best = 1 / ((CPU_A + CPU_B) / 1e6)
-    assert f"{gpu_best:.1f} images/s (batch 64)" in analysis.verdict and f"CPU {cpu_best:.1f} (batch 1)" in analysis.verdict
-    assert f": {format_ratio(gpu_best / cpu_best)}." in analysis.verdict
-    row = next(r for r in analysis.device_ratios if r["batch_size"] == 8)
+    lines = analysis.verdict_lines
+    assert (
+        f"gpu: batches of 64 give {format_ratio(gpu_gain)} the images/s of batch 1 (gpu b64 c1 vs gpu b1 c1)." in lines
+    )
+    assert f"gpu: within p99 ≤ 100 ms the best is gpu b64 c1: {gpu_best:.1f} images/s." in lines
+    assert f"cpu: within p99 ≤ 100 ms the best is cpu b1 c1: {cpu_best:.1f} images/s." in lines
+    assert (
+        f"GPU over CPU at their best within p99 ≤ 100 ms: {format_ratio(gpu_best / cpu_best)} "
+        f"(gpu b64 c1: {gpu_best:.1f} images/s; cpu b1 c1: {cpu_best:.1f})."
+    ) in lines
+    assert all(len(line) < 160 for line in lines)  # short sentences, not one paragraph
+    row = next(r for r in analysis.device_ratios if r.batch_size == 8)
     gpu8, cpu8 = 8 / (GPU_A + GPU_B * 8), 8 / (CPU_A + CPU_B * 8)
-    assert row["items_ratio"] == pytest.approx(gpu8 / cpu8)
-    assert row["p99_ratio"] == pytest.approx((GPU_A + GPU_B * 8) / (CPU_A + CPU_B * 8))
-    assert gpu.model.a_us == pytest.approx(GPU_A)
-    assert gpu.gflops[64] == pytest.approx(gpu.best_by_batch[64].items_per_s * 11.46)
+    assert row.items_ratio.value == pytest.approx(gpu8 / cpu8)
+    assert row.p99_ratio.value == pytest.approx((GPU_A + GPU_B * 8) / (CPU_A + CPU_B * 8))
+    assert gpu.model.a_us == pytest.approx(GPU_A) and not gpu.model_contradicted
+    assert gpu.gflops[64] == pytest.approx(gpu.best_by_batch[64].items_per_s.value * 11.46)
 
 
-def test_server_side_batching_gain_and_warnings():
-    points = [make_point("cpu", "cpu", 1, 10_000), make_point("cpu", "cpu", 1, 20_000, concurrency=8),
-              make_point("cpu", "cpu", 4, 30_000, stable=False, errors=3)]
+def test_baseline_first_every_point_in_the_table_and_the_two_batchings_apart():
+    points = [
+        make_point("cpu", "cpu", 4, 30_000, concurrency=4),
+        make_point("cpu", "cpu", 1, 20_000, concurrency=8),
+        make_point("cpu", "cpu", 4, 25_000),
+        make_point("cpu", "cpu", 1, 10_000),
+        make_point("cpu", "cpu", 4, 30_000, stable=False, errors=3, concurrency=2),
+    ]
     analysis = analyze_run(points)
     target = analysis.targets[0]
-    assert target.server_gain == pytest.approx((8 / 0.02) / (1 / 0.01))
-    assert target.server_gain_concurrency == 8
-    assert "server-side batching" in analysis.verdict and "no GPU target" in analysis.verdict
+    assert target.baseline.label == "cpu b1 c1" and target.cells[0] is target.baseline
+    assert len(target.cells) == 5  # every measured (batch, load), not one per batch size
+    assert {b: c.label for b, c in target.client_curve.items()} == {1: "cpu b1 c1", 4: "cpu b4 c1"}
+    assert {n: c.label for n, c in target.server_curve.items()} == {1: "cpu b1 c1", 8: "cpu b1 c8"}
+    assert target.server_gain.ratio.value == pytest.approx((8 / 0.02) / (1 / 0.01))
+    assert target.client_gain.ratio.value == pytest.approx((4 / 0.025) / (1 / 0.01))
+    assert (
+        "cpu: server batching of single images gives 4.00× at 8 requests in flight (cpu b1 c8 vs cpu b1 c1)."
+        in analysis.verdict_lines
+    )
+    assert "No GPU target in this run." in analysis.verdict_lines
     assert any(w.startswith("unstable") for w in analysis.warnings)
     assert any("3 errors of 100 requests (UNAVAILABLE ×3)" in w for w in analysis.warnings)
+    assert [c.label for c in target.cells] == ["cpu b1 c1", "cpu b1 c8", "cpu b4 c1", "cpu b4 c2", "cpu b4 c4"]
+    assert target.cells[3].flags() == ("errors", "unstable")
+
+
+def test_repeats_give_the_median_and_their_range():
+    points = [make_point("gpu", "gpu", 8, latency, repeat=r) for r, latency in enumerate((10_000, 12_500, 11_000))]
+    points += [make_point("gpu", "gpu", 1, 5_000, repeat=r) for r in range(2)]  # a baseline known to be 200/s
+    target = analyze_run(points).targets[0]
+    cell = target.best_by_batch[8]
+    rates = sorted(8 / (latency / 1e6) for latency in (10_000, 12_500, 11_000))
+    assert len(cell.points) == 3 and cell.items_per_s.value == pytest.approx(rates[1])
+    assert (cell.items_per_s.low, cell.items_per_s.high) == pytest.approx((rates[0], rates[2]))
+    assert cell.items_per_s.basis == "range of 3 repeats" and cell.point.repeat == 2
+    gain = target.client_gain.ratio
+    assert gain.low == pytest.approx(rates[0] / 200) and gain.high == pytest.approx(rates[2] / 200)
+    # without a range for the baseline, the gain has none either (not a made-up one)
+    single = analyze_run([*points[:3], make_point("gpu", "gpu", 1, 5_000)]).targets[0]
+    assert single.client_gain.ratio.low is None
+
+
+def test_a_latency_model_below_the_measured_gain_is_said_not_to_hold():
+    """A slow batch 1 (20 ms; the rest 10 ms + 0.5 ms/image, as the demo's gRPC target showed): the line
+    a + b·B puts (a+b)/b at 25.9×, below the 30.5× measured at batch 64, so it is not stated as a bound."""
+    points = [make_point("gpu", "gpu", b, 20_000 if b == 1 else 10_000 + 500 * b) for b in BATCHES]
+    target = analyze_run(points).targets[0]
+    measured = target.client_gain.ratio.value
+    assert measured == pytest.approx((64 / 42_000) / (1 / 20_000))
+    assert target.model.gain_bound < measured and target.model_contradicted
+    low, high = target.model.gain_bound_range
+    assert low < target.model.gain_bound < high  # shown with its uncertainty
+    line = model_line(target)
+    assert "does not describe this server" in line and f"{format_ratio(measured)}" in line
+    assert not any("bound" in v for v in analyze_run(points).verdict_lines)
+
+
+def test_fit_gives_the_bound_a_range_that_holds_it():
+    rng = np.random.default_rng(0)
+    noisy = [(GPU_A + GPU_B * b) * rng.uniform(0.97, 1.03) for b in BATCHES]
+    model = fit_latency_model(BATCHES, noisy)
+    low, high = model.gain_bound_range
+    assert low < model.gain_bound < high
+    assert low <= (GPU_A + GPU_B) / GPU_B <= high  # the true bound is inside
+    assert fit_latency_model([1, 8], [GPU_A + GPU_B, GPU_A + 8 * GPU_B]).gain_bound_range is None
 
 
 class _Images(html.parser.HTMLParser):
@@ -100,10 +165,18 @@ def test_html_and_csv_from_a_synthetic_run(tmp_path):
     for path in output.plots.values():
         assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     text = output.html.read_text()
-    assert output.analysis.verdict.split(";")[0].replace("≤", "&le;") in text or "Verdict" in text
+    lines = output.analysis.verdict_lines
+    assert len(lines) == 5
+    for line in lines:  # every verdict line is in the page, and every point it names is a row of a table
+        assert f"<li>{html.escape(line)}</li>" in text
+        for label in re.findall(r"\b(?:gpu|cpu) b\d+ c\d+", line):
+            assert f'id="{label}"' in text
+    assert text.index('id="gpu b1 c1"') < text.index('id="gpu b2 c1"')  # the baseline first
     rows = list(csv.DictReader(output.csv.open()))
     assert len(rows) == 14
-    assert {"Concurrency", "Inferences/Second", "p99 latency", "Batch Size"} <= set(rows[0])
+    by_key = {p.key: p for p in read_points(run_dir)}
+    for row in rows:
+        assert float(row["Inferences/Second"]) == pytest.approx(by_key[row["Key"]].items_per_s, abs=0.005)
 
 
 def _quick_spec(grpc_url: str, rest_url: str, model: str = "tiny", duration: float = 0.5) -> str:

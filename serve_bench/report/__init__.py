@@ -1,10 +1,12 @@
-"""Reports: analysis (batching gain, latency model, CPU vs GPU, SLO), tables, plots, HTML, compare.
+"""Reports: analysis (batching gains, latency model, CPU vs GPU, SLO), tables, plots, HTML, compare.
 
 matplotlib is imported only when a plot is drawn.
 """
 
 from serve_bench.report._analysis import (
     Analysis,
+    DeviceRatio,
+    Gain,
     LatencyModel,
     Slo,
     TargetAnalysis,
@@ -12,23 +14,39 @@ from serve_bench.report._analysis import (
     fit_latency_model,
     format_ratio,
 )
-from serve_bench.report._build import Comparison, ReportOutput, build_report, compare_runs, find_model_facts
-from serve_bench.report._tables import CSV_COLUMNS, print_summary, write_summary_csv
+from serve_bench.report._build import (
+    Comparison,
+    ReportOutput,
+    build_report,
+    compare_runs,
+    find_model_facts,
+    load_run_metadata,
+)
+from serve_bench.report._cells import Cell, Estimate, cells_of, ratio
+from serve_bench.report._tables import CSV_COLUMNS, print_comparison, print_summary, write_summary_csv
 
 __all__ = [
     "CSV_COLUMNS",
     "Analysis",
+    "Cell",
     "Comparison",
+    "DeviceRatio",
+    "Estimate",
+    "Gain",
     "LatencyModel",
     "ReportOutput",
     "Slo",
     "TargetAnalysis",
     "analyze_run",
     "build_report",
+    "cells_of",
     "compare_runs",
     "find_model_facts",
     "fit_latency_model",
     "format_ratio",
+    "load_run_metadata",
+    "print_comparison",
     "print_summary",
+    "ratio",
     "write_summary_csv",
 ]

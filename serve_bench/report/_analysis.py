@@ -1,30 +1,54 @@
-"""The answer from the points: batching gain, latency model, CPU vs GPU, best under the SLO.
+"""The answer from the points: batching gains, latency model, CPU vs GPU, best under the SLO.
 
-Everything here is computed from the measured points; no sentence holds a
-number that was not derived from them.
+Everything here is computed from the measured cells; each sentence of the verdict
+names the cells (``gpu b64 c1``) its numbers come from, and those cells are rows
+of the report's tables. Two kinds of batching are kept apart:
+
+* client batching: B images per request, at the baseline's requests in flight;
+* server batching: single-image requests at C in flight, batched by the server.
+
+The baseline is batch 1 with the fewest requests in flight (one, when measured).
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
+from serve_bench.report._cells import Cell, Estimate, cells_of, ratio
 from serve_bench.stats import Point, Slo
 
-__all__ = ["Slo", "LatencyModel", "TargetAnalysis", "Analysis", "analyze_run", "fit_latency_model", "format_ratio"]
+__all__ = [
+    "Analysis",
+    "DeviceRatio",
+    "Gain",
+    "LatencyModel",
+    "Slo",
+    "TargetAnalysis",
+    "analyze_run",
+    "fit_latency_model",
+    "format_ratio",
+]
+
+_CURVE_MODES = ("closed", "locust", "stream")  # modes with a fixed number in flight
 
 
 @dataclass(frozen=True)
 class LatencyModel:
-    """latency(B) ≈ a + b·B: a is the fixed cost per call, b the cost per item (µs)."""
+    """latency(B) ≈ a + b·B: a is the fixed cost per call, b the cost per item (µs).
+
+    ``gain_bound_range`` is the bound's ±2 sigma range from the fit's residuals (None
+    with fewer than three batch sizes: a line through two points has no residuals).
+    """
 
     a_us: float
     b_us: float
     r_squared: float
     points: int
+    gain_bound_range: tuple[float, float] | None = None
 
     def latency_us(self, batch: float) -> float:
         return self.a_us + self.b_us * batch
@@ -35,7 +59,20 @@ class LatencyModel:
     @property
     def gain_bound(self) -> float:
         """Throughput gain from batch 1 to an unbounded batch: (a + b) / b."""
-        return (self.a_us + self.b_us) / self.b_us if self.b_us > 0 else float("inf")
+        return (self.a_us + self.b_us) / self.b_us if self.b_us > 0 else math.inf
+
+    @property
+    def bound(self) -> Estimate:
+        if self.gain_bound_range is None:
+            return Estimate(self.gain_bound)
+        low, high = self.gain_bound_range
+        return Estimate(self.gain_bound, low, high, "±2 sigma of the fit")
+
+    def describe(self) -> str:
+        return (
+            f"{self.a_us / 1000:.2f} ms + {self.b_us / 1000:.3f} ms × batch (R² {self.r_squared:.3f}, "
+            f"{self.points} batch sizes)"
+        )
 
 
 def fit_latency_model(batches: list[int], latencies_us: list[float]) -> LatencyModel | None:
@@ -45,46 +82,30 @@ def fit_latency_model(batches: list[int], latencies_us: list[float]) -> LatencyM
         return None
     x = np.asarray(batches, dtype=float)
     y = np.asarray(latencies_us, dtype=float)
-    weights = 1.0 / np.maximum(y, 1e-9)
-    b, a = np.polyfit(x, y, 1, w=weights)
-    if a < 0:
-        a, b = 0.0, float((weights**2 * x * y).sum() / (weights**2 * x * x).sum())
-    predicted = a + b * x
-    ss_res = float(((y - predicted) ** 2).sum())
+    w2 = 1.0 / np.maximum(y, 1e-9) ** 2
+    design = np.stack([np.ones_like(x), x], axis=1)
+    normal = design.T @ (design * w2[:, None])
+    a, b = np.linalg.solve(normal, design.T @ (w2 * y))
+    through_origin = a < 0
+    if through_origin:
+        a, b = 0.0, float((w2 * x * y).sum() / (w2 * x * x).sum())
+    residuals = y - (a + b * x)
     ss_tot = float(((y - y.mean()) ** 2).sum())
-    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0
-    return LatencyModel(float(a), float(b), r2, len(x))
-
-
-@dataclass
-class TargetAnalysis:
-    name: str
-    device: str
-    protocol: str
-    server_kind: str
-    # batch size -> the closed-loop point with the fewest requests in flight (the latency(B) curve)
-    batch_curve: dict[int, Point]
-    best_by_batch: dict[int, Point]  # batch size -> the point with the most items/s
-    model: LatencyModel | None
-    baseline: Point | None  # batch 1, lowest concurrency
-    client_gain: float | None  # best items/s with client batches > 1 over the baseline
-    client_gain_batch: int | None
-    server_gain: float | None  # best items/s of batch-1 requests at concurrency > 1 over the baseline
-    server_gain_concurrency: int | None
-    slo_gain: float | None  # best under the SLO over the baseline (if the baseline meets it)
-    slo_gain_batch: int | None
-    best_under_slo: Point | None
-    gflops: dict[int, float] = field(default_factory=dict)  # batch -> achieved GFLOP/s
-
-
-@dataclass
-class Analysis:
-    targets: list[TargetAnalysis]
-    slo: Slo | None
-    device_ratios: list[dict[str, Any]]  # per batch size: gpu/cpu items/s and p99
-    verdict: str
-    warnings: list[str]
-    flops_per_image: float | None
+    r2 = 1.0 - float((residuals**2).sum()) / ss_tot if ss_tot > 0 else 1.0
+    spread = None
+    free = len(x) - (1 if through_origin else 2)
+    if free > 0 and b > 0:
+        variance = float((w2 * residuals**2).sum()) / free
+        if through_origin:
+            spread = (1.0, 1.0)  # no fixed cost: batching cannot raise throughput, whatever b is
+        else:
+            cov = variance * np.linalg.inv(normal)
+            # delta method on g = 1 + a/b
+            grad = np.array([1.0 / b, -a / b**2])
+            sigma = math.sqrt(max(float(grad @ cov @ grad), 0.0))
+            bound = (a + b) / b
+            spread = (max(1.0, bound - 2 * sigma), bound + 2 * sigma)
+    return LatencyModel(float(a), float(b), r2, len(x), spread)
 
 
 def format_ratio(value: float | None) -> str:
@@ -93,52 +114,145 @@ def format_ratio(value: float | None) -> str:
     return f"{value:.2f}×" if value < 10 else f"{value:.1f}×"
 
 
-def _concurrency(point: Point) -> int:
-    return point.load.concurrency or 1
+@dataclass(frozen=True)
+class Gain:
+    """items/s of ``top`` over items/s of ``base`` (two cells of the same target)."""
+
+    ratio: Estimate
+    top: Cell
+    base: Cell
+
+    def text(self) -> str:
+        r = self.ratio
+        text = format_ratio(r.value)
+        if r.low is not None and r.high is not None:
+            text += f" [{format_ratio(r.low)}–{format_ratio(r.high)}]"
+        return text
+
+
+def _gain(top: Cell, base: Cell) -> Gain:
+    return Gain(ratio(top.items_per_s, base.items_per_s), top, base)
+
+
+@dataclass(frozen=True)
+class TargetAnalysis:
+    name: str
+    device: str
+    protocol: str
+    server_kind: str
+    cells: tuple[Cell, ...]  # every measured (batch, load), the baseline first
+    baseline: Cell | None  # batch 1, fewest requests in flight
+    client_curve: dict[int, Cell]  # batch -> cell at the baseline's requests in flight
+    server_curve: dict[int, Cell]  # requests in flight -> batch-1 cell
+    best_by_batch: dict[int, Cell]  # batch -> the cell with the most items/s (any load)
+    model: LatencyModel | None  # fitted on the client curve's mean latency
+    model_contradicted: bool  # the model's bound lies below the gain measured on the same curve
+    client_gain: Gain | None  # best of the client curve over the baseline
+    server_gain: Gain | None  # best of the server curve over the baseline
+    best_under_slo: Cell | None
+    slo_gain: Gain | None  # best under the SLO over the baseline (when the baseline meets it)
+    gflops: dict[int, float] = field(default_factory=dict)  # batch -> achieved GFLOP/s of best_by_batch
+
+    @property
+    def best(self) -> Cell | None:
+        usable = [c for c in self.cells if c.usable]
+        return max(usable, key=lambda c: c.items_per_s.value) if usable else None
+
+
+@dataclass(frozen=True)
+class DeviceRatio:
+    """GPU over CPU at one batch size (each device's best cell at that batch)."""
+
+    batch_size: int
+    gpu: Cell
+    cpu: Cell
+    items_ratio: Estimate
+    p99_ratio: Estimate
+
+
+@dataclass(frozen=True)
+class Analysis:
+    targets: list[TargetAnalysis]
+    slo: Slo | None
+    device_ratios: list[DeviceRatio]
+    verdict_lines: tuple[str, ...]
+    warnings: list[str]
+    flops_per_image: float | None
+
+    @property
+    def verdict(self) -> str:
+        return " ".join(self.verdict_lines)
+
+
+def _order(cell: Cell, baseline: Cell | None) -> tuple[object, ...]:
+    mode_rank = {"closed": 0, "stream": 1, "locust": 2, "open": 3}.get(cell.mode, 4)
+    rate = cell.points[0].load.rate or 0.0
+    return (cell is not baseline, mode_rank, cell.batch_size, cell.in_flight, rate)
 
 
 def _analyze_target(points: list[Point], slo: Slo | None, flops: float | None) -> TargetAnalysis:
     first = points[0]
-    closed = [p for p in points if p.load.mode in ("closed", "locust", "stream") and p.counts.ok > 0]
-    curve: dict[int, Point] = {}
-    for point in sorted(closed, key=lambda p: (p.batch_size, _concurrency(p), -p.items_per_s)):
-        curve.setdefault(point.batch_size, point)
-    best: dict[int, Point] = {}
-    for point in points:
-        if point.counts.ok == 0:
-            continue
-        current = best.get(point.batch_size)
-        if current is None or point.items_per_s > current.items_per_s:
-            best[point.batch_size] = point
-    ones = [p for p in closed if p.batch_size == 1]
-    baseline = min(ones, key=_concurrency) if ones else None
-    base_rate = baseline.items_per_s if baseline else None
+    cells = cells_of(points)
+    usable = [c for c in cells if c.usable]
+    curve_cells = [c for c in usable if c.mode in _CURVE_MODES]
+    ones = [c for c in curve_cells if c.batch_size == 1]
+    baseline = min(ones, key=lambda c: c.in_flight) if ones else None
+    ordered = tuple(sorted(cells, key=lambda c: _order(c, baseline)))
 
-    client_gain = client_batch = server_gain = server_conc = None
-    if base_rate:
-        batched = [p for p in closed if p.batch_size > 1]
+    client_curve: dict[int, Cell] = {}
+    server_curve: dict[int, Cell] = {}
+    if baseline is not None:
+        for cell in sorted(curve_cells, key=lambda c: c.batch_size):
+            if cell.in_flight == baseline.in_flight and cell.mode == baseline.mode:
+                client_curve.setdefault(cell.batch_size, cell)
+        for cell in sorted(ones, key=lambda c: c.in_flight):
+            if cell.mode == baseline.mode:
+                server_curve.setdefault(cell.in_flight, cell)
+    best: dict[int, Cell] = {}
+    for cell in usable:
+        current = best.get(cell.batch_size)
+        if current is None or cell.items_per_s.value > current.items_per_s.value:
+            best[cell.batch_size] = cell
+
+    client_gain = server_gain = None
+    if baseline is not None and baseline.items_per_s.value > 0:
+        batched = [c for b, c in client_curve.items() if b > 1]
         if batched:
-            top = max(batched, key=lambda p: p.items_per_s)
-            client_gain, client_batch = top.items_per_s / base_rate, top.batch_size
-        concurrent_ones = [p for p in ones if _concurrency(p) > 1]
-        if concurrent_ones:
-            top = max(concurrent_ones, key=lambda p: p.items_per_s)
-            server_gain, server_conc = top.items_per_s / base_rate, _concurrency(top)
+            client_gain = _gain(max(batched, key=lambda c: c.items_per_s.value), baseline)
+        concurrent = [c for n, c in server_curve.items() if n > baseline.in_flight]
+        if concurrent:
+            server_gain = _gain(max(concurrent, key=lambda c: c.items_per_s.value), baseline)
 
-    best_slo = slo_gain = slo_batch = None
+    best_slo = slo_gain = None
     if slo is not None:
-        meeting = [p for p in points if slo.met_by(p)]
+        meeting = [c for c in usable if all(slo.met_by(p) for p in c.points)]
         if meeting:
-            best_slo = max(meeting, key=lambda p: p.items_per_s)
-            if baseline is not None and slo.met_by(baseline) and base_rate:
-                slo_gain = best_slo.items_per_s / base_rate
-                slo_batch = best_slo.batch_size
+            best_slo = max(meeting, key=lambda c: c.items_per_s.value)
+            if baseline is not None and baseline in meeting and baseline.items_per_s.value > 0:
+                slo_gain = _gain(best_slo, baseline)
 
-    model = fit_latency_model([b for b in curve], [p.latency.mean for p in curve.values()])
-    gflops = {b: p.items_per_s * flops / 1e9 for b, p in best.items()} if flops else {}
-    return TargetAnalysis(first.target.name, first.target.device, first.target.protocol, first.target.server_kind,
-                          dict(sorted(curve.items())), dict(sorted(best.items())), model, baseline, client_gain,
-                          client_batch, server_gain, server_conc, slo_gain, slo_batch, best_slo, gflops)
+    model = fit_latency_model(list(client_curve), [c.point.latency.mean for c in client_curve.values()])
+    # a bound below a gain measured on the same curve is not a bound: it is never stated as one
+    contradicted = model is not None and client_gain is not None and client_gain.ratio.value > model.gain_bound
+    gflops = {b: c.items_per_s.value * flops / 1e9 for b, c in best.items()} if flops else {}
+    return TargetAnalysis(
+        first.target.name,
+        first.target.device,
+        first.target.protocol,
+        first.target.server_kind,
+        ordered,
+        baseline,
+        client_curve,
+        server_curve,
+        dict(sorted(best.items())),
+        model,
+        contradicted,
+        client_gain,
+        server_gain,
+        best_slo,
+        slo_gain,
+        gflops,
+    )
 
 
 def _warnings(points: list[Point]) -> list[str]:
@@ -161,60 +275,64 @@ def _warnings(points: list[Point]) -> list[str]:
 
 
 def _device_pick(targets: list[TargetAnalysis], device: str) -> TargetAnalysis | None:
-    candidates = [t for t in targets if t.device == device and t.batch_curve]
+    candidates = [t for t in targets if t.device == device and t.best is not None]
     if not candidates:
         return None
     grpc = [t for t in candidates if t.protocol == "grpc"]
     return (grpc or candidates)[0]
 
 
-def _gain_phrase(target: TargetAnalysis, slo: Slo | None) -> str | None:
-    """'9.1× from batch 1 to 64 within p99 ≤ 100 ms' for a target, from its data."""
-    if slo is not None and target.slo_gain is not None and target.slo_gain_batch == 1:
-        best = target.best_under_slo
-        level = f"{best.load.concurrency} requests in flight" if best and best.load.mode != "open" else "its best rate"
-        return (f"1.00× within {slo.label()}: batch 1 stays its best there "
-                f"({format_ratio(target.slo_gain)} over one request at a time, from {level})")
-    if slo is not None and target.slo_gain is not None:
-        return f"{format_ratio(target.slo_gain)} from batch 1 to {target.slo_gain_batch} within {slo.label()}"
+def _target_lines(target: TargetAnalysis, slo: Slo | None) -> list[str]:
+    lines = []
     if target.client_gain is not None:
-        return f"{format_ratio(target.client_gain)} from batch 1 to {target.client_gain_batch}"
-    return None
+        g = target.client_gain
+        lines.append(
+            f"{target.name}: batches of {g.top.batch_size} give {g.text()} the images/s of batch 1 "
+            f"({g.top.label} vs {g.base.label})."
+        )
+    if target.server_gain is not None:
+        g = target.server_gain
+        lines.append(
+            f"{target.name}: server batching of single images gives {g.text()} at {g.top.in_flight} "
+            f"requests in flight ({g.top.label} vs {g.base.label})."
+        )
+    if slo is not None:
+        if target.best_under_slo is None:
+            lines.append(f"{target.name}: no point meets {slo.label()}.")
+        else:
+            best = target.best_under_slo
+            lines.append(
+                f"{target.name}: within {slo.label()} the best is {best.label}: "
+                f"{best.items_per_s.text(digits=1)} images/s."
+            )
+    return lines
 
 
-def _verdict(targets: list[TargetAnalysis], slo: Slo | None) -> str:
-    gpu, cpu = _device_pick(targets, "gpu"), _device_pick(targets, "cpu")
-    if gpu and cpu:
-        g, c = _gain_phrase(gpu, slo), _gain_phrase(cpu, slo)
-        if g and c:
-            c_short = c.split(" from ")[0]
-            within = ""
-            if slo is not None and gpu.best_under_slo is not None and cpu.best_under_slo is not None:
-                best_g, best_c, within = gpu.best_under_slo, cpu.best_under_slo, f" within {slo.label()}"
-            else:
-                best_g = max(gpu.best_by_batch.values(), key=lambda p: p.items_per_s)
-                best_c = max(cpu.best_by_batch.values(), key=lambda p: p.items_per_s)
-            ratio = best_g.items_per_s / best_c.items_per_s
-            return (f"batching raises GPU throughput {g}; on the CPU {c_short}. At their best{within} the GPU "
-                    f"serves {best_g.items_per_s:.1f} images/s (batch {best_g.batch_size}) and the "
-                    f"CPU {best_c.items_per_s:.1f} (batch {best_c.batch_size}): {format_ratio(ratio)}.")
-    sentences = []
+def _verdict(targets: list[TargetAnalysis], slo: Slo | None) -> tuple[str, ...]:
+    lines: list[str] = []
     for target in targets:
-        phrase = _gain_phrase(target, slo)
-        if phrase:
-            line = f"batching raises {target.name} ({target.device}, {target.protocol}) throughput {phrase}"
-            if target.model is not None and target.model.b_us > 0:
-                line += (f"; its latency model (fixed {target.model.a_us / 1000:.1f} ms per call, "
-                         f"{target.model.b_us / 1000:.2f} ms per image) bounds the gain at "
-                         f"{format_ratio(target.model.gain_bound)}")
-            sentences.append(line)
-        if target.server_gain is not None:
-            sentences.append(f"server-side batching of batch-1 requests at concurrency "
-                             f"{target.server_gain_concurrency} gives {target.name} {format_ratio(target.server_gain)}")
-    if not sentences:
-        return "not enough points for a verdict: measure batch 1 and at least one larger batch per target."
-    missing = " (no GPU target in this run)" if not any(t.device == "gpu" for t in targets) else ""
-    return "; ".join(sentences) + missing + "."
+        lines += _target_lines(target, slo)
+    gpu, cpu = _device_pick(targets, "gpu"), _device_pick(targets, "cpu")
+    if gpu is not None and cpu is not None:
+        within = ""
+        best_g, best_c = gpu.best, cpu.best
+        if slo is not None and gpu.best_under_slo is not None and cpu.best_under_slo is not None:
+            best_g, best_c, within = gpu.best_under_slo, cpu.best_under_slo, f" within {slo.label()}"
+        if best_g is not None and best_c is not None and best_c.items_per_s.value > 0:
+            r = ratio(best_g.items_per_s, best_c.items_per_s)
+            lines.append(
+                f"GPU over CPU at their best{within}: {Gain(r, best_g, best_c).text()} "
+                f"({best_g.label}: {best_g.items_per_s.value:.1f} images/s; "
+                f"{best_c.label}: {best_c.items_per_s.value:.1f})."
+            )
+    elif targets and not any(t.device == "gpu" for t in targets):
+        lines.append("No GPU target in this run.")
+    if not any(t.client_gain or t.server_gain for t in targets):
+        lines.append(
+            "Not enough points for a batching gain: measure batch 1 and a larger batch (or more requests "
+            "in flight) per target."
+        )
+    return tuple(lines)
 
 
 def analyze_run(points: list[Point], slo: Slo | None = None, flops_per_image: float | None = None) -> Analysis:
@@ -224,15 +342,8 @@ def analyze_run(points: list[Point], slo: Slo | None = None, flops_per_image: fl
     targets = [_analyze_target(group, slo, flops_per_image) for group in by_target.values()]
     ratios = []
     gpu, cpu = _device_pick(targets, "gpu"), _device_pick(targets, "cpu")
-    if gpu and cpu:
+    if gpu is not None and cpu is not None:
         for batch in sorted(set(gpu.best_by_batch) & set(cpu.best_by_batch)):
             g, c = gpu.best_by_batch[batch], cpu.best_by_batch[batch]
-            ratios.append({
-                "batch_size": batch,
-                "gpu_items_per_s": g.items_per_s, "cpu_items_per_s": c.items_per_s,
-                "items_ratio": g.items_per_s / c.items_per_s
-                if c.items_per_s else None,
-                "gpu_p99_us": g.latency.p99, "cpu_p99_us": c.latency.p99,
-                "p99_ratio": g.latency.p99 / c.latency.p99 if c.latency.p99 else None,
-            })
+            ratios.append(DeviceRatio(batch, g, c, ratio(g.items_per_s, c.items_per_s), ratio(g.p99_us, c.p99_us)))
     return Analysis(targets, slo, ratios, _verdict(targets, slo), _warnings(points), flops_per_image)

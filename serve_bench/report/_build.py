@@ -11,7 +11,7 @@ from serve_bench.export._layout import latest_metadata
 from serve_bench.report._analysis import Analysis, Slo, analyze_run
 from serve_bench.stats import Point, read_points, read_run
 
-__all__ = ["ReportOutput", "build_report", "Comparison", "compare_runs", "load_run_metadata", "find_model_facts"]
+__all__ = ["Comparison", "ReportOutput", "build_report", "compare_runs", "find_model_facts", "load_run_metadata"]
 
 
 @dataclass
@@ -32,8 +32,9 @@ def find_model_facts(model: str, models_dir: Path) -> dict[str, Any] | None:
     return latest_metadata(models_dir, model)
 
 
-def build_report(run_dir: Path, *, slo: Slo | None = None, models_dir: Path = Path("exported_models"),
-                 plots: bool = True) -> ReportOutput:
+def build_report(
+    run_dir: Path, *, slo: Slo | None = None, models_dir: Path = Path("exported_models"), plots: bool = True
+) -> ReportOutput:
     from serve_bench.report._html import write_html
     from serve_bench.report._tables import write_summary_csv
 
@@ -56,8 +57,9 @@ def build_report(run_dir: Path, *, slo: Slo | None = None, models_dir: Path = Pa
 
         drawn = draw_plots(analysis, run_dir / "plots", points[0].model)
     csv_path = write_summary_csv(points, run_dir / "summary.csv")
-    html_path = write_html(analysis, points, drawn, metadata, run_dir / "report.html",
-                           f"serve-bench: {points[0].model} — {run_dir.name}")
+    html_path = write_html(
+        analysis, points, drawn, metadata, run_dir / "report.html", f"serve-bench: {points[0].model} — {run_dir.name}"
+    )
     return ReportOutput(analysis, points, html_path, csv_path, drawn)
 
 
@@ -71,8 +73,18 @@ class Comparison:
 
 def _config_key(point: Point) -> tuple[Any, ...]:
     load = point.load
-    return (point.target.protocol, point.model, point.signature, point.payload, point.batch_size, load.mode,
-            load.concurrency, load.rate, load.arrival, point.repeat)
+    return (
+        point.target.protocol,
+        point.model,
+        point.signature,
+        point.payload,
+        point.batch_size,
+        load.mode,
+        load.concurrency,
+        load.rate,
+        load.arrival,
+        point.repeat,
+    )
 
 
 _COMPARED_SETTINGS = ("warmup_s", "min_duration_s", "min_requests", "windows", "tolerance", "timeout_s")
@@ -85,15 +97,18 @@ def compare_runs(run_a: Path, run_b: Path, *, allow_mismatch: bool = False) -> C
     meta_a, meta_b = load_run_metadata(run_a), load_run_metadata(run_b)
     differences = []
     settings_a, settings_b = meta_a.get("settings", {}), meta_b.get("settings", {})
-    for key in _COMPARED_SETTINGS:
-        if key in settings_a and key in settings_b and settings_a[key] != settings_b[key]:
-            differences.append(f"{key}: {settings_a[key]} vs {settings_b[key]}")
+    for setting in _COMPARED_SETTINGS:
+        if setting in settings_a and setting in settings_b and settings_a[setting] != settings_b[setting]:
+            differences.append(f"{setting}: {settings_a[setting]} vs {settings_b[setting]}")
     models = {p.model for p in points_a} ^ {p.model for p in points_b}
     if models:
         differences.append(f"models differ: {sorted(models)}")
     if differences and not allow_mismatch:
-        raise UserError("the runs were measured differently (" + "; ".join(differences)
-                        + "); pass --allow-mismatch to compare them anyway")
+        raise UserError(
+            "the runs were measured differently ("
+            + "; ".join(differences)
+            + "); pass --allow-mismatch to compare them anyway"
+        )
 
     def index(points: list[Point]) -> dict[tuple[Any, ...], list[Point]]:
         table: dict[tuple[Any, ...], list[Point]] = {}
@@ -116,16 +131,21 @@ def compare_runs(run_a: Path, run_b: Path, *, allow_mismatch: bool = False) -> C
         only_b += [p.key for p in b_group if id(p) not in matched_b]
         for a, b in pairs:
             ia, ib = a.items_per_s, b.items_per_s
-            rows.append({
-                "config": f"{a.target.protocol} b{a.batch_size} {a.load.mode} "
-                          f"{a.load.concurrency or ''}{f'{a.load.rate:g}/s' if a.load.rate else ''}",
-                "a": a, "b": b, "items_ratio": ib / ia if ia else None,
-                "p99_ratio": b.latency.p99 / a.latency.p99 if a.latency.p99 else None,
-            })
+            rows.append(
+                {
+                    "config": f"{a.target.protocol} b{a.batch_size} {a.load.mode} "
+                    f"{a.load.concurrency or ''}{f'{a.load.rate:g}/s' if a.load.rate else ''}",
+                    "a": a,
+                    "b": b,
+                    "items_ratio": ib / ia if ia else None,
+                    "p99_ratio": b.latency.p99 / a.latency.p99 if a.latency.p99 else None,
+                }
+            )
     for key, b_group in b_index.items():
         if key not in a_index:
             only_b += [p.key for p in b_group]
     if not rows:
-        raise UserError(f"no points of {run_a} match a point of {run_b} (same protocol, model, payload, batch "
-                        "size and load)")
+        raise UserError(
+            f"no points of {run_a} match a point of {run_b} (same protocol, model, payload, batch size and load)"
+        )
     return Comparison(rows, only_a, only_b, differences)

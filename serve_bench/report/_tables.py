@@ -1,15 +1,17 @@
-"""summary.csv (perf_analyzer's column names where they apply) and the terminal summary."""
+"""summary.csv (perf_analyzer's column names where they apply), the terminal summary and the compare table."""
 
 from __future__ import annotations
 
 import csv
 import io
 from pathlib import Path
+from typing import Any
 
-from serve_bench.report._analysis import Analysis, format_ratio
+from serve_bench.report._analysis import Analysis, TargetAnalysis, format_ratio
+from serve_bench.report._cells import Cell
 from serve_bench.stats import Point
 
-__all__ = ["CSV_COLUMNS", "write_summary_csv", "print_summary"]
+__all__ = ["CSV_COLUMNS", "model_line", "print_comparison", "print_summary", "write_summary_csv"]
 
 CSV_COLUMNS = [
     "Target", "Device", "Protocol", "Server", "Model", "Signature", "Payload", "Batch Size", "Mode", "Concurrency",
@@ -17,7 +19,10 @@ CSV_COLUMNS = [
     "p99 latency", "p99.9 latency", "Avg latency", "Max latency", "Uncorrected p99 latency", "Server Queue",
     "Server Compute Infer", "Server Overhead", "Server Batch Size", "Padding Share", "Errors", "Stable",
     "Client Limited", "Duration (s)", "Key",
-]
+    # serve-bench's own: the 95% intervals, the repeat, and every flag
+    "Inferences/Second Low", "Inferences/Second High", "p50 latency Low", "p50 latency High", "p99 latency Low",
+    "p99 latency High", "Repeat", "Flags",
+]  # fmt: skip
 
 
 def _cell(value: float | None, digits: int = 1) -> str:
@@ -25,7 +30,9 @@ def _cell(value: float | None, digits: int = 1) -> str:
 
 
 def _row(point: Point) -> list[str]:
-    server, lat, sent = point.server, point.latency.due, point.latency.sent
+    server = point.server if point.server is not None and point.server.available else None
+    lat, sent = point.latency.due, point.latency.sent
+    items_ci, p50_ci, p99_ci = point.throughput.items_per_s_ci, point.latency.p50_ci, point.latency.p99_ci
     return [
         point.target.name, point.target.device, point.target.protocol, point.target.server_kind, point.model,
         point.signature, point.payload, str(point.batch_size), point.load.mode,
@@ -39,11 +46,15 @@ def _row(point: Point) -> list[str]:
         _cell(server.padding_share if server else None, 3), str(point.error_count),
         str(point.stability.stable).lower(), str(point.limited).lower(), _cell(point.duration_s, 2),
         point.key,
-    ]
+        _cell(items_ci.low if items_ci else None, 2), _cell(items_ci.high if items_ci else None, 2),
+        _cell(p50_ci.low if p50_ci else None, 0), _cell(p50_ci.high if p50_ci else None, 0),
+        _cell(p99_ci.low if p99_ci else None, 0), _cell(p99_ci.high if p99_ci else None, 0),
+        str(point.repeat), "; ".join(point.flags()),
+    ]  # fmt: skip
 
 
 def write_summary_csv(points: list[Point], path: Path) -> Path:
-    """One row per point. Latencies in µs, as perf_analyzer writes them."""
+    """One row per point (every repeat). Latencies in µs, as perf_analyzer writes them."""
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(CSV_COLUMNS)
@@ -53,42 +64,142 @@ def write_summary_csv(points: list[Point], path: Path) -> Path:
     return path
 
 
-def print_summary(analysis: Analysis, console: object | None = None) -> None:
+def model_line(target: TargetAnalysis) -> str:
+    """The latency model, its bound with the bound's range, and whether the measurements contradict it."""
+    model = target.model
+    if model is None:
+        return ""
+    bound = model.bound
+    text = f"latency model {model.describe()}; gain bound (a+b)/b = {format_ratio(bound.value)}"
+    if bound.low is not None and bound.high is not None:
+        text += f" [{format_ratio(bound.low)}–{format_ratio(bound.high)}, {bound.basis}]"
+    if target.model_contradicted and target.client_gain is not None:
+        text += (
+            f" — below the {target.client_gain.text()} measured ({target.client_gain.top.label}): "
+            "the model does not describe this server, so its bound is not used"
+        )
+    return text
+
+
+def _level(cell: Cell) -> str:
+    return cell.points[0].load.describe()
+
+
+def cell_rows(target: TargetAnalysis) -> list[list[str]]:
+    """The per-target table: every measured cell, the baseline first."""
+    rows = []
+    for cell in target.cells:
+        repeats = f" ×{len(cell.points)}" if len(cell.points) > 1 else ""
+        role = "baseline" if cell is target.baseline else ""
+        server = cell.point.server
+        batch = (
+            f"{server.processed_batch_mean:.1f}" if server and server.available and server.processed_batch_mean else ""
+        )
+        rows.append(
+            [
+                cell.label + repeats,
+                role,
+                str(cell.batch_size),
+                _level(cell),
+                cell.items_per_s.text(digits=1),
+                cell.p50_us.text(scale=1e-3),
+                cell.p99_us.text(scale=1e-3),
+                f"{cell.p50_us.value / 1000 / cell.batch_size:.2f}",
+                f"{target.gflops[cell.batch_size]:.1f}"
+                if target.gflops and target.best_by_batch.get(cell.batch_size) is cell
+                else "",
+                batch,
+                ", ".join(cell.flags()),
+            ]
+        )
+    return rows
+
+
+CELL_COLUMNS = (
+    "point",
+    "",
+    "batch",
+    "load",
+    "images/s [95% CI]",
+    "p50 ms",
+    "p99 ms",
+    "ms/image (p50)",
+    "GFLOP/s",
+    "server batch",
+    "flags",
+)
+
+
+def print_summary(analysis: Analysis, console: Any | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
     out = console if console is not None else Console()
     for target in analysis.targets:
         table = Table(title=f"{target.name} — {target.device}, {target.protocol}, {target.server_kind}")
-        for column in ("batch", "concurrency", "images/s", "p50 ms", "p99 ms", "ms/image (p50)", "GFLOP/s", "flags"):
+        for column in CELL_COLUMNS:
             table.add_column(column, justify="right")
-        for batch, point in target.best_by_batch.items():
-            lat = point.latency
-            table.add_row(str(batch), point.load.level(),
-                          f"{point.items_per_s:.1f}", f"{lat.p50 / 1000:.1f}",
-                          f"{lat.p99 / 1000:.1f}", f"{lat.p50 / 1000 / batch:.2f}",
-                          f"{target.gflops[batch]:.1f}" if batch in target.gflops else "",
-                          ", ".join(point.flags()))
+        for row in cell_rows(target):
+            table.add_row(*row)
         out.print(table)
         if target.model is not None:
-            m = target.model
-            out.print(f"  latency model: {m.a_us / 1000:.2f} ms + {m.b_us / 1000:.3f} ms × batch "
-                      f"(R² {m.r_squared:.3f}); gain bound (a+b)/b = {format_ratio(m.gain_bound)}")
-        if target.best_under_slo is not None and analysis.slo is not None:
-            best = target.best_under_slo
-            level = f"concurrency {best.load.concurrency}" if best.load.mode != "open" else f"{best.load.rate:g} req/s"
-            out.print(f"  best under {analysis.slo.label()}: batch {best.batch_size}, {level}: "
-                      f"{best.items_per_s:.1f} images/s")
+            out.print(f"  {model_line(target)}")
     if analysis.device_ratios:
-        table = Table(title="GPU / CPU")
+        table = Table(title="GPU / CPU (each device's best point at the batch size)")
         for column in ("batch", "GPU images/s", "CPU images/s", "images/s ratio", "p99 ratio"):
             table.add_column(column, justify="right")
-        for row in analysis.device_ratios:
-            table.add_row(str(row["batch_size"]), f"{row['gpu_items_per_s']:.1f}", f"{row['cpu_items_per_s']:.1f}",
-                          format_ratio(row["items_ratio"]), format_ratio(row["p99_ratio"]))
+        for pair in analysis.device_ratios:
+            table.add_row(
+                str(pair.batch_size),
+                pair.gpu.items_per_s.text(),
+                pair.cpu.items_per_s.text(),
+                format_ratio(pair.items_ratio.value),
+                format_ratio(pair.p99_ratio.value),
+            )
         out.print(table)
-    out.print(f"[bold]Verdict:[/bold] {analysis.verdict}")
+    out.print("[bold]Verdict[/bold]")
+    for line in analysis.verdict_lines:
+        out.print(f"  • {line}")
     for warning in analysis.warnings[:20]:
         out.print(f"[yellow]warning:[/yellow] {warning}")
     if len(analysis.warnings) > 20:
         out.print(f"[yellow]… and {len(analysis.warnings) - 20} more warnings in report.html[/yellow]")
+
+
+def print_comparison(result: Any, title: str, console: Any | None = None) -> None:
+    """The table `serve-bench compare` prints: B over A per matching point (result: report.Comparison)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    out = console if console is not None else Console()
+    table = Table(title=title)
+    for column in (
+        "configuration",
+        "A target",
+        "B target",
+        "A images/s",
+        "B images/s",
+        "B/A images/s",
+        "A p99 ms",
+        "B p99 ms",
+        "B/A p99",
+    ):
+        table.add_column(column, justify="right")
+    for row in result.rows:
+        a, b = row["a"], row["b"]
+        table.add_row(
+            row["config"],
+            f"{a.target.name} ({a.target.server_kind})",
+            f"{b.target.name} ({b.target.server_kind})",
+            f"{a.items_per_s:.1f}",
+            f"{b.items_per_s:.1f}",
+            format_ratio(row["items_ratio"]),
+            f"{a.latency.p99 / 1000:.1f}",
+            f"{b.latency.p99 / 1000:.1f}",
+            format_ratio(row["p99_ratio"]),
+        )
+    out.print(table)
+    for difference in result.differences:
+        out.print(f"[yellow]measured differently:[/yellow] {difference}")
+    if result.only_a or result.only_b:
+        out.print(f"unmatched: {len(result.only_a)} points only in A, {len(result.only_b)} only in B")
