@@ -329,3 +329,30 @@ async def test_queues_share_one_pool_of_batch_threads_round_robin():
     a.close()
     b.close()
     assert threads.executor._shutdown  # the last queue closed the shared pool
+
+
+async def test_variable_length_inputs_refused_or_padded_as_batching_session():
+    """batching_session.cc:533-545: different shapes beyond dim 0 are FAILED_PRECONDITION with padding off;
+    with pad_variable_length_inputs they are padded after each dimension with the tensor's first value
+    (batching_util.cc:73-100 PadTensor, CalculateMaxDimSizes)."""
+    seen = []
+
+    def model(inputs):
+        seen.append(inputs["x"].copy())
+        return {"y": inputs["x"][:, :1]}
+
+    short = {"x": np.array([[7.0, 8.0]], np.float32)}
+    long = {"x": np.array([[1.0, 2.0, 3.0]], np.float32)}
+    strict = BatchScheduler(model, BatchingParams(max_batch_size=4, batch_timeout_micros=50_000,
+                                                  num_batch_threads=1), Metrics())
+    results = await asyncio.gather(strict.submit(short, 1), strict.submit(long, 1), return_exceptions=True)
+    assert all(isinstance(r, ServingError) and r.code == "FAILED_PRECONDITION" for r in results)
+    assert "padding is turned off. Set pad_variable_length_inputs to true" in str(results[0])
+    strict.close()
+
+    padding = BatchScheduler(model, BatchingParams(max_batch_size=4, batch_timeout_micros=50_000, num_batch_threads=1,
+                                                   pad_variable_length_inputs=True), Metrics())
+    first, second = await asyncio.gather(padding.submit(short, 1), padding.submit(long, 1))
+    assert seen[-1].tolist() == [[7.0, 8.0, 7.0], [1.0, 2.0, 3.0]]
+    assert first["y"].tolist() == [[7.0]] and second["y"].tolist() == [[1.0]]
+    padding.close()

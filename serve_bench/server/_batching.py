@@ -297,13 +297,11 @@ class BatchScheduler:
                 raise invalid("requests in one batch must send the same inputs")
         merged: dict[str, np.ndarray] = {}
         for name in names:
-            parts = [task.inputs[name] for task in batch.tasks]
+            parts = _same_shapes(name, [task.inputs[name] for task in batch.tasks],
+                                 self.params.pad_variable_length_inputs)
             if padding:
                 parts.append(np.repeat(parts[-1][:1], padding, axis=0))
-            try:
-                merged[name] = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
-            except ValueError as exc:
-                raise invalid(f"input '{name}' cannot be batched: {exc}") from exc
+            merged[name] = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
         self.stats.batches += 1
         self.stats.tasks += len(batch.tasks)
         self.stats.processed_sizes.append(padded)
@@ -329,6 +327,35 @@ class BatchScheduler:
             self._threads.queues.remove(self)
         if self._own_threads or not self._threads.queues:
             self._threads.close()
+
+
+def _same_shapes(name: str, parts: list[np.ndarray], pad: bool) -> list[np.ndarray]:
+    """One input's tensors from the batch's tasks, made mergeable as BatchingSession::MergeInputTensors does
+    (batching_session.cc:518-548): equal beyond dimension 0, or with pad_variable_length_inputs padded after
+    each dimension to the batch's largest size with the tensor's own first value (batching_util.cc:73-100)."""
+    if len(parts) == 1 or all(p.shape[1:] == parts[0].shape[1:] and p.ndim == parts[0].ndim for p in parts):
+        return parts
+    if not pad:
+        raise ServingError(
+            "FAILED_PRECONDITION",
+            f"Tensors with name '{name}' from different tasks have different shapes and padding is turned off. "
+            "Set pad_variable_length_inputs to true, or ensure that all tensors with the same name have equal "
+            "dimensions starting with the first dim.")
+    if any(p.ndim != parts[0].ndim for p in parts):
+        raise invalid(f"input '{name}': tasks disagree on the rank; only dimension sizes can be padded")
+    if not 1 <= parts[0].ndim <= 6:
+        raise invalid("Only tensors with rank from 1 to 6 can be padded.")
+    widest = [max(p.shape[d] for p in parts) for d in range(parts[0].ndim)]
+    padded: list[np.ndarray] = []
+    for part in parts:
+        extra = [(0, 0)] + [(0, widest[d] - part.shape[d]) for d in range(1, part.ndim)]
+        if not any(after for _, after in extra):
+            padded.append(part)
+        elif part.size == 0:
+            raise invalid("Got empty tensor in batch of non-empty tensors.")
+        else:
+            padded.append(np.pad(part, extra, mode="constant", constant_values=part.flat[0]))
+    return padded
 
 
 def _fail(batch: _Batch, code: str, message: str) -> None:
