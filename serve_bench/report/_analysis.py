@@ -26,7 +26,6 @@ __all__ = [
     "DeviceRatio",
     "Gain",
     "LatencyModel",
-    "Slo",
     "TargetAnalysis",
     "analyze_run",
     "fit_latency_model",
