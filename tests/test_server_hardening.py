@@ -38,12 +38,16 @@ class _Served:
         raise AssertionError(f"no {field} in /proc status")
 
     def post(self, path: str, body: bytes) -> tuple[int, dict]:
-        request = urllib.request.Request(f"http://127.0.0.1:{self.rest_port}{path}", data=body)
-        try:
-            with urllib.request.urlopen(request, timeout=120) as response:
-                return response.status, json.loads(response.read())
-        except urllib.error.HTTPError as exc:
-            return exc.code, json.loads(exc.read())
+        return _post(self.rest_port, path, body)
+
+
+def _post(rest_port: int, path: str, body: bytes) -> tuple[int, dict]:
+    request = urllib.request.Request(f"http://127.0.0.1:{rest_port}{path}", data=body)
+    try:
+        with urllib.request.urlopen(request, timeout=120) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
 
 
 @pytest.fixture(scope="module")
@@ -150,3 +154,30 @@ def test_bad_requests_stay_within_twice_idle_plus_twice_the_body(served):
     assert peak_kb <= bound_kb
     # Three more refused bodies raised the peak by less than one body's parse: none was kept.
     assert peak_kb - peak_after_two < largest // 1024
+
+
+def test_parse_budget_answers_503_then_413_with_json(models_dir):
+    """Bodies waiting to be parsed share one memory budget: past it a request is answered 503
+    (try again), and one that could never fit 413, each with {"error": ...} as TF Serving's REST
+    errors are written (util/json_tensor.cc:1129 MakeJsonFromStatus); 503/413 themselves are
+    serve-bench's own rule (TF Serving has no such bound; see README, local server)."""
+    from serve_bench.server._rest import PARSE_BUDGET
+    from tests._servers import local_server
+
+    body = json.dumps({"instances": np.zeros((1, 64, 64, 3)).tolist()}).encode()
+    with local_server(models_dir) as running:
+        budget = running.server._runner.app[PARSE_BUDGET]
+        port = running.server.ports.rest
+        assert _post(port, "/v1/models/tiny:predict", body)[0] == 200
+        held = budget.total - budget.held
+        assert budget.try_take(held)  # as if other large bodies were being parsed now
+        try:
+            code, answer = _post(port, "/v1/models/tiny:predict", body)
+            assert code == 503 and "retry" in answer["error"]
+        finally:
+            budget.give(held)
+        assert _post(port, "/v1/models/tiny:predict", body)[0] == 200
+        budget.total = len(body)  # smaller than one body's parse: can never fit
+        code, answer = _post(port, "/v1/models/tiny:predict", body)
+        assert code == 413 and "would need more than" in answer["error"]
+        assert budget.held == 0  # every refused or finished request gave its share back

@@ -37,7 +37,7 @@ def test_resnet_client_rest(server, jpeg_path, reference):
     """tensorflow_serving/example/resnet_client.py:39-83 with MODEL_ACCEPT_JPG = False."""
     import requests
 
-    SERVER_URL = f"{server.rest_url}/v1/models/tiny:predict"  # noqa: N806 (the example's name)
+    SERVER_URL = f"{server.rest_url}/v1/models/tiny:predict"
     content = jpeg_path.read_bytes()  # stands in for dl_request.content
 
     # -- the example, from here --
@@ -106,7 +106,7 @@ def test_resnet_client_rest_jpeg_variant(server, jpeg_path, reference):
     import requests
 
     jpeg_bytes = base64.b64encode(jpeg_path.read_bytes()).decode('utf-8')
-    predict_request = '{"signature_name": "serving_bytes", "instances" : [{"b64": "%s"}]}' % jpeg_bytes
+    predict_request = '{"signature_name": "serving_bytes", "instances" : [{"b64": "%s"}]}' % jpeg_bytes  # noqa: UP031 (as the example writes it)
     response = requests.post(f"{server.rest_url}/v1/models/tiny:predict", data=predict_request)
     response.raise_for_status()
     prediction = response.json()['predictions'][0]

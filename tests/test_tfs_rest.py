@@ -45,8 +45,9 @@ def _image(value: float = 1.0, size: int = 64) -> list:
 
 
 def _jpeg() -> bytes:
-    from PIL import Image
     import io
+
+    from PIL import Image
 
     out = io.BytesIO()
     Image.fromarray(np.full((64, 64, 3), 128, np.uint8)).save(out, format="JPEG")

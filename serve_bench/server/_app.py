@@ -21,7 +21,7 @@ from serve_bench.server._metrics import Metrics
 from serve_bench.server._rest import make_app
 from serve_bench.server._runtime import Model, ModelRegistry
 
-__all__ = ["LocalServer", "SERVER_KIND"]
+__all__ = ["SERVER_KIND", "LocalServer"]
 
 log = logging.getLogger("serve_bench.server")
 SERVER_KIND = "serve-bench-local"

@@ -20,7 +20,7 @@ from serve_bench.server._core import ServingCore, record_request
 from serve_bench.server._errors import ServingError
 from serve_bench.server._runtime import Signature, tf_type_name
 
-__all__ = ["add_services", "SERVER_OPTIONS", "IDENTITY"]
+__all__ = ["IDENTITY", "SERVER_OPTIONS", "add_services"]
 
 # Sent on metadata and status calls (not Predict), so results can say which server they measured.
 IDENTITY = (("x-serve-bench-server", f"serve-bench-local/{__version__}"),)
@@ -58,8 +58,9 @@ class _Service:
         self.status_response = _protos.message("tensorflow.serving.GetModelStatusResponse")
         self.signature_map = _protos.message("tensorflow.serving.SignatureDefMap")
 
-    async def predict(self, request: Any, context: aio.ServicerContext) -> Any:
-        started = time.perf_counter()  # request_latency starts before the tensors are parsed (prediction_service_impl.cc:41)
+    async def predict(self, request: Any, context: aio.ServicerContext[Any, Any]) -> Any:
+        # request_latency starts before the tensors are parsed (prediction_service_impl.cc:41)
+        started = time.perf_counter()
         try:
             response = await self._predict(request, started, context.time_remaining())
         except ServingError as exc:
@@ -129,7 +130,7 @@ class _Service:
                 raise ServingError("INVALID_ARGUMENT", f"tensor parsing error: {alias} ({message})") from None
         return inputs
 
-    async def get_model_metadata(self, request: Any, context: aio.ServicerContext) -> Any:
+    async def get_model_metadata(self, request: Any, context: aio.ServicerContext[Any, Any]) -> Any:
         await context.send_initial_metadata(IDENTITY)
         spec = request.model_spec
         version, label = _version(spec)
@@ -150,7 +151,7 @@ class _Service:
         response.metadata["signature_def"].Pack(signature_map)
         return response
 
-    async def get_model_status(self, request: Any, context: aio.ServicerContext) -> Any:
+    async def get_model_status(self, request: Any, context: aio.ServicerContext[Any, Any]) -> Any:
         await context.send_initial_metadata(IDENTITY)
         spec = request.model_spec
         version, label = _version(spec)
@@ -169,7 +170,7 @@ class _Service:
 def add_services(server: aio.Server, core: ServingCore) -> None:
     service = _Service(core)
 
-    def handler(method: Any, request_name: str, response_name: str) -> grpc.RpcMethodHandler:
+    def handler(method: Any, request_name: str, response_name: str) -> grpc.RpcMethodHandler[Any, Any]:
         return grpc.unary_unary_rpc_method_handler(
             method,
             request_deserializer=_protos.message(request_name).FromString,

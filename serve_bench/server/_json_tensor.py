@@ -22,10 +22,10 @@ import numpy as np
 import orjson
 
 from serve_bench.codec import DT_STRING, DTYPE_TO_NUMPY, gc_paused
-from serve_bench.server._errors import invalid
+from serve_bench.server._errors import ServingError, invalid
 from serve_bench.server._runtime import MAX_RANK, Signature, tf_type_name
 
-__all__ = ["PredictBody", "parse_predict_body", "parse_cost"]
+__all__ = ["ParseBudgetExceeded", "PredictBody", "object_cost", "parse_predict_body"]
 
 FAST_RUN_BYTES = 64 * 1024
 _SLICE_BYTES = 2 << 20  # ~250k numbers: their Python objects (~8 MB) live one slice at a time
@@ -54,36 +54,55 @@ class PredictBody:
 
 @dataclass(frozen=True)
 class _Run:
-    """A big array of numbers cut out of the body: its text and the shape its brackets give."""
+    """A big array of numbers cut out of the body: where it is and the shape its brackets give."""
 
-    text: memoryview
+    raw: bytes | bytearray
+    start: int
+    end: int
     shape: tuple[int, ...]
 
+    @property
+    def text(self) -> memoryview:
+        return memoryview(self.raw)[self.start:self.end]
+
+    def has_any(self, chars: bytes) -> bool:
+        return any(self.raw.find(bytes([c]), self.start, self.end) >= 0 for c in chars)
+
     def first_value(self) -> str:
-        match = _TOKEN.search(self.text)
+        match = _TOKEN.search(self.raw, self.start, self.end)
         return match.group().decode(errors="replace") if match else ""
 
 
-def parse_cost(raw: bytes) -> int:
-    """Bytes that parsing ``raw`` may hold at its peak, to reserve before parsing.
+class ParseBudgetExceeded(Exception):
+    """Parsing this body as Python objects needs more memory than the server may lend it now."""
 
-    Numbers in long runs cost their result (<= 8 bytes each, each takes >= 2 bytes of text)
-    plus slices; everything else becomes Python objects: ~72 bytes per element (object,
-    list slot, dict entry), counted from separators, plus the text of strings.
-    """
-    elements = raw.count(b",") + raw.count(b":") + 1
-    return len(raw) * 3 + min(elements * 72, len(raw) * 40)
+    def __init__(self, needed: int) -> None:
+        super().__init__(f"parsing needs {needed} more bytes")
+        self.needed = needed
 
 
-def parse_predict_body(raw: bytes, get_signature: Callable[[str], Signature]) -> PredictBody:
+def object_cost(text: bytes | bytearray) -> int:
+    """Bytes the JSON parser's Python objects may take for ``text`` (what is left once long runs of
+    numbers are cut out): ~72 bytes per element (object, list slot or dict entry), counted from
+    separators, plus the text itself for strings."""
+    return (text.count(b",") + text.count(b":") + 1) * 72 + len(text)
+
+
+def parse_predict_body(raw: bytes | bytearray, get_signature: Callable[[str], Signature],
+                       reserve: Callable[[int], bool] = lambda n: True) -> PredictBody:
     """Parse ``raw`` as FillPredictRequestFromJson (util/json_tensor.cc:656-705) does.
 
     ``get_signature(name)`` resolves the signature (raising the ServingError for an unknown
-    model, version or signature), called once ``signature_name`` is read.
+    model, version or signature), called once ``signature_name`` is read. When what is left
+    for the JSON parser would cost more than twice the body as Python objects, the excess is
+    asked of ``reserve(bytes)`` first; False raises ParseBudgetExceeded.
     """
     if not raw:
         raise invalid("JSON Parse error: The document is empty")  # json_tensor.cc:474
     skeleton, runs = _cut_runs(raw)
+    excess = object_cost(skeleton) - 2 * len(raw)
+    if excess > 0 and not reserve(excess):
+        raise ParseBudgetExceeded(excess)
     with gc_paused():
         try:
             doc = orjson.loads(skeleton)
@@ -114,7 +133,7 @@ def parse_predict_body(raw: bytes, get_signature: Callable[[str], Signature]) ->
         raise invalid("Missing 'inputs' or 'instances' key")  # json_tensor.cc:704
 
 
-def _cut_runs(raw: bytes) -> tuple[bytes, list[_Run]]:
+def _cut_runs(raw: bytes | bytearray) -> tuple[bytes | bytearray, list[_Run]]:
     """The body with each long, well-formed run of numbers outside strings replaced by a marker."""
     if len(raw) < FAST_RUN_BYTES:
         return raw, []
@@ -142,7 +161,7 @@ def _cut_runs(raw: bytes) -> tuple[bytes, list[_Run]]:
             continue
         pieces.append(view[done:start])
         pieces.append(b'{"\\u0000serve-bench-run":%d}' % len(runs))
-        runs.append(_Run(text, shape))
+        runs.append(_Run(raw, start, end, shape))
         done = end
     if not runs:
         return raw, []
@@ -202,7 +221,7 @@ def _run_values(run: _Run, dtype: int) -> np.ndarray:
     count = int(np.prod(run.shape, dtype=np.int64))
     np_dtype = DTYPE_TO_NUMPY[dtype]
     integer = np_dtype.kind in "iu"
-    if integer and any(c in run.text for c in (b".", b"e", b"E")):
+    if integer and run.has_any(b".eE"):
         raise _type_error(_first_non_int(run), "Number", dtype)
     parse_as = np.dtype(np.int64) if integer else np_dtype
     out = np.empty(count, dtype=parse_as)
@@ -232,7 +251,7 @@ def _run_values(run: _Run, dtype: int) -> np.ndarray:
 
 
 def _first_non_int(run: _Run) -> str:
-    for match in _TOKEN.finditer(run.text):
+    for match in _TOKEN.finditer(run.raw, run.start, run.end):
         token = match.group()
         if any(c in token for c in b".eE"):
             return token.decode(errors="replace")
@@ -334,7 +353,7 @@ def _to_array(value: Any, alias: str, dtype: int, runs: list[_Run]) -> np.ndarra
         raise invalid(f"tensor parsing error: {alias}")
     np_dtype = DTYPE_TO_NUMPY.get(dtype)
     if np_dtype is None:
-        raise ServingUnimplemented(dtype)
+        raise ServingError("UNIMPLEMENTED", f"Conversion of JSON Value to type: {tf_type_name(dtype)}")  # :336
     if dtype != DT_STRING and not _contains(value, runs):
         fast = _numbers_fast(value, dims, dtype, np_dtype)
         if fast is not None:
@@ -348,12 +367,6 @@ def _to_array(value: Any, alias: str, dtype: int, runs: list[_Run]) -> np.ndarra
     if np_dtype.kind in "iu":
         return _checked_ints(np.asarray(flat, dtype=np.int64), dtype, lambda: "").reshape(dims)
     return np.asarray(flat, dtype=np_dtype).reshape(dims)
-
-
-def ServingUnimplemented(dtype: int) -> Exception:  # noqa: N802 (reads as the status it makes)
-    from serve_bench.server._errors import ServingError
-
-    return ServingError("UNIMPLEMENTED", f"Conversion of JSON Value to type: {tf_type_name(dtype)}")
 
 
 def _contains(value: Any, runs: list[_Run]) -> bool:
@@ -502,8 +515,6 @@ def _add_item(rows: dict[str, list[np.ndarray]], item: Any, name: str, specs: di
     """AddInstanceItem (json_tensor.cc:441-470): each instance of a name has the first one's shape."""
     where = f"Failed to process element: {index} key: {name} of 'instances' list." if named else \
         f"Failed to process element: {index} of 'instances' list."
-    from serve_bench.server._errors import ServingError
-
     try:
         if name not in specs:
             raise invalid(f"JSON object: does not have named input: {name}")

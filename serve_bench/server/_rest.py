@@ -13,6 +13,7 @@ import asyncio
 import re
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
 from urllib.parse import unquote
 
@@ -25,11 +26,11 @@ from serve_bench import __version__
 from serve_bench.codec import array_to_json_value
 from serve_bench.server._core import ServingCore, record_request
 from serve_bench.server._errors import ServingError, invalid
-from serve_bench.server._json_tensor import parse_predict_body
+from serve_bench.server._json_tensor import ParseBudgetExceeded, parse_predict_body
 from serve_bench.server._metrics import Metrics
 from serve_bench.server._runtime import DEFAULT_SIGNATURE, Signature
 
-__all__ = ["make_app"]
+__all__ = ["PARSE_BUDGET", "make_app", "parse_model_info"]
 
 # model_servers/http_rest_api_util.cc:31-34, matched against the raw (still %-encoded) path,
 # case-insensitively; \d is ASCII only there (RE2), hence re.ASCII.
@@ -195,10 +196,7 @@ class _Handlers:
                                "(serve-bench serve --max_body_bytes)")
         reserved = _COST_FACTOR * (declared if declared is not None else limit)
         if not self.budget.try_take(reserved):
-            if reserved > self.budget.total:
-                return _error(413, f"request body of {declared} bytes would need more than the "
-                                   f"{self.budget.total} bytes this server allows for parsing")
-            return _error(503, "too many large request bodies are being parsed at once; retry shortly")
+            return self._over_budget(reserved, declared)
         try:
             try:
                 raw = await _read_body(request, declared, limit)
@@ -215,13 +213,30 @@ class _Handlers:
                     raise invalid(f'Serving signature name: "{key}" not found in signature def')
                 return servable.signatures[key]
 
-            body = await loop.run_in_executor(None, parse_predict_body, raw, signature_of)  # loop stays free
+            def reserve(extra: int) -> bool:  # bodies that stay Python objects (strings, small lists)
+                if self.budget.try_take(extra):
+                    lent.append(extra)
+                    return True
+                return False
+
+            lent: list[int] = []
+            try:  # the parse runs on a worker thread: the event loop stays free
+                body = await loop.run_in_executor(None, parse_predict_body, raw, signature_of, reserve)
+            except ParseBudgetExceeded as exc:
+                return self._over_budget(reserved + exc.needed, declared)
             del raw
         finally:
-            self.budget.give(reserved)
+            self.budget.give(reserved + sum(lent))
         _, outputs = await self.core.predict(info.name, info.version, info.label, body.signature_name, body.inputs,
                                              [], "REST", started=started)
         return _json_response(_outputs_json(outputs, body.row_format))
+
+    def _over_budget(self, needed: int, declared: int | None) -> web.Response:
+        """413 when the body could never be parsed within the budget, else 503 (retry later)."""
+        if needed > self.budget.total:
+            return _error(413, f"request body of {declared} bytes would need more than the "
+                               f"{self.budget.total} bytes this server allows for parsing")
+        return _error(503, "too many large request bodies are being parsed at once; retry shortly")
 
     async def metrics(self, request: web.Request) -> web.Response:
         return web.Response(text=self.core.metrics.render(), content_type="text/plain")
@@ -271,6 +286,7 @@ def _outputs_json(outputs: dict[str, np.ndarray], row_format: bool) -> dict[str,
 
 
 _METRICS = web.AppKey("metrics", Metrics)
+PARSE_BUDGET = web.AppKey("parse_budget", _ParseBudget)  # tests read and shrink it
 _TF_STATUS = web.RequestKey("tf_status", str)
 # TF Serving's canonical code for an HTTP status (the inverse of http_server.cc:46 ToHTTPStatusCode).
 _CODE_OF_HTTP = {200: "OK", 400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
@@ -279,10 +295,11 @@ _CODE_OF_HTTP = {200: "OK", 400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403
 
 
 @web.middleware
-async def _count_requests(request: web.Request, handler: Any) -> web.StreamResponse:
+async def _count_requests(request: web.Request,
+                          handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
     """request_count for every /v1/ request (GETs too), request_latency for OK ones with the URL verb
     as API ("" for GETs), as model_servers/http_server.cc:152-201 records them."""
-    if not request.path.startswith("/v1/"):
+    if not request.path.lower().startswith("/v1/"):  # TF Serving matches "(?i)/v1/.*"
         return await handler(request)
     started = time.perf_counter()
     name, verb = _model_name_and_verb(request)
@@ -304,6 +321,7 @@ def make_app(core: ServingCore, metrics_path: str | None) -> web.Application:
     app[_METRICS] = core.metrics
     app.on_response_prepare.append(_identify)
     handlers = _Handlers(core, metrics_path)
+    app[PARSE_BUDGET] = handlers.budget
     if metrics_path:
         app.router.add_get(metrics_path, handlers.metrics)
     app.router.add_route("*", "/v1/{tail:.*}", handlers.route)  # http_rest_api_util.h:33 "(?i)/v1/.*"

@@ -16,7 +16,7 @@ from serve_bench.export._layout import WARMUP_FILE, list_versions
 from serve_bench.server._config import ModelEntry
 from serve_bench.server._errors import CODE_NAMES, ServingError, invalid, not_found
 
-__all__ = ["Signature", "Servable", "Model", "ModelRegistry"]
+__all__ = ["Model", "ModelRegistry", "Servable", "Signature"]
 
 log = logging.getLogger("serve_bench.server")
 DEFAULT_SIGNATURE = "serving_default"
