@@ -172,3 +172,16 @@ def test_enable_batching_without_a_file_uses_defaults_and_the_servers_pool_name(
     assert config.batching == BatchingParams(thread_pool_name="model_server_batch_threads")
     with pytest.raises(UserError, match="needs --enable_batching"):
         config_from_args(_args("--batching_parameters_file", "b.txt"))
+
+
+def test_server_with_refused_parameters_does_not_start(tmp_path):
+    """tensorflow_model_server fails to load the model when WrapSessionForBatching refuses the parameters
+    (bundle_factory_util.cc:113-125); the local server's core refuses them when it builds its batch threads."""
+    from serve_bench.server import ModelEntry, ServerConfig
+    from serve_bench.server._core import ServingCore
+    from serve_bench.server._metrics import Metrics
+
+    config = ServerConfig(models=(ModelEntry("tiny", tmp_path),), port=0, rest_api_port=0,
+                          batching=BatchingParams(max_batch_size=8, allowed_batch_sizes=(4,)))
+    with pytest.raises(BatchingParametersError, match="Last entry in allowed_batch_sizes must match"):
+        ServingCore(config, registry=None, metrics=Metrics())  # type: ignore[arg-type]

@@ -105,6 +105,7 @@ class BatchThreads:
     """
 
     def __init__(self, params: BatchingParams) -> None:
+        params.validate()  # a server with parameters TF Serving refuses does not start (BatchingParametersError)
         self.size = params.num_batch_threads
         self.idle = params.num_batch_threads
         self.executor = ThreadPoolExecutor(params.num_batch_threads, thread_name_prefix=params.thread_pool_name)
