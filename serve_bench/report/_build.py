@@ -8,8 +8,8 @@ from typing import Any
 
 from serve_bench.errors import UserError
 from serve_bench.export._layout import latest_metadata
-from serve_bench.report._analysis import Analysis, Slo, analyze_run
-from serve_bench.stats import Point, read_points, read_run
+from serve_bench.report._analysis import Analysis, analyze_run
+from serve_bench.stats import Point, Slo, read_points, read_run
 
 __all__ = ["Comparison", "ReportOutput", "build_report", "compare_runs", "find_model_facts", "load_run_metadata"]
 

@@ -15,8 +15,18 @@ from typing import Any
 
 __all__ = ["collect_run_metadata", "config_hash", "cpu_model", "gpu_names"]
 
-_LIBRARIES = ("serve-bench", "tensorflow", "tensorflow-serving-api", "grpcio", "protobuf", "aiohttp", "numpy",
-              "orjson", "hdrhistogram", "locust")
+_LIBRARIES = (
+    "serve-bench",
+    "tensorflow",
+    "tensorflow-serving-api",
+    "grpcio",
+    "protobuf",
+    "aiohttp",
+    "numpy",
+    "orjson",
+    "hdrhistogram",
+    "locust",
+)
 
 
 def cpu_model() -> str:
@@ -36,16 +46,19 @@ def gpu_names() -> list[str]:
 
         pynvml.nvmlInit()
         try:
-            return [pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))
-                    for i in range(pynvml.nvmlDeviceGetCount())]
+            return [
+                pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(i))
+                for i in range(pynvml.nvmlDeviceGetCount())
+            ]
         finally:
             pynvml.nvmlShutdown()
     except Exception:
         pass
     if shutil.which("nvidia-smi"):
         try:
-            out = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"],
-                                 capture_output=True, text=True, timeout=10)
+            out = subprocess.run(
+                ["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, timeout=10
+            )
             return [line.strip() for line in out.stdout.splitlines() if line.strip()] if out.returncode == 0 else []
         except (OSError, subprocess.TimeoutExpired):
             return []
@@ -56,8 +69,12 @@ def _git_commit() -> str:
     root = Path(__file__).resolve().parents[2]
     try:
         out = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5)
-        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=5)
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=5,
+        )
         if out.returncode == 0:
             return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
     except (OSError, subprocess.TimeoutExpired):
@@ -97,6 +114,6 @@ def collect_run_metadata(config_text: str = "", **extra: Any) -> dict[str, Any]:
         "libraries": _versions(),
         "git_commit": _git_commit(),
         "config_hash": config_hash(config_text) if config_text else "",
-        "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "created_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
         **extra,
     }

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["RequestRecord", "OK"]
+__all__ = ["OK", "RequestRecord"]
 
 OK = "OK"
 
