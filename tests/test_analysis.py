@@ -109,3 +109,12 @@ def test_errors_are_counted_by_status_and_the_point_needs_remeasure_when_none_su
     figures = analyze(LoadRun(records, 0.0, 3.0, cut_off="target down"), "closed", SETTINGS)
     assert figures.counts.ok == 0 and figures.counts.errors == (("UNAVAILABLE", 30),)
     assert figures.cut_off == "target down" and figures.throughput.items_per_s == 0.0
+
+
+def test_a_point_cut_off_during_warm_up_still_counts_the_errors_it_met():
+    """The target died before the measured window began: the point shows what the requests met, not nothing."""
+    records = [RequestRecord(0.001 * i, 0.001 * i, 0.001 * i + 0.0001, "UNAVAILABLE", 1, 100, 0.0) for i in range(20)]
+    run = LoadRun(records, 2.0, 0.02, cut_off="target down: 20 connection errors in a row")
+    figures = analyze(run, "closed", SETTINGS)
+    assert figures.counts.requests == 20 and figures.counts.errors == (("UNAVAILABLE", 20),)
+    assert figures.cut_off.startswith("target down")

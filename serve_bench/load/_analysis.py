@@ -191,6 +191,10 @@ def analyze(run: LoadRun, mode: str, settings: PointSettings, encode_us: float =
     ``encode_us`` is the one-off encoding time of the prepared request (outside the timed region).
     """
     start, end = run.window_start, run.window_end
+    if run.cut_off and run.records:
+        # cut off (e.g. the target died), possibly in warm-up: count what it met from the first request
+        start = min(start, min(r.intended for r in run.records))
+        end = max(end, start)
     digest = run.digest if run.digest is not None else digest_records(run.records, mode, start, end)
     span = max(end - start, 1e-9)
     duration = span
