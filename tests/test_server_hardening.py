@@ -141,6 +141,16 @@ def test_bad_requests_stay_within_twice_idle_plus_twice_the_body(served):
     assert all("shape [" in answer["error"] and "65" in answer["error"] for _, answer in answers)
     peak_after_two = served.status_kb("VmHWM")
 
+    # A body of millions of tiny strings would be ~1 GB of Python objects: refused before parsing.
+    strings = b'{"signature_name": "serving_bytes", "instances": [' + b'"a",' * (BODY_BYTES // 4) + b'"a"]}'
+    code, answer = served.post("/v1/models/tiny:predict", strings)
+    assert code == 413 and "would need more than" in answer["error"]
+    del strings
+    # The small bad requests of issue 10 answer 400 with TF Serving's words, never 500.
+    deep = b'{"signature_name": "serving_bytes", "instances": ' + b"[" * 1000 + b'"x"' + b"]" * 1000 + b"}"
+    assert served.post("/v1/models/tiny:predict", deep) == (400, {"error": "tensor parsing error: image_bytes"})
+    assert served.post("/v1/models/tiny/versions/%C2%B2:predict", b"{}")[0] == 400
+
     for _ in range(3):  # sequential repeats: nothing of the refused ones may stay alive
         assert served.post("/v1/models/tiny:predict", body)[0] == 400
         assert _grpc_predict(served.grpc_port, _huge_declared_request()) is not None
