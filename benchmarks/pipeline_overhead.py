@@ -64,8 +64,9 @@ def decoder_alone(clip: Path, width: int, height: int) -> tuple[float, float, li
     return len(frames) / (time.perf_counter() - started), (_cpu() - cpu) / len(frames) * 1000, frames
 
 
-async def stream_fps(url: str, model: str, source: object, batch: int,
-                     in_flight: int) -> tuple[float, float, float, float]:
+async def stream_fps(
+    url: str, model: str, source: object, batch: int, in_flight: int
+) -> tuple[float, float, float, float]:
     """(frames/s, client CPU ms per frame, decoder-held share, server-idle share) of one stream."""
     from serve_bench.client import connect
     from serve_bench.pipeline import run_stream
@@ -104,11 +105,15 @@ def main() -> None:
         try:
             server.wait(args.model)
             url = f"grpc://127.0.0.1:{server.grpc}"
-            print(f"{args.model}, clip {args.frames} frames H.264 {width}x{height} -> {spec.width}x{spec.height}, "
-                  f"gRPC, {args.max_in_flight} batches in flight, {args.rounds} alternating rounds, medians")
-            print("| batch | decoder fps | served fps | pipeline fps | pipeline / min | pipeline / serial "
-                  "| decoder held | server idle | client CPU ms/frame: decoder + served = sum | pipeline "
-                  "| pipeline's own |")
+            print(
+                f"{args.model}, clip {args.frames} frames H.264 {width}x{height} -> {spec.width}x{spec.height}, "
+                f"gRPC, {args.max_in_flight} batches in flight, {args.rounds} alternating rounds, medians"
+            )
+            print(
+                "| batch | decoder fps | served fps | pipeline fps | pipeline / min | pipeline / serial "
+                "| decoder held | server idle | client CPU ms/frame: decoder + served = sum | pipeline "
+                "| pipeline's own |"
+            )
             print("|---|---|---|---|---|---|---|---|---|---|---|")
             for batch in (int(b) for b in args.batch_sizes.split(",")):
                 figures: dict[str, list[float]] = {k: [] for k in ("d", "s", "p", "held", "idle", "dc", "sc", "pc")}
@@ -121,16 +126,17 @@ def main() -> None:
                     figures["s"].append(fps)
                     figures["sc"].append(cpu_ms)
                     live = (f.astype(np.float32) for f in decode_video(clip, spec.width, spec.height))
-                    fps, cpu_ms, held, idle = asyncio.run(stream_fps(url, args.model, live, batch,
-                                                                     args.max_in_flight))
+                    fps, cpu_ms, held, idle = asyncio.run(stream_fps(url, args.model, live, batch, args.max_in_flight))
                     for key, value in (("p", fps), ("pc", cpu_ms), ("held", held), ("idle", idle)):
                         figures[key].append(value)
                 m = {k: statistics.median(v) for k, v in figures.items()}
                 d, s, p = m["d"], m["s"], m["p"]
                 ideal, serial = min(d, s), 1 / (1 / d + 1 / s)
-                print(f"| {batch} | {d:.0f} | {s:.0f} | {p:.0f} | {p / ideal:.2f} | {p / serial:.2f} | "
-                      f"{m['held']:.0%} | {m['idle']:.0%} | {m['dc']:.2f} + {m['sc']:.2f} = {m['dc'] + m['sc']:.2f} | "
-                      f"{m['pc']:.2f} | {m['pc'] - m['dc'] - m['sc']:+.2f} |")
+                print(
+                    f"| {batch} | {d:.0f} | {s:.0f} | {p:.0f} | {p / ideal:.2f} | {p / serial:.2f} | "
+                    f"{m['held']:.0%} | {m['idle']:.0%} | {m['dc']:.2f} + {m['sc']:.2f} = {m['dc'] + m['sc']:.2f} | "
+                    f"{m['pc']:.2f} | {m['pc'] - m['dc'] - m['sc']:+.2f} |"
+                )
         finally:
             server.stop()
 

@@ -31,18 +31,28 @@ async def run(args: argparse.Namespace) -> int:
     try:
         total = probe_video(args.video).frames or None
         async with connect(args.target, args.model, timeout=args.timeout) as client:
-            with Progress(TextColumn("features"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                          TextColumn("{task.fields[rate]}"), transient=not sys.stdout.isatty()) as progress:
+            with Progress(
+                TextColumn("features"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeElapsedColumn(),
+                TextColumn("{task.fields[rate]}"),
+                transient=not sys.stdout.isatty(),
+            ) as progress:
                 task = progress.add_task("frames", total=total, rate="")
                 started = time.perf_counter()
 
                 def show(done: int) -> None:
-                    progress.update(task, completed=done,
-                                    rate=f"{done / (time.perf_counter() - started):.1f} frames/s")
+                    progress.update(task, completed=done, rate=f"{done / (time.perf_counter() - started):.1f} frames/s")
 
-                stream = await video_features(client, args.video, batch_size=args.batch_size,
-                                              max_in_flight=args.max_in_flight, max_delay_ms=args.max_delay_ms,
-                                              on_progress=show)
+                stream = await video_features(
+                    client,
+                    args.video,
+                    batch_size=args.batch_size,
+                    max_in_flight=args.max_in_flight,
+                    max_delay_ms=args.max_delay_ms,
+                    on_progress=show,
+                )
     except UserError as exc:  # missing file, not a video, no frames, no input size
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -51,14 +61,18 @@ async def run(args: argparse.Namespace) -> int:
         return 1
     assert stream.features is not None
     np.save(args.out, stream.features)
-    print(f"{stream.frames} frames -> {args.out} {list(stream.features.shape)} in {stream.duration:.2f} s: "
-          f"{stream.frames_per_s:.1f} frames/s")
+    print(
+        f"{stream.frames} frames -> {args.out} {list(stream.features.shape)} in {stream.duration:.2f} s: "
+        f"{stream.frames_per_s:.1f} frames/s"
+    )
     latency_ms = np.array([r.done - r.sent for r in stream.records]) * 1000
     if len(latency_ms):
-        print(f"per-batch latency (batch {args.batch_size}): p50 {np.percentile(latency_ms, 50):.1f} ms, "
-              f"p95 {np.percentile(latency_ms, 95):.1f} ms, max {latency_ms.max():.1f} ms over {len(latency_ms)} "
-              f"batches; decoder held back {stream.held_seconds / stream.duration:.0%} of the time, server idle "
-              f"{stream.server_idle_seconds / stream.duration:.0%}")
+        print(
+            f"per-batch latency (batch {args.batch_size}): p50 {np.percentile(latency_ms, 50):.1f} ms, "
+            f"p95 {np.percentile(latency_ms, 95):.1f} ms, max {latency_ms.max():.1f} ms over {len(latency_ms)} "
+            f"batches; decoder held back {stream.held_seconds / stream.duration:.0%} of the time, server idle "
+            f"{stream.server_idle_seconds / stream.duration:.0%}"
+        )
     return 0
 
 

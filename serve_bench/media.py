@@ -102,14 +102,27 @@ def probe_video(path: str | os.PathLike[str]) -> VideoInfo:
             context = stream.codec_context
             rate = stream.average_rate
             duration = float(stream.duration * stream.time_base) if stream.duration and stream.time_base else None
-            return VideoInfo(str(source), context.name, int(context.width), int(context.height),
-                             int(stream.frames or 0), float(rate) if rate else None, duration)
+            return VideoInfo(
+                str(source),
+                context.name,
+                int(context.width),
+                int(context.height),
+                int(stream.frames or 0),
+                float(rate) if rate else None,
+                duration,
+            )
     except av.error.FFmpegError as exc:
         raise MediaError(f"{source} is not a video FFmpeg can read ({exc.strerror or exc})") from None
 
 
-def decode_video(path: str | os.PathLike[str], width: int, height: int, *,
-                 counters: DecodeCounters | None = None, max_frames: int | None = None) -> Iterator[np.ndarray]:
+def decode_video(
+    path: str | os.PathLike[str],
+    width: int,
+    height: int,
+    *,
+    counters: DecodeCounters | None = None,
+    max_frames: int | None = None,
+) -> Iterator[np.ndarray]:
     """RGB uint8 frames [height, width, 3], in presentation order, scaled by FFmpeg.
 
     Decoding is threaded (frame and slice threads). A packet the decoder rejects is

@@ -22,12 +22,19 @@ def frame_image(index: int, width: int, height: int) -> np.ndarray:
     image[..., 0] = (8 * index) % 256
     image[: height // 2, :, 1] = 200
     x = (index * 3) % max(width - 8, 1)
-    image[height // 2: height // 2 + 8, x: x + 8, 2] = 255
+    image[height // 2 : height // 2 + 8, x : x + 8, 2] = 255
     return image
 
 
-def write_clip(path: Path, *, codec: str = "libx264", frames: int = 24, size: tuple[int, int] = (97, 61),
-               rate: int = 10, pts: list[int] | None = None) -> Path:
+def write_clip(
+    path: Path,
+    *,
+    codec: str = "libx264",
+    frames: int = 24,
+    size: tuple[int, int] = (97, 61),
+    rate: int = 10,
+    pts: list[int] | None = None,
+) -> Path:
     """A clip of ``frames`` frames; ``pts`` (in 1/1000 s) gives a variable frame rate."""
     import av
 

@@ -24,9 +24,23 @@ def test_video_features_example(models_dir, reference, tmp_path, transport):
     with local_server(models_dir) as running:
         url = running.grpc_url if transport == "grpc" else running.rest_url
         result = subprocess.run(
-            [sys.executable, str(ROOT / "examples" / "video_features.py"), str(video), "--target", url,
-             "--model", "tiny", "--batch-size", "6", "--out", str(out)],
-            capture_output=True, text=True, timeout=120, cwd=ROOT,
+            [
+                sys.executable,
+                str(ROOT / "examples" / "video_features.py"),
+                str(video),
+                "--target",
+                url,
+                "--model",
+                "tiny",
+                "--batch-size",
+                "6",
+                "--out",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=ROOT,
         )
     assert result.returncode == 0, result.stderr
     features = np.load(out)
@@ -39,14 +53,22 @@ def test_video_features_example(models_dir, reference, tmp_path, transport):
 
 
 def test_video_features_example_missing_file(tmp_path):
-    result = subprocess.run([sys.executable, str(ROOT / "examples" / "video_features.py"), str(tmp_path / "nope.mp4")],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "video_features.py"), str(tmp_path / "nope.mp4")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2 and "no such video" in result.stderr
 
 
 def test_video_features_example_not_a_video(tmp_path):
     text = tmp_path / "notes.mp4"
     text.write_text("no frames here\n" * 20)
-    result = subprocess.run([sys.executable, str(ROOT / "examples" / "video_features.py"), str(text)],
-                            capture_output=True, text=True, timeout=60)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "video_features.py"), str(text)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert result.returncode == 2 and "not a video" in result.stderr

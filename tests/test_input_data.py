@@ -61,8 +61,9 @@ def test_images_as_jpeg_are_the_files_own_bytes(photos):
 
 def test_images_are_re_encoded_only_when_the_model_cannot_resize_and_then_it_says_so(photos):
     inputs = load_input_data(photos, "jpeg", (64, 64), fixed_size=True)
-    from PIL import Image
     import io
+
+    from PIL import Image
 
     sizes = {Image.open(io.BytesIO(bytes(b))).size for b in inputs.batch(0, 3)}
     assert sizes == {(64, 64)}
@@ -83,14 +84,14 @@ def test_max_items_bounds_memory(photos):
 
 
 def test_empty_directory(tmp_path):
-    with pytest.raises(MediaError, match="no JPEG or PNG images in .* \\(it is empty\\)"):
+    with pytest.raises(MediaError, match=r"no JPEG or PNG images in .* \(it is empty\)"):
         load_input_data(tmp_path, "float", (64, 64))
 
 
 def test_directory_without_images_names_what_it_skipped(tmp_path):
     (tmp_path / "a.txt").write_text("x")
     (tmp_path / "b.gif").write_bytes(b"GIF89a")
-    with pytest.raises(MediaError, match="no JPEG or PNG images .*2 other files skipped"):
+    with pytest.raises(MediaError, match=r"no JPEG or PNG images .*2 other files skipped"):
         load_input_data(tmp_path, "jpeg", (64, 64))
 
 
@@ -104,8 +105,12 @@ def test_video_frames_as_payloads(tmp_path):
     corrupt_mjpeg_frame(clip, 4)
     floats = load_input_data(clip, "float", (64, 64))
     assert floats.count == 9 and floats.source.skipped == 1
-    assert (floats.source.kind, floats.source.codec, floats.source.width, floats.source.height) == \
-        ("video", "mjpeg", 65, 47)
+    assert (floats.source.kind, floats.source.codec, floats.source.width, floats.source.height) == (
+        "video",
+        "mjpeg",
+        65,
+        47,
+    )
     reds = [float(f[..., 0].mean()) for f in floats.batch(0, 9)]
     assert np.allclose(reds, [8 * i for i in range(10) if i != 4], atol=4)
     jpegs = load_input_data(clip, "jpeg", (64, 64))

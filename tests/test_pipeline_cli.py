@@ -42,9 +42,29 @@ def test_pipeline_end_to_end(server, models_dir, reference, tmp_path, capsys):
     frames/s consistent with the points' request counts."""
     clip = write_clip(tmp_path / "clip.mp4", codec="libx264", frames=FRAMES, size=(97, 61))
     out, run = tmp_path / "features.npy", tmp_path / "run"
-    code = pipeline([str(clip), "--target", server.grpc_url, "--model", "tiny", "--batch-sizes", "1,4",
-                     "--max-in-flight", "1,2", "--payload", "float,jpeg", "--max-delay-ms", "10000",
-                     "--models-dir", str(models_dir), "--results", str(run), "--out", str(out)])
+    code = pipeline(
+        [
+            str(clip),
+            "--target",
+            server.grpc_url,
+            "--model",
+            "tiny",
+            "--batch-sizes",
+            "1,4",
+            "--max-in-flight",
+            "1,2",
+            "--payload",
+            "float,jpeg",
+            "--max-delay-ms",
+            "10000",
+            "--models-dir",
+            str(models_dir),
+            "--results",
+            str(run),
+            "--out",
+            str(out),
+        ]
+    )
     printed = capsys.readouterr().out
     assert code == 0
 
@@ -72,8 +92,14 @@ def test_pipeline_end_to_end(server, models_dir, reference, tmp_path, capsys):
         assert figures.limit in LIMITS and figures.decoder_alone_fps and figures.inprocess_fps
         assert 0 <= figures.decoder_held_s <= figures.duration_s and 0 <= figures.server_idle_s <= figures.duration_s
         assert figures.frame_latency.count == FRAMES
-        assert (point.inputs.kind, point.inputs.codec, point.inputs.width, point.inputs.height,
-                point.inputs.frames, point.inputs.count) == ("video", "h264", 97, 61, FRAMES, FRAMES)
+        assert (
+            point.inputs.kind,
+            point.inputs.codec,
+            point.inputs.width,
+            point.inputs.height,
+            point.inputs.frames,
+            point.inputs.count,
+        ) == ("video", "h264", 97, 61, FRAMES, FRAMES)
         per_frame = {"float": 64 * 64 * 3 * 4, "jpeg": point.inputs.mean_bytes}[figures.payload]
         assert figures.request_bytes >= FRAMES * per_frame  # tensors/bytes plus the request's framing
     assert seen == {(p, b, m) for p in ("float", "jpeg") for b in (1, 4) for m in (1, 2)}
@@ -85,8 +111,24 @@ def test_corrupt_frame_mid_file_is_skipped_and_counted(server, tmp_path):
     clip = write_clip(tmp_path / "clip.avi", codec="mjpeg", frames=12, size=(65, 47))
     corrupt_mjpeg_frame(clip, 5)
     out = tmp_path / "f.npy"
-    code = pipeline([str(clip), "--target", server.rest_url, "--model", "tiny", "--batch-sizes", "4",
-                     "--max-in-flight", "2", "--no-inprocess", "--results", str(tmp_path / "run"), "--out", str(out)])
+    code = pipeline(
+        [
+            str(clip),
+            "--target",
+            server.rest_url,
+            "--model",
+            "tiny",
+            "--batch-sizes",
+            "4",
+            "--max-in-flight",
+            "2",
+            "--no-inprocess",
+            "--results",
+            str(tmp_path / "run"),
+            "--out",
+            str(out),
+        ]
+    )
     assert code == 0
     (point,) = read_points(tmp_path / "run")
     assert point.inputs is not None and point.inputs.skipped == 1 and point.counts.items == 11
@@ -94,11 +136,29 @@ def test_corrupt_frame_mid_file_is_skipped_and_counted(server, tmp_path):
 
 
 def test_rest_and_variable_frame_rate(server, tmp_path):
-    clip = write_clip(tmp_path / "vfr.mkv", codec="mjpeg", frames=8, size=(64, 48),
-                      pts=[0, 10, 300, 310, 320, 900, 1500, 1501])
-    code = pipeline([str(clip), "--target", server.rest_url, "--model", "tiny", "--batch-sizes", "3",
-                     "--max-in-flight", "1", "--payload", "jpeg,float", "--max-delay-ms", "10000", "--no-inprocess",
-                     "--results", str(tmp_path / "run")])
+    clip = write_clip(
+        tmp_path / "vfr.mkv", codec="mjpeg", frames=8, size=(64, 48), pts=[0, 10, 300, 310, 320, 900, 1500, 1501]
+    )
+    code = pipeline(
+        [
+            str(clip),
+            "--target",
+            server.rest_url,
+            "--model",
+            "tiny",
+            "--batch-sizes",
+            "3",
+            "--max-in-flight",
+            "1",
+            "--payload",
+            "jpeg,float",
+            "--max-delay-ms",
+            "10000",
+            "--no-inprocess",
+            "--results",
+            str(tmp_path / "run"),
+        ]
+    )
     assert code == 0
     points = read_points(tmp_path / "run")
     assert [p.target.name for p in points] == ["pipeline-float", "pipeline-jpeg"]  # float first, one target each
@@ -111,20 +171,40 @@ def test_compare_reads_two_pipeline_runs(server, tmp_path):
 
     clip = write_clip(tmp_path / "clip.mp4", frames=8, size=(64, 48))
     for run in ("a", "b"):
-        assert pipeline([str(clip), "--target", server.grpc_url, "--model", "tiny", "--batch-sizes", "2",
-                         "--max-in-flight", "1", "--no-inprocess", "--results", str(tmp_path / run)]) == 0
+        assert (
+            pipeline(
+                [
+                    str(clip),
+                    "--target",
+                    server.grpc_url,
+                    "--model",
+                    "tiny",
+                    "--batch-sizes",
+                    "2",
+                    "--max-in-flight",
+                    "1",
+                    "--no-inprocess",
+                    "--results",
+                    str(tmp_path / run),
+                ]
+            )
+            == 0
+        )
     result = compare_runs(tmp_path / "a", tmp_path / "b")
     assert len(result.rows) == 1 and not result.only_a and not result.only_b
 
 
-@pytest.mark.parametrize("argv,message", [
-    (["--batch-sizes", "0"], "--batch-sizes"),
-    (["--batch-sizes", "a,b"], "--batch-sizes"),
-    (["--max-in-flight", ""], "--max-in-flight"),
-    (["--payload", "png"], "--payload"),
-    (["--max-frames", "0"], "--max-frames"),
-    (["--target", "ftp://host"], "unknown scheme"),
-])
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["--batch-sizes", "0"], "--batch-sizes"),
+        (["--batch-sizes", "a,b"], "--batch-sizes"),
+        (["--max-in-flight", ""], "--max-in-flight"),
+        (["--payload", "png"], "--payload"),
+        (["--max-frames", "0"], "--max-frames"),
+        (["--target", "ftp://host"], "unknown scheme"),
+    ],
+)
 def test_bad_flags(tmp_path, argv, message):
     clip = write_clip(tmp_path / "clip.mp4", frames=2, size=(64, 48))
     with pytest.raises(UserError, match=message):
@@ -134,13 +214,17 @@ def test_bad_flags(tmp_path, argv, message):
 def test_bad_videos(server, tmp_path):
     text = tmp_path / "notes.mp4"
     text.write_text("not frames\n" * 100)
-    cases = [(tmp_path / "missing.mp4", "no such video"), (text, "not a video FFmpeg can read"),
-             (write_zero_frame_clip(tmp_path / "empty.avi"), "no decodable video frames")]
+    cases = [
+        (tmp_path / "missing.mp4", "no such video"),
+        (text, "not a video FFmpeg can read"),
+        (write_zero_frame_clip(tmp_path / "empty.avi"), "no decodable video frames"),
+    ]
     for index, (path, message) in enumerate(cases):
         run = tmp_path / f"run{index}"
         with pytest.raises(UserError, match=message):
-            pipeline([str(path), "--target", server.grpc_url, "--model", "tiny", "--no-inprocess",
-                      "--results", str(run)])
+            pipeline(
+                [str(path), "--target", server.grpc_url, "--model", "tiny", "--no-inprocess", "--results", str(run)]
+            )
         if index < 2:  # found out before anything is written
             assert not run.exists()
 
@@ -228,8 +312,10 @@ def test_batching_answer_names_the_gain_and_the_limit():
     runs = [("float", slow), ("float", fast)]
     text = batching_answer(runs, {id(slow): "decoder", id(fast): "server"})
     ratio = fast.frames_per_s / slow.frames_per_s
-    assert text.startswith(f"batching 16 frames per request: {fast.frames_per_s:.1f} fps vs "
-                           f"{slow.frames_per_s:.1f} fps unbatched (×{ratio:.2f}, ")
+    assert text.startswith(
+        f"batching 16 frames per request: {fast.frames_per_s:.1f} fps vs "
+        f"{slow.frames_per_s:.1f} fps unbatched (×{ratio:.2f}, "
+    )
     low, high = (float(v) for v in text.split(", ")[1].split(" ")[0].split("–"))
     assert low <= round(ratio, 2) <= high  # the spread brackets the ratio (all printed to 2 decimals)
     assert text.endswith("the server is the limit")
@@ -239,10 +325,13 @@ def test_importing_the_pipeline_imports_neither_tensorflow_nor_the_server():
     import subprocess
     import sys
 
-    code = ("import sys, serve_bench.pipeline, serve_bench.load; "
-            "print(sorted(m for m in sys.modules if m.startswith('tensorflow') or m.startswith('serve_bench.server')))")
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                            cwd=Path(__file__).parent.parent)
+    code = (
+        "import sys, serve_bench.pipeline, serve_bench.load; "
+        "print(sorted(m for m in sys.modules if m.startswith('tensorflow') or m.startswith('serve_bench.server')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=Path(__file__).parent.parent
+    )
     assert result.stdout.strip() == "[]", result.stderr
 
 
@@ -250,8 +339,23 @@ def test_without_a_saved_model_here_the_in_process_comparison_is_skipped_and_sai
     clip = write_clip(tmp_path / "clip.mp4", frames=6, size=(64, 48))
     empty = tmp_path / "no-models"
     empty.mkdir()
-    code = pipeline([str(clip), "--target", server.grpc_url, "--model", "tiny", "--batch-sizes", "2",
-                     "--max-in-flight", "1", "--models-dir", str(empty), "--results", str(tmp_path / "run")])
+    code = pipeline(
+        [
+            str(clip),
+            "--target",
+            server.grpc_url,
+            "--model",
+            "tiny",
+            "--batch-sizes",
+            "2",
+            "--max-in-flight",
+            "1",
+            "--models-dir",
+            str(empty),
+            "--results",
+            str(tmp_path / "run"),
+        ]
+    )
     assert code == 0
     assert "in-process TensorFlow: not measured (no SavedModel under" in capsys.readouterr().out
     (point,) = read_points(tmp_path / "run")

@@ -17,7 +17,7 @@ ROOT = Path(__file__).parent.parent
 
 
 def _reds(frames: list[np.ndarray]) -> list[int]:
-    return [int(round(float(f[..., 0].mean()))) for f in frames]
+    return [round(float(f[..., 0].mean())) for f in frames]
 
 
 @pytest.mark.parametrize("codec,size", [("libx264", (97, 61)), ("mjpeg", (65, 47)), ("mpeg4", (96, 80))])
@@ -76,7 +76,7 @@ def test_zero_frame_file_probes_but_yields_nothing(tmp_path):
 
 
 def test_missing_file(tmp_path):
-    with pytest.raises(MediaError, match="no such video: .*nope.mp4"):
+    with pytest.raises(MediaError, match=r"no such video: .*nope\.mp4"):
         probe_video(tmp_path / "nope.mp4")
     with pytest.raises(MediaError, match="no such video"):
         next(decode_video(tmp_path / "nope.mp4", 8, 8))
@@ -121,8 +121,10 @@ def test_unreadable_file(tmp_path):
     folder.chmod(0o755)
     clip = write_clip(folder / "clip.mp4", frames=2, size=(64, 48))
     clip.chmod(0)
-    code = ("from serve_bench.media import probe_video, MediaError\n"
-            "try:\n    probe_video(%r)\nexcept MediaError as exc:\n    print(exc)\n" % str(clip))
+    code = (
+        "from serve_bench.media import probe_video, MediaError\n"
+        f"try:\n    probe_video({str(clip)!r})\nexcept MediaError as exc:\n    print(exc)\n"
+    )
     import os
 
     if os.geteuid() == 0:

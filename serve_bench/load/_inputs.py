@@ -66,8 +66,14 @@ class InputSet:
         return array
 
 
-def load_input_data(path: str | os.PathLike[str], payload: str, image_size: tuple[int, int], *,
-                    max_items: int = DEFAULT_MAX_ITEMS, fixed_size: bool = False) -> InputSet:
+def load_input_data(
+    path: str | os.PathLike[str],
+    payload: str,
+    image_size: tuple[int, int],
+    *,
+    max_items: int = DEFAULT_MAX_ITEMS,
+    fixed_size: bool = False,
+) -> InputSet:
     """Load a directory of JPEG/PNG images or a video file as payloads for ``payload`` (float | jpeg).
 
     ``image_size`` is the model's (H, W). Non-image files in a directory and damaged video
@@ -86,8 +92,7 @@ def load_input_data(path: str | os.PathLike[str], payload: str, image_size: tupl
     return _from_video(source, payload, image_size, max_items)
 
 
-def _from_directory(folder: Path, payload: str, size: tuple[int, int], max_items: int,
-                    fixed_size: bool) -> InputSet:
+def _from_directory(folder: Path, payload: str, size: tuple[int, int], max_items: int, fixed_size: bool) -> InputSet:
     height, width = size
     images, skipped = image_files(folder)
     if not images:
@@ -115,14 +120,17 @@ def _from_directory(folder: Path, payload: str, size: tuple[int, int], max_items
         resize = fixed_size and sizes != {(width, height)}
         if resize:
             encoded = tuple(encode_jpeg(read_image(i.data, width, height), JPEG_QUALITY) for i in images)
-            notes.append(f"re-encoded as JPEG (quality {JPEG_QUALITY}) at {width}x{height}: the model's bytes "
-                         f"signature does not resize, and the files are {_sizes_text(sizes)}")
+            notes.append(
+                f"re-encoded as JPEG (quality {JPEG_QUALITY}) at {width}x{height}: the model's bytes "
+                f"signature does not resize, and the files are {_sizes_text(sizes)}"
+            )
         else:
             encoded = tuple(i.data for i in images)
             notes.append("the files' own bytes are sent (the model decodes and resizes them)")
         mean_bytes = float(np.mean([len(e) for e in encoded]))
-    info = InputSource("images", str(folder), len(images), mean_bytes, formats, source_w, source_h, 0,
-                       len(skipped), tuple(notes))
+    info = InputSource(
+        "images", str(folder), len(images), mean_bytes, formats, source_w, source_h, 0, len(skipped), tuple(notes)
+    )
     return InputSet(payload, pixels, encoded, info)
 
 
@@ -153,6 +161,16 @@ def _from_video(path: Path, payload: str, size: tuple[int, int], max_items: int)
         encoded = tuple(encode_jpeg(f, JPEG_QUALITY) for f in frames)
         notes.append(f"frames encoded once as JPEG (quality {JPEG_QUALITY})")
         mean_bytes = float(np.mean([len(e) for e in encoded]))
-    source = InputSource("video", str(path), len(frames), mean_bytes, info.codec, info.width, info.height,
-                         info.frames, counters.skipped, tuple(notes))
+    source = InputSource(
+        "video",
+        str(path),
+        len(frames),
+        mean_bytes,
+        info.codec,
+        info.width,
+        info.height,
+        info.frames,
+        counters.skipped,
+        tuple(notes),
+    )
     return InputSet(payload, pixels, encoded, source)

@@ -13,7 +13,7 @@ import numpy as np
 from serve_bench.errors import UserError
 from serve_bench.pipeline._run import PAYLOAD_SIGNATURES, PipelineConfig, PipelineOutcome, run_pipeline
 
-__all__ = ["add_pipeline_arguments", "run_pipeline_command", "config_from_args", "print_summary"]
+__all__ = ["add_pipeline_arguments", "config_from_args", "print_summary", "run_pipeline_command"]
 
 
 def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
@@ -23,18 +23,25 @@ def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="inception_v3")
     parser.add_argument("--batch-sizes", default="1,4,16,32", help="frames per request to sweep (default 1,4,16,32)")
     parser.add_argument("--max-in-flight", default="1,2,4", help="batches outstanding to sweep (default 1,2,4)")
-    parser.add_argument("--payload", default="float",
-                        help="float (pixels, serving_default), jpeg (bytes, serving_bytes), or both: float,jpeg")
+    parser.add_argument(
+        "--payload",
+        default="float",
+        help="float (pixels, serving_default), jpeg (bytes, serving_bytes), or both: float,jpeg",
+    )
     parser.add_argument("--max-delay-ms", type=float, default=50.0, help="send a partial batch after this wait")
     parser.add_argument("--max-frames", type=int, default=None, help="use only the first N frames")
     parser.add_argument("--timeout", type=float, default=60.0, help="per-request deadline in seconds (default 60)")
     parser.add_argument("--name", default="pipeline", help="target name in the results (the payload is appended)")
     parser.add_argument("--device", default="cpu", help="label for the target (cpu, gpu)")
-    parser.add_argument("--models-dir", default="exported_models",
-                        help="where the SavedModel is, for the in-process TensorFlow comparison")
+    parser.add_argument(
+        "--models-dir",
+        default="exported_models",
+        help="where the SavedModel is, for the in-process TensorFlow comparison",
+    )
     parser.add_argument("--no-inprocess", action="store_true", help="skip the in-process TensorFlow comparison")
-    parser.add_argument("--compare-frames", type=int, default=64,
-                        help="frames used by the in-process comparison (default 64)")
+    parser.add_argument(
+        "--compare-frames", type=int, default=64, help="frames used by the in-process comparison (default 64)"
+    )
     parser.add_argument("--results", default=None, help="run directory (default results/pipeline-<time>)")
     parser.add_argument("--out", default=None, help="write the features, in frame order, to this .npy file")
 
@@ -65,19 +72,28 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
     except ServeBenchError as exc:
         raise UserError(f"--target: {exc}") from None
     return PipelineConfig(
-        video=Path(args.video), target=args.target, model=args.model,
-        batch_sizes=_sizes(args.batch_sizes, "--batch-sizes"), max_in_flight=_sizes(args.max_in_flight,
-                                                                                     "--max-in-flight"),
-        payloads=payloads, max_delay_ms=args.max_delay_ms, max_frames=args.max_frames, timeout_s=args.timeout,
-        name=args.name, device=args.device, models_dir=Path(args.models_dir), inprocess=not args.no_inprocess,
-        compare_frames=args.compare_frames, keep_features=args.out is not None)
+        video=Path(args.video),
+        target=args.target,
+        model=args.model,
+        batch_sizes=_sizes(args.batch_sizes, "--batch-sizes"),
+        max_in_flight=_sizes(args.max_in_flight, "--max-in-flight"),
+        payloads=payloads,
+        max_delay_ms=args.max_delay_ms,
+        max_frames=args.max_frames,
+        timeout_s=args.timeout,
+        name=args.name,
+        device=args.device,
+        models_dir=Path(args.models_dir),
+        inprocess=not args.no_inprocess,
+        compare_frames=args.compare_frames,
+        keep_features=args.out is not None,
+    )
 
 
 def run_pipeline_command(args: argparse.Namespace) -> int:
     """Run `serve-bench pipeline`; UserError for bad input (the CLI prints it, exit 2)."""
-    from serve_bench.stats import ResultsWriter, collect_run_metadata
-
     from serve_bench.media import probe_video
+    from serve_bench.stats import ResultsWriter, collect_run_metadata
 
     config = config_from_args(args)
     probe_video(config.video)  # a missing or non-video file fails before a results directory is made
@@ -87,8 +103,9 @@ def run_pipeline_command(args: argparse.Namespace) -> int:
     run_dir = Path(args.results or f"results/pipeline-{_dt.datetime.now():%Y%m%d-%H%M%S}")
     with ResultsWriter(run_dir) as writer:
         writer.write_run(collect_run_metadata(str(vars(args)), command="pipeline"))
-        outcome = asyncio.run(run_pipeline(config, on_point=writer.append,
-                                           on_progress=lambda text: print(text, flush=True)))
+        outcome = asyncio.run(
+            run_pipeline(config, on_point=writer.append, on_progress=lambda text: print(text, flush=True))
+        )
     print_summary(outcome)
     print(f"points: {run_dir / 'points.jsonl'}")
     if out is not None and outcome.features is not None:
@@ -109,23 +126,47 @@ def print_summary(outcome: PipelineOutcome) -> None:
     height, width = outcome.image_size
     # piped or captured output has no width: do not let rich squeeze the table into 80 columns
     console = Console(width=None if sys.stdout.isatty() else 160, soft_wrap=True)
-    console.print(f"video {info.path}: {info.codec} {info.width}x{info.height}, {outcome.frames} frames decoded"
-                  + (f" ({outcome.skipped} damaged packets skipped)" if outcome.skipped else "")
-                  + f"; decoder alone {outcome.decoder_fps:.1f} fps (scaled to {width}x{height})")
+    console.print(
+        f"video {info.path}: {info.codec} {info.width}x{info.height}, {outcome.frames} frames decoded"
+        + (f" ({outcome.skipped} damaged packets skipped)" if outcome.skipped else "")
+        + f"; decoder alone {outcome.decoder_fps:.1f} fps (scaled to {width}x{height})"
+    )
     if outcome.inprocess_fps:
-        console.print("in-process TensorFlow: " + ", ".join(f"batch {b} {fps:.1f} fps"
-                                                           for b, fps in outcome.inprocess_fps.items()))
+        console.print(
+            "in-process TensorFlow: "
+            + ", ".join(f"batch {b} {fps:.1f} fps" for b, fps in outcome.inprocess_fps.items())
+        )
     table = Table(title="frames through the server, end to end (decode -> features)")
-    for column in ("payload", "batch", "in flight", "frames/s", "±", "frame p50 ms", "frame p99 ms",
-                   "decoder held", "server idle", "KiB/frame sent", "limit"):
+    for column in (
+        "payload",
+        "batch",
+        "in flight",
+        "frames/s",
+        "±",
+        "frame p50 ms",
+        "frame p99 ms",
+        "decoder held",
+        "server idle",
+        "KiB/frame sent",
+        "limit",
+    ):
         table.add_column(column, justify="left" if column in ("payload", "limit") else "right")
     for (payload, run), point in zip(outcome.runs, outcome.points):
         latency = (run.done_at - run.ready_at) * 1000 if len(run.done_at) else np.zeros(1)
         spread = point.stability.items_spread
-        table.add_row(payload, str(run.batch_size), str(run.max_in_flight), f"{run.frames_per_s:.1f}",
-                      f"{spread / 2:.0%}", f"{np.percentile(latency, 50):.0f}", f"{np.percentile(latency, 99):.0f}",
-                      f"{run.held_seconds / run.duration:.0%}", f"{run.server_idle_seconds / run.duration:.0%}",
-                      f"{run.request_bytes / max(run.frames, 1) / 1024:.1f}", outcome.limits.get(id(run), ""))
+        table.add_row(
+            payload,
+            str(run.batch_size),
+            str(run.max_in_flight),
+            f"{run.frames_per_s:.1f}",
+            f"{spread / 2:.0%}",
+            f"{np.percentile(latency, 50):.0f}",
+            f"{np.percentile(latency, 99):.0f}",
+            f"{run.held_seconds / run.duration:.0%}",
+            f"{run.server_idle_seconds / run.duration:.0%}",
+            f"{run.request_bytes / max(run.frames, 1) / 1024:.1f}",
+            outcome.limits.get(id(run), ""),
+        )
     console.print(table)
     for note in outcome.notes:
         console.print(f"note: {note}")

@@ -38,7 +38,7 @@ class InProcessModel:
     _call: Callable[[np.ndarray], np.ndarray] | None = None
     _loaded: Any = None  # the SavedModel object: keeps the graph alive as long as the function
 
-    def load(self) -> "InProcessModel":
+    def load(self) -> InProcessModel:
         from serve_bench._tf import import_tensorflow
 
         tf = import_tensorflow()
@@ -57,7 +57,7 @@ class InProcessModel:
 
     def features(self, frames: np.ndarray, batch_size: int) -> np.ndarray:
         assert self._call is not None, "load() first"
-        parts = [self._call(frames[i:i + batch_size].astype(np.float32)) for i in range(0, len(frames), batch_size)]
+        parts = [self._call(frames[i : i + batch_size].astype(np.float32)) for i in range(0, len(frames), batch_size)]
         return np.concatenate(parts) if parts else np.zeros((0, 0), np.float32)
 
     def frames_per_s(self, frames: np.ndarray, batch_size: int) -> float:

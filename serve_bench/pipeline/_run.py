@@ -69,8 +69,10 @@ def _model_size(client: Client) -> tuple[int, int]:
         for spec in info.inputs.values():
             if spec.shape is not None and len(spec.shape) == 4 and spec.shape[1] > 0 and spec.shape[2] > 0:
                 return spec.shape[1], spec.shape[2]
-    raise UserError(f"{client.url}: model {client.model!r} does not say its input size (signature "
-                    f"{client.signature!r} has no [-1, H, W, 3] input); cannot scale the frames")
+    raise UserError(
+        f"{client.url}: model {client.model!r} does not say its input size (signature "
+        f"{client.signature!r} has no [-1, H, W, 3] input); cannot scale the frames"
+    )
 
 
 def _server_kind(client: Client) -> tuple[str, str]:
@@ -81,8 +83,9 @@ def _server_kind(client: Client) -> tuple[str, str]:
     return "unknown", ""
 
 
-def _float_frames(video: Path, max_frames: int | None, size: tuple[int, int],
-                  counters: DecodeCounters) -> Iterator[np.ndarray]:
+def _float_frames(
+    video: Path, max_frames: int | None, size: tuple[int, int], counters: DecodeCounters
+) -> Iterator[np.ndarray]:
     height, width = size
     for frame in decode_video(video, width, height, counters=counters, max_frames=max_frames):
         yield frame.astype(np.float32)  # the signature takes float32 pixels 0-255
@@ -94,9 +97,16 @@ def _as_string_item(data: bytes) -> np.ndarray:
     return item
 
 
-async def video_features(client: Client, video: str | Path, *, batch_size: int = 16, max_in_flight: int = 4,
-                         max_delay_ms: float = 50.0, max_frames: int | None = None,
-                         on_progress: Callable[[int], None] | None = None) -> StreamRun:
+async def video_features(
+    client: Client,
+    video: str | Path,
+    *,
+    batch_size: int = 16,
+    max_in_flight: int = 4,
+    max_delay_ms: float = 50.0,
+    max_frames: int | None = None,
+    on_progress: Callable[[int], None] | None = None,
+) -> StreamRun:
     """Features of every decodable frame of ``video``, in frame order (``run.features``), from an open client.
 
     Frames are decoded on a worker thread and scaled to the model's input by FFmpeg; at
@@ -105,8 +115,15 @@ async def video_features(client: Client, video: str | Path, *, batch_size: int =
     """
     probe_video(video)  # one clear error for a missing or non-video file before anything starts
     counters = DecodeCounters()
-    run = await run_stream(client, _float_frames(Path(video), max_frames, _model_size(client), counters), batch_size,
-                           max_in_flight, max_delay_ms=max_delay_ms, keep_features=True, on_progress=on_progress)
+    run = await run_stream(
+        client,
+        _float_frames(Path(video), max_frames, _model_size(client), counters),
+        batch_size,
+        max_in_flight,
+        max_delay_ms=max_delay_ms,
+        keep_features=True,
+        on_progress=on_progress,
+    )
     if counters.decoded == 0:
         raise MediaError(f"{video}: no decodable video frames")
     return run
@@ -119,8 +136,11 @@ async def _connect(config: PipelineConfig, signature: str) -> Client:
         raise UserError(str(exc)) from exc
 
 
-async def run_pipeline(config: PipelineConfig, on_point: Callable[[Point], None] | None = None,
-                       on_progress: Callable[[str], None] | None = None) -> PipelineOutcome:
+async def run_pipeline(
+    config: PipelineConfig,
+    on_point: Callable[[Point], None] | None = None,
+    on_progress: Callable[[str], None] | None = None,
+) -> PipelineOutcome:
     """Measure the video pipeline; each point goes to ``on_point`` as soon as it ends."""
     say = on_progress or (lambda text: None)
     for payload in config.payloads:
@@ -146,23 +166,26 @@ async def run_pipeline(config: PipelineConfig, on_point: Callable[[Point], None]
         outcome = PipelineOutcome(info, counters.decoded, counters.skipped, size, decoder_fps, {})
         say(f"decoder alone: {counters.decoded} frames at {decoder_fps:.1f} fps (scaled to {width}x{height})")
         if counters.skipped:
-            outcome.notes.append(f"{counters.skipped} damaged packets skipped while decoding "
-                                 f"(first: {counters.errors[0]})")
+            outcome.notes.append(
+                f"{counters.skipped} damaged packets skipped while decoding (first: {counters.errors[0]})"
+            )
         compare = np.stack(kept)
         inprocess = _inprocess(config, compare, outcome, say)
         kind, version = _server_kind(float_client)
         for payload in config.payloads:
             # one target per payload, so `report` draws float and jpeg as two curves
-            target = Target(f"{config.name}-{payload}", config.target, config.device, server=kind,
-                            server_version=version)
+            target = Target(
+                f"{config.name}-{payload}", config.target, config.device, server=kind, server_version=version
+            )
             await _sweep_payload(config, payload, float_client, target, outcome, inprocess, compare, on_point, say)
     finally:
         await float_client.aclose()
     return outcome
 
 
-def _inprocess(config: PipelineConfig, compare: np.ndarray, outcome: PipelineOutcome,
-               say: Callable[[str], None]) -> InProcessModel | None:
+def _inprocess(
+    config: PipelineConfig, compare: np.ndarray, outcome: PipelineOutcome, say: Callable[[str], None]
+) -> InProcessModel | None:
     if not config.inprocess:
         outcome.notes.append("in-process TensorFlow: not measured (--no-inprocess)")
         return None
@@ -171,24 +194,33 @@ def _inprocess(config: PipelineConfig, compare: np.ndarray, outcome: PipelineOut
         return None
     path = find_saved_model(config.models_dir, config.model) if config.models_dir else None
     if path is None:
-        outcome.notes.append(f"in-process TensorFlow: not measured (no SavedModel under "
-                             f"{config.models_dir}/{config.model}; pass --models-dir)")
+        outcome.notes.append(
+            f"in-process TensorFlow: not measured (no SavedModel under "
+            f"{config.models_dir}/{config.model}; pass --models-dir)"
+        )
         return None
     try:
         model = InProcessModel(path).load()
-    except Exception as exc:  # noqa: BLE001 - a comparison that cannot run is reported, not fatal
+    except Exception as exc:
         outcome.notes.append(f"in-process TensorFlow: not measured (loading {path} failed: {exc})")
         return None
     for batch in config.batch_sizes:
         outcome.inprocess_fps[batch] = model.frames_per_s(compare, batch)
-        say(f"in-process TensorFlow, batch {batch}: {outcome.inprocess_fps[batch]:.1f} fps "
-            f"on {len(compare)} frames")
+        say(f"in-process TensorFlow, batch {batch}: {outcome.inprocess_fps[batch]:.1f} fps on {len(compare)} frames")
     return model
 
 
-async def _sweep_payload(config: PipelineConfig, payload: str, float_client: Client, target: Target,
-                         outcome: PipelineOutcome, inprocess: InProcessModel | None, compare: np.ndarray,
-                         on_point: Callable[[Point], None] | None, say: Callable[[str], None]) -> None:
+async def _sweep_payload(
+    config: PipelineConfig,
+    payload: str,
+    float_client: Client,
+    target: Target,
+    outcome: PipelineOutcome,
+    inprocess: InProcessModel | None,
+    compare: np.ndarray,
+    on_point: Callable[[Point], None] | None,
+    say: Callable[[str], None],
+) -> None:
     height, width = outcome.image_size
     signature = PAYLOAD_SIGNATURES[payload]
     client = float_client if payload == "float" else await _connect(config, signature)
@@ -198,22 +230,38 @@ async def _sweep_payload(config: PipelineConfig, payload: str, float_client: Cli
         if payload == "jpeg":
             counters = DecodeCounters()
             started = time.perf_counter()
-            encoded = [encode_jpeg(f, config.jpeg_quality) for f in
-                       decode_video(config.video, width, height, counters=counters, max_frames=config.max_frames)]
+            encoded = [
+                encode_jpeg(f, config.jpeg_quality)
+                for f in decode_video(config.video, width, height, counters=counters, max_frames=config.max_frames)
+            ]
             per_frame = (time.perf_counter() - started) / max(len(encoded), 1)
             mean_bytes = float(np.mean([len(e) for e in encoded]))
-            notes.append(f"jpeg: frames decoded, scaled to {width}x{height} and encoded once before the timed "
-                         f"region (quality {config.jpeg_quality}, {mean_bytes / 1024:.1f} KiB and "
-                         f"{per_frame * 1000:.1f} ms each, decoding included); the stream replays them from memory")
+            notes.append(
+                f"jpeg: frames decoded, scaled to {width}x{height} and encoded once before the timed "
+                f"region (quality {config.jpeg_quality}, {mean_bytes / 1024:.1f} KiB and "
+                f"{per_frame * 1000:.1f} ms each, decoding included); the stream replays them from memory"
+            )
         else:
             mean_bytes = float(height * width * 3 * 4)
-        source = InputSource("video", str(config.video), outcome.frames, mean_bytes, outcome.info.codec,
-                             outcome.info.width, outcome.info.height, outcome.info.frames, outcome.skipped,
-                             tuple(n for n in outcome.notes if "damaged" in n))
+        source = InputSource(
+            "video",
+            str(config.video),
+            outcome.frames,
+            mean_bytes,
+            outcome.info.codec,
+            outcome.info.width,
+            outcome.info.height,
+            outcome.info.frames,
+            outcome.skipped,
+            tuple(n for n in outcome.notes if "damaged" in n),
+        )
         for batch in config.batch_sizes:
             for in_flight in config.max_in_flight:
-                first = [_as_string_item(e) for e in encoded[:batch]] if payload == "jpeg" else \
-                    [f.astype(np.float32) for f in compare[:batch]]
+                first = (
+                    [_as_string_item(e) for e in encoded[:batch]]
+                    if payload == "jpeg"
+                    else [f.astype(np.float32) for f in compare[:batch]]
+                )
                 info = client.signature_info
                 name = next(iter(info.inputs)) if info else {"float": "images", "jpeg": "image_bytes"}[payload]
                 try:  # warm-up: the server's first call at a new batch shape is slow; not counted
@@ -221,24 +269,44 @@ async def _sweep_payload(config: PipelineConfig, payload: str, float_client: Cli
                 except ServeBenchError as exc:
                     raise UserError(f"the warm-up request (batch {batch}, {payload}) failed: {exc}") from exc
                 keep = config.keep_features and outcome.features is None  # float first: exact pixels
-                frames: Any = (_as_string_item(e) for e in encoded) if payload == "jpeg" else \
-                    _float_frames(config.video, config.max_frames, outcome.image_size, DecodeCounters())
-                run = await run_stream(client, frames, batch, in_flight, max_delay_ms=config.max_delay_ms,
-                                       keep_features=keep or (inprocess is not None and not outcome.runs))
+                frames: Any = (
+                    (_as_string_item(e) for e in encoded)
+                    if payload == "jpeg"
+                    else _float_frames(config.video, config.max_frames, outcome.image_size, DecodeCounters())
+                )
+                run = await run_stream(
+                    client,
+                    frames,
+                    batch,
+                    in_flight,
+                    max_delay_ms=config.max_delay_ms,
+                    keep_features=keep or (inprocess is not None and not outcome.runs),
+                )
                 _check_against_inprocess(run, inprocess, compare, outcome)
                 if keep:
                     outcome.features = run.features
                     if payload == "jpeg":
-                        outcome.notes.append("--out: features of the JPEG-encoded frames (lossy), as no float "
-                                             "payload was measured")
-                limit, why = limit_of(run, outcome.decoder_fps if payload == "float" else None,
-                                      outcome.inprocess_fps.get(batch))
+                        outcome.notes.append(
+                            "--out: features of the JPEG-encoded frames (lossy), as no float payload was measured"
+                        )
+                limit, why = limit_of(
+                    run, outcome.decoder_fps if payload == "float" else None, outcome.inprocess_fps.get(batch)
+                )
                 outcome.runs.append((payload, run))
                 outcome.limits[id(run)] = limit
-                point = stream_point(run, target=target, model=config.model, signature=signature,
-                                     payload_kind=payload, source=source, decoder_fps=outcome.decoder_fps,
-                                     inprocess_fps=outcome.inprocess_fps.get(batch), limit=limit, why=why,
-                                     notes=notes + [f"one warm-up request of batch {batch} sent first, not counted"])
+                point = stream_point(
+                    run,
+                    target=target,
+                    model=config.model,
+                    signature=signature,
+                    payload_kind=payload,
+                    source=source,
+                    decoder_fps=outcome.decoder_fps,
+                    inprocess_fps=outcome.inprocess_fps.get(batch),
+                    limit=limit,
+                    why=why,
+                    notes=[*notes, f"one warm-up request of batch {batch} sent first, not counted"],
+                )
                 outcome.points.append(point)
                 say(f"{payload} batch {batch} in-flight {in_flight}: {run.frames_per_s:.1f} fps; limit: {limit}")
                 if on_point:
@@ -248,8 +316,9 @@ async def _sweep_payload(config: PipelineConfig, payload: str, float_client: Cli
             await client.aclose()
 
 
-def _check_against_inprocess(run: StreamRun, inprocess: InProcessModel | None, compare: np.ndarray,
-                             outcome: PipelineOutcome) -> None:
+def _check_against_inprocess(
+    run: StreamRun, inprocess: InProcessModel | None, compare: np.ndarray, outcome: PipelineOutcome
+) -> None:
     """Once: the served features of the first frames must equal in-process TensorFlow's."""
     if inprocess is None or run.features is None or any("served features" in n for n in outcome.notes):
         return
@@ -258,5 +327,7 @@ def _check_against_inprocess(run: StreamRun, inprocess: InProcessModel | None, c
     diff = float(np.max(np.abs(run.features[:count] - expected))) if count else 0.0
     scale = float(np.max(np.abs(expected))) if count else 0.0
     agree = np.allclose(run.features[:count], expected, rtol=1e-4, atol=1e-4 * max(scale, 1.0))
-    outcome.notes.append(f"served features {'match' if agree else 'DIFFER FROM'} in-process TensorFlow on the "
-                         f"first {count} frames (max |diff| {diff:.2g}, largest feature {scale:.3g})")
+    outcome.notes.append(
+        f"served features {'match' if agree else 'DIFFER FROM'} in-process TensorFlow on the "
+        f"first {count} frames (max |diff| {diff:.2g}, largest feature {scale:.3g})"
+    )

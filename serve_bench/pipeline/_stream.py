@@ -22,7 +22,7 @@ import numpy as np
 from serve_bench.client import Client, ServeBenchError, predict_stream
 from serve_bench.stats import OK, RequestRecord
 
-__all__ = ["StreamRun", "run_stream", "busy_seconds"]
+__all__ = ["StreamRun", "busy_seconds", "run_stream"]
 
 _END = object()
 
@@ -51,8 +51,18 @@ class _RecordingClient(Client):
             received = time.perf_counter()
             outputs = self.transport.decode(raw)
         except ServeBenchError as exc:
-            self.records.append(RequestRecord(sent, sent, time.perf_counter(), exc.status or type(exc).__name__,
-                                              prepared.items, prepared.nbytes, 0.0, type(exc)))
+            self.records.append(
+                RequestRecord(
+                    sent,
+                    sent,
+                    time.perf_counter(),
+                    exc.status or type(exc).__name__,
+                    prepared.items,
+                    prepared.nbytes,
+                    0.0,
+                    type(exc),
+                )
+            )
             raise
         done = time.perf_counter()
         self.response_bytes += len(raw) if isinstance(raw, (bytes, bytearray)) else 0
@@ -90,7 +100,7 @@ class _Feeder:
                     return
                 self.ready_at.append(ready)
                 hand_over((item,))
-        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, raised there
+        except BaseException as exc:
             hand_over(exc)
         else:
             hand_over(_END)
@@ -162,9 +172,18 @@ def busy_seconds(records: list[RequestRecord], start: float, end: float) -> floa
     return total
 
 
-async def run_stream(client: Client, source: Iterable[Any], batch_size: int, max_in_flight: int, *,
-                     max_delay_ms: float = 50.0, capacity: int | None = None, output_name: str | None = None,
-                     keep_features: bool = False, on_progress: Callable[[int], None] | None = None) -> StreamRun:
+async def run_stream(
+    client: Client,
+    source: Iterable[Any],
+    batch_size: int,
+    max_in_flight: int,
+    *,
+    max_delay_ms: float = 50.0,
+    capacity: int | None = None,
+    output_name: str | None = None,
+    keep_features: bool = False,
+    on_progress: Callable[[int], None] | None = None,
+) -> StreamRun:
     """Stream ``source`` through ``client`` with predict_stream and time it.
 
     Failed batches are counted (``failed_frames``) and the stream goes on; their
@@ -176,8 +195,9 @@ async def run_stream(client: Client, source: Iterable[Any], batch_size: int, max
     parts: list[np.ndarray | int] = []
     failed = 0
     errors: list[str] = []
-    async for result in predict_stream(recorder, feeder.items(), batch_size, max_delay_ms, max_in_flight,
-                                       on_error="skip"):
+    async for result in predict_stream(
+        recorder, feeder.items(), batch_size, max_delay_ms, max_in_flight, on_error="skip"
+    ):
         now = time.perf_counter()
         done_at.extend([now] * result.count)
         if on_progress is not None:
@@ -193,13 +213,29 @@ async def run_stream(client: Client, source: Iterable[Any], batch_size: int, max
             parts.append(np.asarray(result.outputs[name], dtype=np.float32))
     ended = time.perf_counter()
     features = _assemble(parts) if keep_features else None
-    return StreamRun(batch_size, max_in_flight, feeder.started, ended, np.array(feeder.ready_at[:len(done_at)]),
-                     np.array(done_at), recorder.records, feeder.held_seconds, recorder.request_bytes,
-                     recorder.response_bytes, recorder.encode_seconds, failed, features, errors)
+    return StreamRun(
+        batch_size,
+        max_in_flight,
+        feeder.started,
+        ended,
+        np.array(feeder.ready_at[: len(done_at)]),
+        np.array(done_at),
+        recorder.records,
+        feeder.held_seconds,
+        recorder.request_bytes,
+        recorder.response_bytes,
+        recorder.encode_seconds,
+        failed,
+        features,
+        errors,
+    )
 
 
 def _assemble(parts: list[np.ndarray | int]) -> np.ndarray:
     arrays = [p for p in parts if isinstance(p, np.ndarray)]
     width = arrays[0].shape[1:] if arrays else (0,)
-    return np.concatenate([p if isinstance(p, np.ndarray) else np.full((p, *width), np.nan, np.float32)
-                           for p in parts]) if parts else np.zeros((0, *width), np.float32)
+    return (
+        np.concatenate([p if isinstance(p, np.ndarray) else np.full((p, *width), np.nan, np.float32) for p in parts])
+        if parts
+        else np.zeros((0, *width), np.float32)
+    )

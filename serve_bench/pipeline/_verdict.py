@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from serve_bench.pipeline._stream import StreamRun
 
-__all__ = ["LIMITS", "limit_of", "batching_answer"]
+__all__ = ["LIMITS", "batching_answer", "limit_of"]
 
 LIMITS = ("decoder", "server", "network", "server or network")
 
@@ -27,18 +27,23 @@ def limit_of(run: StreamRun, decoder_fps: float | None, inprocess_fps: float | N
     if decoder_fps and fps >= DECODER_SHARE * decoder_fps:
         return "decoder", f"{fps:.1f} fps is {fps / decoder_fps:.0%} of the decoder alone ({decoder_fps:.1f} fps)"
     if idle >= IDLE_SHARE and idle > held:
-        return "decoder", (f"the server waited for frames {idle:.0%} of the time; the decoder was held back "
-                           f"{held:.0%}")
+        return "decoder", (f"the server waited for frames {idle:.0%} of the time; the decoder was held back {held:.0%}")
     if inprocess_fps:
         share = fps / inprocess_fps
         if share >= COMPUTE_SHARE:
-            return "server", (f"{fps:.1f} fps is {share:.0%} of in-process TensorFlow ({inprocess_fps:.1f} fps) "
-                              f"at this batch size: the model's compute")
-        return "network", (f"{fps:.1f} fps is only {share:.0%} of in-process TensorFlow ({inprocess_fps:.1f} fps): "
-                           f"the time goes in moving and encoding {run.request_bytes / max(run.frames, 1) / 1024:.0f} "
-                           f"KiB per frame and the serving stack")
-    return "server or network", (f"the decoder was held back {held:.0%} of the time (in-process TensorFlow was not "
-                                 f"measured, so the model and the transfer are not told apart)")
+            return "server", (
+                f"{fps:.1f} fps is {share:.0%} of in-process TensorFlow ({inprocess_fps:.1f} fps) "
+                f"at this batch size: the model's compute"
+            )
+        return "network", (
+            f"{fps:.1f} fps is only {share:.0%} of in-process TensorFlow ({inprocess_fps:.1f} fps): "
+            f"the time goes in moving and encoding {run.request_bytes / max(run.frames, 1) / 1024:.0f} "
+            f"KiB per frame and the serving stack"
+        )
+    return "server or network", (
+        f"the decoder was held back {held:.0%} of the time (in-process TensorFlow was not "
+        f"measured, so the model and the transfer are not told apart)"
+    )
 
 
 def _best(runs: Sequence[tuple[str, StreamRun]], batch: int, payload: str) -> StreamRun | None:
@@ -46,8 +51,7 @@ def _best(runs: Sequence[tuple[str, StreamRun]], batch: int, payload: str) -> St
     return max(matching, key=lambda r: r.frames_per_s) if matching else None
 
 
-def batching_answer(runs: Sequence[tuple[str, StreamRun]], limits: dict[int, str], *,
-                    prefer_batch: int = 16) -> str:
+def batching_answer(runs: Sequence[tuple[str, StreamRun]], limits: dict[int, str], *, prefer_batch: int = 16) -> str:
     """ "batching 16 frames per request: N fps vs M fps unbatched (×R); the X is the limit".
 
     ``runs`` are (payload, run); ``limits`` maps id(run) to its limit. The float payload is
@@ -63,16 +67,19 @@ def batching_answer(runs: Sequence[tuple[str, StreamRun]], limits: dict[int, str
     others = [b for b in batches if b != base.batch_size]
     if not others:
         limit = limits.get(id(base), "unknown")
-        return (f"batch {base.batch_size}: {base.frames_per_s:.1f} fps (no other batch size measured); "
-                f"the {limit} is the limit")
-    batch = prefer_batch if prefer_batch in others else max(others, key=lambda b: _best(runs, b, payload)
-                                                              .frames_per_s)  # type: ignore[union-attr]
+        return (
+            f"batch {base.batch_size}: {base.frames_per_s:.1f} fps (no other batch size measured); "
+            f"the {limit} is the limit"
+        )
+    batch = prefer_batch if prefer_batch in others else max(others, key=lambda b: _best(runs, b, payload).frames_per_s)  # type: ignore[union-attr]
     top = _best(runs, batch, payload)
     assert top is not None
     ratio = top.frames_per_s / base.frames_per_s if base.frames_per_s else float("inf")
     unbatched = "unbatched" if base.batch_size == 1 else f"at batch {base.batch_size}"
-    return (f"batching {batch} frames per request: {top.frames_per_s:.1f} fps vs {base.frames_per_s:.1f} fps "
-            f"{unbatched} (×{ratio:.2f}{_ratio_range(top, base)}); the {limits.get(id(top), 'unknown')} is the limit")
+    return (
+        f"batching {batch} frames per request: {top.frames_per_s:.1f} fps vs {base.frames_per_s:.1f} fps "
+        f"{unbatched} (×{ratio:.2f}{_ratio_range(top, base)}); the {limits.get(id(top), 'unknown')} is the limit"
+    )
 
 
 def _ratio_range(top: StreamRun, base: StreamRun) -> str:

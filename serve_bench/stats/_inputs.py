@@ -28,8 +28,11 @@ class InputSource:
         if self.kind == "synthetic":
             return "synthetic images"
         size = f"{self.width}x{self.height}" if self.width else "mixed sizes"
-        what = f"{self.count} frames of {self.codec} {size} video" if self.kind == "video" else \
-            f"{self.count} {self.codec} images ({size})"
+        what = (
+            f"{self.count} frames of {self.codec} {size} video"
+            if self.kind == "video"
+            else f"{self.count} {self.codec} images ({size})"
+        )
         extra = f", {self.skipped} skipped" if self.skipped else ""
         return f"{what} from {self.path}, {self.mean_bytes / 1024:.1f} KiB per image sent{extra}"
 
