@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from serve_bench.cli import main as serve_bench_main
 from serve_bench.client import Client, FakeTransport, InvalidArgument
 from serve_bench.errors import UserError
 from serve_bench.media import decode_video
@@ -38,12 +39,13 @@ def server(models_dir):
 
 
 def test_pipeline_end_to_end(server, models_dir, reference, tmp_path, capsys):
-    """All frames processed in order, features equal to in-process TensorFlow on the same frames,
-    frames/s consistent with the points' request counts."""
+    """`serve-bench pipeline` on a generated clip: all frames processed in order, features equal to
+    in-process TensorFlow on the same frames, frames/s consistent with the points' request counts."""
     clip = write_clip(tmp_path / "clip.mp4", codec="libx264", frames=FRAMES, size=(97, 61))
     out, run = tmp_path / "features.npy", tmp_path / "run"
-    code = pipeline(
+    code = serve_bench_main(
         [
+            "pipeline",
             str(clip),
             "--target",
             server.grpc_url,
@@ -361,3 +363,9 @@ def test_without_a_saved_model_here_the_in_process_comparison_is_skipped_and_sai
     (point,) = read_points(tmp_path / "run")
     assert point.pipeline is not None and point.pipeline.inprocess_fps is None
     assert point.pipeline.limit in ("decoder", "server or network")  # server and network cannot be told apart
+
+
+def test_bad_input_through_the_cli_is_one_line_and_exit_2(tmp_path, capsys):
+    assert serve_bench_main(["pipeline", str(tmp_path / "missing.mp4"), "--model", "tiny"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("serve-bench pipeline: error: no such video:") and err.count("\n") == 1
