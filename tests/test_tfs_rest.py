@@ -248,3 +248,12 @@ def test_metadata_json_as_tf_serving_prints_it(server, models_dir):
     images = answer["metadata"]["signature_def"]["signature_def"]["serving_default"]["inputs"]["images"]
     assert images["dtype"] == "DT_FLOAT" and [d["size"] for d in images["tensor_shape"]["dim"]] == ["-1", "64",
                                                                                                   "64", "3"]
+
+
+def test_nesting_past_the_parsers_limit_is_a_parse_error(server):
+    """serve-bench's documented difference (README, local server): rapidjson parses iteratively
+    (util/json_tensor.cc:480 kParseIterativeFlag) and has no depth limit; the local server's
+    parser stops at 1024 levels, which answers 400 "JSON Parse error: ...", never 500."""
+    body = b'{"instances": ' + b"[" * 1100 + b"1" + b"]" * 1100 + b"}"
+    code, answer = _predict(server, body)
+    assert code == 400 and answer["error"].startswith("JSON Parse error: ")
