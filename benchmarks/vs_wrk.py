@@ -1,6 +1,6 @@
 """serve-bench's closed loop beside wrk (REST) and a bare grpc.aio client (gRPC) at equal concurrency.
 
-    .venv/bin/python -m benchmarks.vs_wrk [--concurrency 8] [--seconds 5] [--delay-ms 2] [--rounds 3]
+    .venv/bin/python -m benchmarks.vs_wrk [--concurrency 8] [--seconds 5] [--delay-ms 5] [--rounds 3]
 
 wrk (Debian package ``wrk``): one thread, ``--concurrency`` keep-alive connections, a Lua
 script POSTing the same :predict body. The bare gRPC client: ``--concurrency`` coroutines on
@@ -76,7 +76,7 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=5.0)
-    parser.add_argument("--delay-ms", type=float, default=2.0)
+    parser.add_argument("--delay-ms", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     if shutil.which("wrk") is None:
