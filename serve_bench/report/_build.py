@@ -133,8 +133,7 @@ def compare_runs(run_a: Path, run_b: Path, *, allow_mismatch: bool = False) -> C
             ia, ib = a.items_per_s, b.items_per_s
             rows.append(
                 {
-                    "config": f"{a.target.protocol} b{a.batch_size} {a.load.mode} "
-                    f"{a.load.concurrency or ''}{f'{a.load.rate:g}/s' if a.load.rate else ''}",
+                    "config": f"{a.target.protocol} b{a.batch_size} {a.load.describe()}",
                     "a": a,
                     "b": b,
                     "items_ratio": ib / ia if ia else None,
