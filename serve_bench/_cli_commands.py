@@ -92,7 +92,9 @@ def bench(args: argparse.Namespace) -> int:
     if args.rate is not None:
         load = LoadInfo("open", rate=args.rate, arrival=args.arrival, processes=args.processes)
     else:
-        load = LoadInfo("closed", concurrency=args.concurrency or 1, processes=args.processes)
+        load = LoadInfo(
+            "closed", concurrency=1 if args.concurrency is None else args.concurrency, processes=args.processes
+        )
     settings = check_settings(_point_settings(args))
     check_load(load)
     check_batch_size(args.batch_size)
@@ -185,44 +187,10 @@ def report(args: argparse.Namespace) -> int:
 
 
 def compare(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
-    from serve_bench.report import compare_runs, format_ratio
+    from serve_bench.report import compare_runs, print_comparison
 
     result = compare_runs(Path(args.run_a), Path(args.run_b), allow_mismatch=args.allow_mismatch)
-    table = Table(title=f"B = {args.run_b} vs A = {args.run_a}")
-    for column in (
-        "configuration",
-        "A target",
-        "B target",
-        "A images/s",
-        "B images/s",
-        "B/A images/s",
-        "A p99 ms",
-        "B p99 ms",
-        "B/A p99",
-    ):
-        table.add_column(column, justify="right")
-    for row in result.rows:
-        a, b = row["a"], row["b"]
-        table.add_row(
-            row["config"],
-            f"{a.target.name} ({a.target.server_kind})",
-            f"{b.target.name} ({b.target.server_kind})",
-            f"{a.items_per_s:.1f}",
-            f"{b.items_per_s:.1f}",
-            format_ratio(row["items_ratio"]),
-            f"{a.latency.p99 / 1000:.1f}",
-            f"{b.latency.p99 / 1000:.1f}",
-            format_ratio(row["p99_ratio"]),
-        )
-    console = Console()
-    console.print(table)
-    for difference in result.differences:
-        console.print(f"[yellow]measured differently:[/yellow] {difference}")
-    if result.only_a or result.only_b:
-        console.print(f"unmatched: {len(result.only_a)} points only in A, {len(result.only_b)} only in B")
+    print_comparison(result, f"B = {args.run_b} vs A = {args.run_a}")
     return 0
 
 

@@ -250,29 +250,8 @@ async def test_until_stable_stops_once_windows_agree(tmp_path):
 def test_bench_with_two_processes_merges_their_load(tmp_path, capsys):
     with DelayServer(delay=0.005) as server:
         out = tmp_path / "run"
-        assert (
-            main(
-                [
-                    "bench",
-                    server.grpc_url,
-                    "--model",
-                    MODEL,
-                    "--concurrency",
-                    "4",
-                    "--processes",
-                    "2",
-                    "--warmup",
-                    "0.3",
-                    "--duration",
-                    "1.5",
-                    "--metrics",
-                    "",
-                    "--out",
-                    str(out),
-                ]
-            )
-            == 0
-        )
+        argv = f"bench {server.grpc_url} --model {MODEL} --concurrency 4 --processes 2 --warmup 0.3 --duration 1.5"
+        assert main([*argv.split(), "--metrics", "", "--out", str(out)]) == 0
     (point,) = read_points(out)
     assert point.load.processes == 2 and "load from 2 processes" in point.notes
     # 4 in flight at ~5 ms each: far more than one process at concurrency 2 could do in 1.5 s alone
@@ -304,6 +283,12 @@ url = "{server.grpc_url}"
 metrics = ""
 """)
         outcome = await run_sweep(spec, tmp_path / "run")
+        # Resumed, the search goes on from the steps already measured: with the same spec it measures
+        # nothing (the grid is complete, every step is in the file); with one more step it measures
+        # exactly that step, bisecting the bracket the first three left.
+        same = await run_sweep(spec, tmp_path / "run", resume=True)
+        longer = parse_spec(spec.text.replace("search_steps = 3", "search_steps = 4"))
+        extended = await run_sweep(longer, tmp_path / "run", resume=True)
 
     def meets(point) -> bool:
         return point.error_count == 0 and point.latency.p99 / 1000 <= 50
@@ -318,4 +303,76 @@ metrics = ""
         low, high = (point.load.rate, high) if meets(point) else (low, point.load.rate)
     # the server saturates near 90-100 req/s: the final bracket holds that
     assert 55 <= low < high <= 160
-    assert len(read_points(tmp_path / "run")) == 5
+    assert same.measured == [] and same.skipped == 2
+    (fourth,) = extended.measured
+    assert fourth.load.rate == round((low + high) / 2, 3) and "slo-search step 4" in fourth.notes
+    assert len(read_points(tmp_path / "run")) == 6
+
+
+async def test_resume_measures_again_the_points_a_dead_target_left(tmp_path):
+    """A point with no successes or cut off is measured again on resume; its old line stays, superseded."""
+    server = DelayServer(delay=0.002).start()
+    spec = parse_spec(_spec(server.grpc_url))
+    run_dir = tmp_path / "run"
+
+    def on_point(plan, point, done, total, eta):
+        if point is not None and done == 1:
+            server.stop()  # the server dies after the first point
+
+    await run_sweep(spec, run_dir, on_point=on_point)
+    before = read_points(run_dir)
+    unusable = {p.id for p in before if p.needs_remeasure}
+    assert before[0].counts.ok > 0 and unusable  # the point that met the dead server at least
+    server.start()  # the same server is back on the same ports
+    try:
+        again = await run_sweep(spec, run_dir, resume=True)
+    finally:
+        server.stop()
+    current = read_points(run_dir)
+    assert sorted(p.key for p in current) == sorted(p.key for p in plan_points(spec))
+    assert all(p.counts.ok > 0 and not p.needs_remeasure for p in current)
+    everything = read_points(run_dir, include_superseded=True)
+    assert {p.supersedes for p in everything if p.supersedes} == unusable  # each old line kept, marked
+    assert again.remeasured == len(unusable) and again.skipped == 1
+
+
+def test_bench_refuses_to_mix_settings_in_one_directory(tmp_path, capsys):
+    out = tmp_path / "bench"
+    with DelayServer(delay=0.002) as server:
+        argv = ["bench", server.grpc_url, "--model", MODEL, "--metrics", "", "--out", str(out), "--warmup", "0.1"]
+        assert main([*argv, "--duration", "0.4"]) == 0
+        recorded = json.loads((out / "run.json").read_text())
+        assert recorded["settings"]["min_duration_s"] == 0.4 and recorded["command"] == "bench"
+        assert main([*argv, "--duration", "0.4", "--concurrency", "2"]) == 0  # same settings: appended
+        capsys.readouterr()
+        assert main([*argv, "--duration", "0.8"]) == 2  # measured differently: refused before measuring
+    err = capsys.readouterr().err
+    assert "min_duration_s 0.4 there, 0.8 now" in err and "\n" not in err.strip()
+    assert len(read_points(out)) == 2
+    assert json.loads((out / "run.json").read_text()) == recorded  # not overwritten
+
+
+def test_bench_exits_1_when_no_request_succeeded(tmp_path, capsys):
+    with DelayServer(delay=0.002) as server:
+        # the delay server answers metadata for any name but NOT_FOUND to a prediction for another model
+        code = main(
+            [
+                "bench",
+                server.grpc_url,
+                "--model",
+                "other",
+                "--metrics",
+                "",
+                "--out",
+                str(tmp_path / "b"),
+                "--warmup",
+                "0.1",
+                "--duration",
+                "0.3",
+            ]
+        )
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "no request succeeded" in err and "NOT_FOUND" in err
+    (point,) = read_points(tmp_path / "b")  # the failed point is kept, flagged
+    assert point.counts.ok == 0 and "no successes" in point.flags()

@@ -218,17 +218,20 @@ async def run_sweep(
 async def _slo_search(sweep: _Sweep) -> None:
     """Bisect the open-loop rate between the best passing and the first failing rate, per target/payload/batch.
 
-    It starts from every usable open-loop point of the run (measured now or before a
+    It starts from the grid's usable open-loop points (measured now or before a
     resume); a step whose rate the run already measured reuses that point, so a
     resumed search continues where it stopped instead of repeating a step.
     """
     spec = sweep.spec
     slo = spec.slo
     assert slo is not None
+    # the search starts from the grid's open-loop points only: starting from earlier search steps
+    # would narrow the first bracket and bisect to other rates than the run already holds
     groups: dict[tuple[str, str, int], list[Point]] = {}
-    for point in sweep.previous.values():
-        if point.load.mode == "open" and not point.needs_remeasure:
-            groups.setdefault((point.target.name, point.payload, point.batch_size), []).append(point)
+    for plan in plan_points(spec):
+        point = sweep.usable(plan.key)
+        if plan.load.mode == "open" and point is not None:
+            groups.setdefault((plan.target.name, plan.payload, plan.batch_size), []).append(point)
     targets = {t.name: t for t in spec.targets}
     for (target_name, payload, batch), points in groups.items():
         if target_name in sweep.outcome.failed_targets or target_name not in targets:
