@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import html
 import html.parser
 import re
@@ -14,7 +15,7 @@ from serve_bench.cli import main
 from serve_bench.errors import UserError
 from serve_bench.report import analyze_run, build_report, compare_runs, fit_latency_model, format_ratio
 from serve_bench.report._tables import model_line
-from serve_bench.stats import Point, ResultsWriter, Slo, read_points
+from serve_bench.stats import LoadInfo, Point, ResultsWriter, Slo, read_points
 from serve_bench.sweep import parse_spec, run_sweep
 from tests._points import make_point
 from tests._servers import local_server
@@ -251,3 +252,20 @@ def test_compare_refuses_differently_measured_runs(two_runs, capsys):
 def test_report_on_missing_run(tmp_path, capsys):
     assert main(["report", str(tmp_path / "nothing")]) == 2
     assert "results directory" in capsys.readouterr().err
+
+
+def test_error_bars_are_the_cells_ranges_and_open_loop_points_are_rows():
+    from serve_bench.report._plots import _bars
+
+    repeats = [make_point("gpu", "gpu", 4, latency, repeat=r) for r, latency in enumerate((10_000, 8_000))]
+    open_loop = dataclasses.replace(
+        make_point("gpu", "gpu", 1, 4_000), load=LoadInfo("open", rate=50.0, arrival="poisson")
+    )
+    single = make_point("gpu", "gpu", 1, 5_000)
+    target = analyze_run([*repeats, open_loop, single]).targets[0]
+    assert [c.label for c in target.cells] == ["gpu b1 c1", "gpu b4 c1", "gpu b1 50/s"]
+    cell = target.best_by_batch[4]
+    below, above = _bars([cell, target.baseline], "items_per_s")
+    # two repeats at 400 and 500 images/s: the median 450, the bar down to 400 and up to 500
+    assert cell.items_per_s.value == pytest.approx(450) and (below[0], above[0]) == pytest.approx((50, 50))
+    assert (below[1], above[1]) == (0.0, 0.0)  # a point without an interval draws no bar, not a made-up one
