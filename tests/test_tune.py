@@ -4,6 +4,7 @@ resumed, answered; the written batching file parses as TF Serving's BatchingPara
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import signal
@@ -16,8 +17,8 @@ import pytest
 from google.protobuf import text_format
 
 from serve_bench import _protos
-from serve_bench.stats import read_points
-from serve_bench.tune import run_tune_command
+from serve_bench.stats import Target, read_points
+from serve_bench.tune import TuneConfig, TuneEvent, parse_tune_spec, run_tune, run_tune_command
 
 
 def spec_text(models_dir: Path, max_ms: float = 2000.0) -> str:
@@ -131,3 +132,54 @@ def test_tune_tiny_on_the_local_server(models_dir: Path, tmp_path: Path, capsys:
     out = capsys.readouterr().out
     assert "no configuration meets p99 <= 0.01 ms; closest: " in out
     assert len(_entries(run_dir)) == 2 and len(read_points(run_dir)) == 2
+
+
+class SameServer:
+    """A restarter that keeps one running local server: the search and resume logic against real measurements,
+    without paying a restart per configuration (the restart itself is covered above)."""
+
+    def __init__(self, grpc_url: str, metrics_url: str) -> None:
+        self.target = Target("local", grpc_url, "cpu", metrics_url)
+        self.started: list[str] = []
+
+    async def start(self, config: TuneConfig, batching_file: Path, log_path: Path) -> Target:
+        self.started.append(config.id)
+        return self.target
+
+    async def stop(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
+def test_coordinate_search_resumes_where_it_stopped(models_dir: Path, tmp_path: Path) -> None:
+    from tests._servers import local_server
+
+    text = spec_text(models_dir).replace(
+        "batching = [false, true]\nmax_batch_size = [4]",
+        "max_batch_size = [2, 4, 8]\nbatch_timeout_micros = [0, 500]\nnum_batch_threads = [1, 2]",
+    )
+    text = text.replace('method = "grid"', 'method = "coordinate"').replace(
+        'baselines = ["no_batching"]', "baselines = []"
+    )
+    spec = parse_tune_spec(text.replace("min_duration_s = 0.8", "min_duration_s = 0.4"))
+    run_dir = tmp_path / "run"
+    with local_server(models_dir) as server:
+        metrics = f"{server.rest_url}/monitoring/prometheus/metrics"
+        first = SameServer(server.grpc_url, metrics)
+
+        def stop_after_two(event: TuneEvent) -> None:
+            if event.kind == "done" and len(first.started) == 2:
+                raise KeyboardInterrupt
+
+        with pytest.raises(KeyboardInterrupt):
+            asyncio.run(run_tune(spec, run_dir, restarter=first, on_event=stop_after_two))
+        second = SameServer(server.grpc_url, metrics)
+        outcome = asyncio.run(run_tune(spec, run_dir, resume=True, restarter=second))
+    assert first.started == ["mbs2-to0-th1", "mbs2-to0-th2"]  # the recipe's order: threads first
+    assert outcome.skipped == first.started and not set(second.started) & set(first.started)
+    ids = [e["config"] for e in _entries(run_dir)]
+    assert len(ids) == len(set(ids)) == len(outcome.evaluated) <= 0.4 * len(spec.configs) + 1
+    assert outcome.answer is not None and outcome.answer.best is not None
+    assert outcome.answer.best.config in ids
