@@ -471,3 +471,12 @@ def test_coordinate_budget_is_40_percent_of_the_grid_but_at_least_one_pass() -> 
     assert coordinate_budget(small) == 3  # one pass (3) is more than 40% of 4
     capped = parse_tune_spec(spec_with("max_batch_size = [4, 8]", extra="[search]\nmax_configs = 1"))
     assert coordinate_budget(capped) == 1
+
+
+def test_a_zero_timeout_is_written_out_and_read_back_as_set() -> None:
+    """TF Serving copies batch_timeout_micros when has_batch_timeout_micros() (bundle_factory_util.h:113-116),
+    so a chosen 0 must be present in the file, and readable as such by a person."""
+    text = TuneConfig(max_batch_size=8, batch_timeout_micros=0).to_text()
+    assert "batch_timeout_micros { value: 0 }" in text
+    proto = parse_batching(text)
+    assert proto.HasField("batch_timeout_micros") and proto.batch_timeout_micros.value == 0

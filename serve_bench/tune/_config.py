@@ -139,18 +139,25 @@ class TuneConfig:
             )
 
     def to_text(self) -> str:
-        """The batching_parameters.txt TF Serving reads (text BatchingParameters); "" when batching is off."""
+        """The batching_parameters.txt TF Serving reads (text BatchingParameters); "" when batching is off.
+
+        Written by hand so that a value of 0 (a timeout of 0) is spelt out: the protobuf printer would
+        write ``batch_timeout_micros {}``, which means the same to TF Serving but not to a reader.
+        """
         if not self.batching:
             return ""
-        proto = _protos.message("tensorflow.serving.BatchingParameters")()
+        lines = [f"# serve-bench tune configuration {self.id} (unset fields keep TF Serving's defaults)"]
         for name in BATCHING_KNOBS:
             value = getattr(self, name)
             if name == "allowed_batch_sizes":
-                proto.allowed_batch_sizes.extend(value)
+                lines += [f"allowed_batch_sizes: {size}" for size in value]
+            elif isinstance(value, bool):
+                lines.append(f"{name} {{ value: {'true' if value else 'false'} }}")
             elif value is not None:
-                getattr(proto, name).value = value
-        header = f"# serve-bench tune configuration {self.id} (unset fields keep TF Serving's defaults)\n"
-        return header + text_format.MessageToString(proto)
+                lines.append(f"{name} {{ value: {value} }}")
+        text = "\n".join(lines) + "\n"
+        text_format.Parse(text, _protos.message("tensorflow.serving.BatchingParameters")())  # must read back
+        return text
 
     def server_flags(self, batching_file: str) -> tuple[str, ...]:
         """tensorflow_model_server flags for this configuration (the batching file at ``batching_file``)."""
