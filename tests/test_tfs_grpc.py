@@ -167,3 +167,28 @@ def test_long_messages_are_cut_as_tf_serving_cuts_them(server, tf):
         request.inputs[f"extra_input_{i:03d}"].CopyFrom(request.inputs["images"])
     error = _fails(server, request)
     assert len(error.details()) == 1024 + len("...TRUNCATED") and error.details().endswith("...TRUNCATED")
+
+
+def test_metadata_answers_the_whole_signature_map(server, models_dir):
+    """get_model_metadata_impl.cc:46-60: the response carries every SignatureDef of the 'serve'
+    MetaGraph (``__saved_model_init_op`` too) and model_spec with the version served; fields
+    other than signature_def are refused one by one (:31-44)."""
+    from tensorflow_serving.apis import get_model_metadata_pb2
+
+    from serve_bench import _protos
+
+    request = get_model_metadata_pb2.GetModelMetadataRequest()
+    request.model_spec.name = "tiny"
+    request.metadata_field.extend(["signature_def", "signature_def"])
+    response = _stub(server).GetModelMetadata(request, timeout=60)
+    signature_map = _protos.message("tensorflow.serving.SignatureDefMap")()
+    response.metadata["signature_def"].Unpack(signature_map)
+    saved = _protos.message("tensorflow.SavedModel").FromString((models_dir / "tiny" / "1" / "saved_model.pb")
+                                                                  .read_bytes())
+    assert dict(signature_map.signature_def) == dict(saved.meta_graphs[0].signature_def)
+    assert (response.model_spec.name, response.model_spec.version.value) == ("tiny", 1)
+    request.metadata_field.append("graph")
+    with pytest.raises(grpc.RpcError) as info:
+        _stub(server).GetModelMetadata(request, timeout=60)
+    assert (info.value.code(), info.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT,
+                                                         "Metadata field graph is not supported")

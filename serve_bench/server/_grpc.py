@@ -136,9 +136,12 @@ class _Service:
         version, label = _version(spec)
         fields = list(request.metadata_field)
         try:
-            if fields != ["signature_def"]:
-                raise ServingError("INVALID_ARGUMENT", "Metadata field(s) other than signature_def are not supported"
-                                   if fields else "GetModelMetadataRequest must specify at least one metadata_field")
+            # servables/tensorflow/get_model_metadata_impl.cc:31-44 ValidateGetModelMetadataRequest
+            if not fields:
+                raise ServingError("INVALID_ARGUMENT", "GetModelMetadataRequest must specify at least one metadata_field")
+            for field in fields:
+                if field != "signature_def":
+                    raise ServingError("INVALID_ARGUMENT", f"Metadata field {field} is not supported")
             servable, defs = self.core.signature_defs(spec.name, version, label)
         except ServingError as exc:
             await context.abort(getattr(grpc.StatusCode, exc.code), exc.message)

@@ -240,7 +240,9 @@ def _read_signature_defs(path: Path) -> dict[str, Any]:
         raise ServingError("DATA_LOSS", f"{pb} cannot be read as a SavedModel ({exc})") from None
     for meta_graph in saved_model.meta_graphs:
         if "serve" in meta_graph.meta_info_def.tags:
-            return {k: v for k, v in meta_graph.signature_def.items() if not k.startswith("__")}
+            # every key, "__saved_model_init_op" too: GetModelMetadata answers the whole map
+            # (servables/tensorflow/get_model_metadata_impl.cc:56-60)
+            return dict(meta_graph.signature_def.items())
     raise ServingError("NOT_FOUND", f"{path} has no MetaGraph tagged 'serve'")
 
 
