@@ -196,7 +196,7 @@ def compare(args: argparse.Namespace) -> int:
 
 def import_locust(args: argparse.Namespace) -> int:
     from serve_bench.stats import ResultsWriter, collect_run_metadata
-    from serve_bench.stats import import_locust as read_locust
+    from serve_bench.load import import_locust as read_locust
 
     points = read_locust(
         args.prefix,

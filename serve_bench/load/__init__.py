@@ -3,12 +3,14 @@
 from serve_bench.load._analysis import MIN_WINDOW_REQUESTS, analyze, is_stable, stability_of
 from serve_bench.load._generators import LoadRun, PointSettings, run_closed_loop, run_open_loop
 from serve_bench.load._inputs import InputSet, load_input_data
+from serve_bench.load._locust import LOCUST_NOTE, import_locust
 from serve_bench.load._multiproc import run_in_processes, split
 from serve_bench.load._payload import PAYLOADS, image_size_of, make_inputs, signature_for_payload
 from serve_bench.load._schedule import ARRIVALS, arrival_offsets
 
 __all__ = [
     "ARRIVALS",
+    "LOCUST_NOTE",
     "MIN_WINDOW_REQUESTS",
     "PAYLOADS",
     "InputSet",
@@ -17,6 +19,7 @@ __all__ = [
     "analyze",
     "arrival_offsets",
     "image_size_of",
+    "import_locust",
     "is_stable",
     "load_input_data",
     "make_inputs",

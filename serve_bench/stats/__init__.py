@@ -22,7 +22,6 @@ from serve_bench.stats._histogram import (
     new_histogram,
 )
 from serve_bench.stats._inputs import InputSource, StreamFigures
-from serve_bench.stats._locust import LOCUST_NOTE, import_locust
 from serve_bench.stats._metadata import collect_run_metadata, config_hash, cpu_model, gpu_names
 from serve_bench.stats._point import SCHEMA_VERSION, LoadInfo, Point, Target, point_key
 from serve_bench.stats._records import OK, RequestRecord
@@ -39,7 +38,6 @@ from serve_bench.stats._server_view import ServerView
 from serve_bench.stats._slo import Slo
 
 __all__ = [
-    "LOCUST_NOTE",
     "NOT_MEASURED",
     "OK",
     "PERCENTILE_NAMES",
@@ -77,7 +75,6 @@ __all__ = [
     "encode",
     "gpu_names",
     "histogram_of",
-    "import_locust",
     "merge",
     "new_histogram",
     "point_key",

@@ -15,18 +15,22 @@ from pathlib import Path
 from typing import Any
 
 from serve_bench.errors import UserError
-from serve_bench.stats._figures import (
+from serve_bench.stats import (
     PERCENTILE_NAMES,
     ClientView,
     Codec,
     Counts,
     Latency,
+    LoadInfo,
     Percentiles,
+    Point,
     Stability,
+    Target,
     Throughput,
+    encode,
+    new_histogram,
+    point_key,
 )
-from serve_bench.stats._histogram import encode, new_histogram
-from serve_bench.stats._point import LoadInfo, Point, Target, point_key
 
 __all__ = ["LOCUST_NOTE", "import_locust"]
 
