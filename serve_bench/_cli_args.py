@@ -35,6 +35,11 @@ FLAG_OF = {
     "slo": "--slo",
     "percentile": "--slo percentile",
     "max_ms": "--slo milliseconds",
+    "out": "--out",
+    "force": "--force",
+    "version": "--version",
+    "weights": "--weights",
+    "warmup_batch_sizes": "--warmup-batch-sizes",
 }
 
 

@@ -129,7 +129,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"serve-bench {args.command}: error: {message}", file=sys.stderr)
         return 2
     except UserError as exc:
-        print(f"serve-bench {args.command}: error: {exc}", file=sys.stderr)
+        flag = flags.FLAG_OF.get(exc.parameter or "")
+        print(f"serve-bench {args.command}: error: {exc}" + (f" ({flag})" if flag else ""), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"serve-bench {args.command}: interrupted", file=sys.stderr)

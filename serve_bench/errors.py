@@ -14,7 +14,15 @@ __all__ = ["InvalidValue", "UserError"]
 
 
 class UserError(Exception):
-    """Bad input from the user: the message names the problem and what to do."""
+    """Bad input from the user: the message names the problem and what to do.
+
+    ``parameter`` is the library parameter the problem is about, when there is one
+    (``out``, ``force``): a front end adds the name its user knows it by (the CLI: the flag).
+    """
+
+    def __init__(self, message: str, *, parameter: str | None = None) -> None:
+        super().__init__(message)
+        self.parameter = parameter
 
 
 class InvalidValue(UserError):
@@ -28,7 +36,7 @@ class InvalidValue(UserError):
         self.name = name
         self.value = value
         self.requirement = requirement
-        super().__init__(f"{name} must be {requirement}, got {_show(value)}")
+        super().__init__(f"{name} must be {requirement}, got {_show(value)}", parameter=name)
 
     def named(self, label: str) -> UserError:
         """The same refusal with the parameter called ``label`` (a flag, a spec key)."""

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from serve_bench._tf import import_tensorflow
-from serve_bench.errors import UserError
+from serve_bench.errors import InvalidValue, UserError
 from serve_bench.export._catalogue import ModelSpec, get_spec
 from serve_bench.export._config import write_models_config
 from serve_bench.export._layout import METADATA_FILE, WARMUP_FILE, list_versions
@@ -48,7 +48,9 @@ class ExportResult:
     models_config: Path
 
 
-def parse_batch_sizes(text: str, what: str = "--warmup-batch-sizes") -> tuple[int, ...]:
+def parse_batch_sizes(text: str, what: str = "warmup_batch_sizes") -> tuple[int, ...]:
+    """``"1,8,32"`` -> (1, 8, 32); InvalidValue naming ``what`` otherwise."""
+    wanted = "positive whole numbers separated by commas, e.g. 1,8,32"
     sizes: list[int] = []
     for part in text.split(","):
         part = part.strip()
@@ -59,12 +61,12 @@ def parse_batch_sizes(text: str, what: str = "--warmup-batch-sizes") -> tuple[in
         except ValueError:
             value = 0
         if value <= 0 or str(value) != part.lstrip("+"):
-            raise UserError(f"{what}: {part!r} is not a positive integer; give e.g. 1,8,32")
+            raise InvalidValue(what, text, wanted)
         sizes.append(value)
     if not sizes:
-        raise UserError(f"{what}: no batch sizes given; give e.g. 1,8,32")
+        raise InvalidValue(what, text, wanted)
     if len(sizes) > 1000:
-        raise UserError(f"{what}: at most 1000 warm-up batch sizes (TF Serving's limit)")
+        raise InvalidValue(what, f"{len(sizes)} sizes", "at most 1000 sizes (TF Serving's limit)")
     return tuple(sizes)
 
 
@@ -73,26 +75,28 @@ def _build_keras(tf: Any, spec: ModelSpec, weights: str) -> Any:
         return spec.build(tf, None)
     if weights == "imagenet":
         if not spec.has_imagenet_weights:
-            raise UserError(f"model {spec.name!r} has no ImageNet weights; use --weights random")
+            raise UserError(f"model {spec.name!r} has no ImageNet weights; use random weights", parameter="weights")
         try:
             return spec.build(tf, "imagenet")
         except Exception as exc:  # urllib/HTTP/OS errors from keras' downloader
             reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise UserError(
                 f"could not download ImageNet weights for {spec.name} ({reason}); "
-                "without network access use --weights random (timing does not depend on weight values)"
+                "without network access use random weights (timing does not depend on weight values)",
+                parameter="weights",
             ) from exc
     path = Path(weights)
     if not path.is_file():
-        raise UserError(f"--weights {weights!r}: no such file; give imagenet, random or a path to a Keras weights file")
+        raise InvalidValue("weights", weights, "imagenet, random or the path of a Keras weights file (no such file)")
     model = spec.build(tf, None)
     try:
         model.load_weights(str(path))
     except Exception as exc:
         reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UserError(
-            f"--weights {weights}: not a usable Keras weights file for {spec.name} ({reason}); "
-            "give a .weights.h5 saved from this architecture"
+            f"weights {weights}: not a usable Keras weights file for {spec.name} ({reason}); "
+            "give a .weights.h5 saved from this architecture",
+            parameter="weights",
         ) from exc
     return model
 
@@ -117,9 +121,7 @@ def _make_servable(tf: Any, spec: ModelSpec, keras_model: Any) -> Any:
                 image.set_shape([None, None, 3])
                 return tf.image.resize(tf.cast(image, tf.float32), [height, width])
 
-            images = tf.map_fn(
-                decode, image_bytes, fn_output_signature=tf.TensorSpec([height, width, 3], tf.float32)
-            )
+            images = tf.map_fn(decode, image_bytes, fn_output_signature=tf.TensorSpec([height, width, 3], tf.float32))
             return self.serve(images)
 
     return Servable()
@@ -176,7 +178,8 @@ def _check_writable(out: Path) -> None:
         probe.close()
     except OSError as exc:
         raise UserError(
-            f"cannot write to output directory {str(out)!r} ({exc.strerror or exc}); choose another with --out"
+            f"cannot write to output directory {str(out)!r} ({exc.strerror or exc}); choose another one",
+            parameter="out",
         ) from exc
 
 
@@ -191,7 +194,7 @@ def export_model(
 ) -> ExportResult:
     spec = get_spec(name)
     if version is not None and version <= 0:
-        raise UserError(f"--version must be a positive integer, got {version}")
+        raise InvalidValue("version", version, "a whole number >= 1")
     for size in warmup_batch_sizes:
         if not isinstance(size, int) or size <= 0:
             raise UserError(f"warm-up batch size {size!r} is not a positive integer")
@@ -204,7 +207,8 @@ def export_model(
     destination = model_dir / str(version)
     if destination.exists() and not force:
         raise UserError(
-            f"{destination} already exists; pass --force to replace it, or omit --version to use the next free one"
+            f"{destination} already exists; replace it (force) or leave the version out to use the next free one",
+            parameter="force",
         )
 
     tf = import_tensorflow()
