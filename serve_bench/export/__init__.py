@@ -4,7 +4,7 @@ Importing this package is cheap; TensorFlow is imported when a model is built.
 """
 
 from serve_bench.export._catalogue import CATALOGUE, ModelSpec, get_spec
-from serve_bench.export._config import models_config_text, parse_models_config, write_models_config
+from serve_bench.export._config import models_config_text, write_models_config
 from serve_bench.export._export import (
     DEFAULT_WARMUP_BATCH_SIZES,
     ExportResult,
@@ -13,7 +13,6 @@ from serve_bench.export._export import (
     model_facts,
     parse_batch_sizes,
 )
-from serve_bench.export._listing import catalogue_table, describe_export
 from serve_bench.export._layout import (
     METADATA_FILE,
     WARMUP_FILE,
@@ -22,16 +21,17 @@ from serve_bench.export._layout import (
     list_versions,
     read_metadata,
 )
+from serve_bench.export._listing import catalogue_table, describe_export
 from serve_bench.export._warmup import read_warmup_records, warmup_requests
 
 __all__ = [
     "CATALOGUE",
     "DEFAULT_WARMUP_BATCH_SIZES",
-    "ExportResult",
     "METADATA_FILE",
+    "WARMUP_FILE",
+    "ExportResult",
     "ModelFacts",
     "ModelSpec",
-    "WARMUP_FILE",
     "catalogue_table",
     "describe_export",
     "export_model",
@@ -42,7 +42,6 @@ __all__ = [
     "model_facts",
     "models_config_text",
     "parse_batch_sizes",
-    "parse_models_config",
     "read_metadata",
     "read_warmup_records",
     "warmup_requests",

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ModelSpec", "CATALOGUE", "get_spec"]
+__all__ = ["CATALOGUE", "ModelSpec", "get_spec"]
 
 
 @dataclass(frozen=True)

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 from google.protobuf import text_format
 
 from serve_bench import _protos
 from serve_bench.export._layout import list_models
 
-__all__ = ["CONTAINER_MODELS_DIR", "models_config_text", "write_models_config", "parse_models_config"]
+__all__ = ["CONTAINER_MODELS_DIR", "models_config_text", "write_models_config"]
 
 # Where docker/compose.yaml mounts exported_models/ inside the TF Serving containers.
 CONTAINER_MODELS_DIR = "/models"
@@ -40,7 +39,3 @@ def write_models_config(out: Path) -> Path:
     os.replace(tmp, path)
     return path
 
-
-def parse_models_config(text: str) -> Any:
-    """Parse as ModelServerConfig; raises text_format.ParseError with the line on bad input."""
-    return text_format.Parse(text, _protos.message("tensorflow.serving.ModelServerConfig")())

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-__all__ = ["WARMUP_FILE", "METADATA_FILE", "latest_metadata", "list_versions", "read_metadata", "list_models"]
+__all__ = ["METADATA_FILE", "WARMUP_FILE", "latest_metadata", "list_models", "list_versions", "read_metadata"]
 
 WARMUP_FILE = "tf_serving_warmup_requests"
 METADATA_FILE = "serve_bench.json"

@@ -11,7 +11,7 @@ import numpy as np
 from serve_bench import _protos
 from serve_bench.export._catalogue import ModelSpec
 
-__all__ = ["warmup_requests", "write_warmup_records", "read_warmup_records"]
+__all__ = ["read_warmup_records", "warmup_requests", "write_warmup_records"]
 
 DT_FLOAT = 1
 
