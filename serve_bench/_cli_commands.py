@@ -169,8 +169,14 @@ def sweep(args: argparse.Namespace) -> int:
         )
     for name, why in outcome.failed_targets.items():
         console.print(f"[red]target {name} stopped answering[/red]: {why}; its remaining points were skipped")
+    unusable = [p for p in outcome.measured if p.needs_remeasure]
+    if unusable:
+        console.print(
+            f"[red]{len(unusable)} points measured nothing usable[/red] (no successes or cut off, e.g. "
+            f"{unusable[0].key}); `--resume --run-dir {run_dir}` measures them again"
+        )
     console.print(f"{len(outcome.measured)} points measured -> {run_dir / 'points.jsonl'}")
-    return 1 if outcome.failed_targets else 0
+    return 1 if outcome.failed_targets or unusable else 0
 
 
 def report(args: argparse.Namespace) -> int:
@@ -195,8 +201,8 @@ def compare(args: argparse.Namespace) -> int:
 
 
 def import_locust(args: argparse.Namespace) -> int:
-    from serve_bench.stats import ResultsWriter, collect_run_metadata
     from serve_bench.load import import_locust as read_locust
+    from serve_bench.stats import ResultsWriter, collect_run_metadata
 
     points = read_locust(
         args.prefix,
