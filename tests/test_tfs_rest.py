@@ -257,3 +257,22 @@ def test_nesting_past_the_parsers_limit_is_a_parse_error(server):
     body = b'{"instances": ' + b"[" * 1100 + b"1" + b"]" * 1100 + b"}"
     code, answer = _predict(server, body)
     assert code == 400 and answer["error"].startswith("JSON Parse error: ")
+
+
+def test_long_number_runs_follow_the_same_rules(server, reference):
+    """Bodies whose arrays are long runs of numbers (>= 64 KiB, parsed by numpy slices rather
+    than as Python objects) answer exactly as util/json_tensor.cc:392-434 FillTensorProto
+    would: the same values, and for a ragged array the same message."""
+    images = np.random.default_rng(9).uniform(0, 255, size=(3, 64, 64, 3)).astype(np.float32)
+    body = json.dumps({"instances": images.tolist()}).encode()
+    assert len(body) > 3 * 64 * 1024
+    code, answer = _predict(server, body)
+    assert code == 200
+    np.testing.assert_allclose(np.asarray(answer["predictions"], np.float32), reference(images), rtol=1e-5, atol=1e-5)
+    ragged = images.tolist()
+    ragged[1] = ragged[1][:63]
+    code, answer = _predict(server, json.dumps({"inputs": ragged}).encode())
+    assert (code, answer) == (400, {"error": "Encountered list at unexpected size: 63 at level: 1 expected size: 64"})
+    bad = body.replace(b"]]]", b"]]],[[[1.5.5]]]", 1)  # a malformed number inside a long run
+    code, answer = _predict(server, bad)
+    assert code == 400 and answer["error"].startswith("JSON Parse error")
