@@ -44,4 +44,5 @@ def import_tensorflow() -> ModuleType:
             tf.config.list_physical_devices()  # device discovery logs cuInit failures
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError("TensorFlow is needed here: pip install 'tensorflow==2.21.0'") from exc
-    return tf
+    module: ModuleType = tf  # TensorFlow ships no type information: its module is Any to mypy
+    return module

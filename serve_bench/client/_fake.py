@@ -50,7 +50,8 @@ class FakeTransport:
             self.in_flight -= 1
 
     def decode(self, raw: Any) -> dict[str, np.ndarray]:
-        return raw
+        outputs: dict[str, np.ndarray] = raw  # the handler's answer, already arrays
+        return outputs
 
     async def metadata(self, timeout: float | None) -> dict[str, SignatureInfo]:
         return self.signatures

@@ -122,7 +122,8 @@ def _make_servable(tf: Any, spec: ModelSpec, keras_model: Any) -> Any:
                 return tf.image.resize(tf.cast(image, tf.float32), [height, width])
 
             images = tf.map_fn(decode, image_bytes, fn_output_signature=tf.TensorSpec([height, width, 3], tf.float32))
-            return self.serve(images)
+            outputs: dict[str, Any] = self.serve(images)  # tf.function: untyped
+            return outputs
 
     return Servable()
 

@@ -43,9 +43,10 @@ def read_metadata(version_dir: Path) -> dict[str, Any] | None:
     """The facts written at export (parameters, FLOPs, weights source), or None."""
     path = version_dir / "assets.extra" / METADATA_FILE
     try:
-        return json.loads(path.read_text())
+        facts: dict[str, Any] = json.loads(path.read_text())
     except (OSError, ValueError):
         return None
+    return facts
 
 
 def latest_metadata(models_dir: Path, model: str) -> dict[str, Any] | None:
