@@ -376,3 +376,10 @@ def test_bench_exits_1_when_no_request_succeeded(tmp_path, capsys):
     assert "no request succeeded" in err and "NOT_FOUND" in err
     (point,) = read_points(tmp_path / "b")  # the failed point is kept, flagged
     assert point.counts.ok == 0 and "no successes" in point.flags()
+
+
+def test_sweeps_run_until_stable_with_a_cap_unless_told_not_to():
+    """Issue 11: until_stable with a time cap is the sweep default; a spec can still turn it off."""
+    default = parse_spec(_TARGET).settings
+    assert default.until_stable and default.max_duration_s > default.min_duration_s
+    assert not parse_spec(_TARGET + "[durations]\nuntil_stable = false\n").settings.until_stable
