@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from serve_bench.errors import UserError
-from serve_bench.export._layout import latest_metadata
+from serve_bench.export import latest_metadata
 from serve_bench.report._analysis import Analysis, analyze_run
 from serve_bench.stats import Point, Slo, read_points, read_run
 
