@@ -22,6 +22,7 @@ from serve_bench.report._build import (
     load_run_metadata,
 )
 from serve_bench.report._cells import Cell, Estimate, cells_of, ratio
+from serve_bench.report._decision import Decision, DecisionRow, decide
 from serve_bench.report._tables import CSV_COLUMNS, print_comparison, print_summary, write_summary_csv
 
 __all__ = [
@@ -29,6 +30,8 @@ __all__ = [
     "Analysis",
     "Cell",
     "Comparison",
+    "Decision",
+    "DecisionRow",
     "DeviceRatio",
     "Estimate",
     "Gain",
@@ -39,6 +42,7 @@ __all__ = [
     "build_report",
     "cells_of",
     "compare_runs",
+    "decide",
     "find_model_facts",
     "fit_latency_model",
     "format_ratio",

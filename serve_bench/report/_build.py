@@ -9,6 +9,7 @@ from typing import Any
 from serve_bench.errors import UserError
 from serve_bench.export import latest_metadata
 from serve_bench.report._analysis import Analysis, analyze_run
+from serve_bench.report._decision import cost_energy_ratios
 from serve_bench.stats import Point, Slo, read_points, read_run
 
 __all__ = ["Comparison", "ReportOutput", "build_report", "compare_runs", "find_model_facts", "load_run_metadata"]
@@ -138,6 +139,7 @@ def compare_runs(run_a: Path, run_b: Path, *, allow_mismatch: bool = False) -> C
                     "b": b,
                     "items_ratio": ib / ia if ia else None,
                     "p99_ratio": b.latency.p99 / a.latency.p99 if a.latency.p99 else None,
+                    **cost_energy_ratios(a, b),
                 }
             )
     for key, b_group in b_index.items():

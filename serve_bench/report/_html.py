@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from serve_bench.report._analysis import Analysis, format_ratio
+from serve_bench.report._decision import decide, decision_html
 from serve_bench.report._tables import CELL_COLUMNS, cell_rows, model_line
 from serve_bench.stats import Point
 
@@ -79,6 +80,7 @@ def write_html(
     )
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>{_e(title)}</title><style>{_STYLE}</style></head>
 <body><h1>{_e(title)}</h1>
+{decision_html(decide(analysis, points))}
 <div class="verdict"><h2>Verdict</h2><ul>{verdict}</ul></div>{weights_note}
 <p>Each verdict line names the points (target, batch size, load) its numbers come from; they are rows below.
 Ranges in brackets are 95% confidence intervals of one point, or the range of its repeats.</p>

@@ -9,6 +9,7 @@ from typing import Any
 
 from serve_bench.report._analysis import Analysis, TargetAnalysis, format_ratio
 from serve_bench.report._cells import Cell
+from serve_bench.report._decision import COST_ENERGY_COLUMNS, cost_energy_cells, decide, decision_text
 from serve_bench.stats import Point
 
 __all__ = ["CSV_COLUMNS", "model_line", "print_comparison", "print_summary", "write_summary_csv"]
@@ -22,6 +23,7 @@ CSV_COLUMNS = [
     # serve-bench's own: the 95% intervals, the repeat, and every flag
     "Inferences/Second Low", "Inferences/Second High", "p50 latency Low", "p50 latency High", "p99 latency Low",
     "p99 latency High", "Repeat", "Flags",
+    *COST_ENERGY_COLUMNS,  # issue 13: price per hour -> cost per million images; telemetry -> joules per image
 ]  # fmt: skip
 
 
@@ -49,7 +51,7 @@ def _row(point: Point) -> list[str]:
         _cell(items_ci.low if items_ci else None, 2), _cell(items_ci.high if items_ci else None, 2),
         _cell(p50_ci.low if p50_ci else None, 0), _cell(p50_ci.high if p50_ci else None, 0),
         _cell(p99_ci.low if p99_ci else None, 0), _cell(p99_ci.high if p99_ci else None, 0),
-        str(point.repeat), "; ".join(point.flags()),
+        str(point.repeat), "; ".join(point.flags()), *cost_energy_cells(point),
     ]  # fmt: skip
 
 
@@ -135,6 +137,7 @@ def print_summary(analysis: Analysis, console: Any | None = None) -> None:
     from rich.table import Table
 
     out = console if console is not None else Console()
+    decision_text(decide(analysis), out)  # the deployer's answer first (issue 13)
     for target in analysis.targets:
         table = Table(title=f"{target.name} — {target.device}, {target.protocol}, {target.server_kind}")
         for column in CELL_COLUMNS:
@@ -183,6 +186,8 @@ def print_comparison(result: Any, title: str, console: Any | None = None) -> Non
         "A p99 ms",
         "B p99 ms",
         "B/A p99",
+        "B/A cost/image",
+        "B/A J/image",
     ):
         table.add_column(column, justify="right")
     for row in result.rows:
@@ -197,6 +202,8 @@ def print_comparison(result: Any, title: str, console: Any | None = None) -> Non
             f"{a.latency.p99 / 1000:.1f}",
             f"{b.latency.p99 / 1000:.1f}",
             format_ratio(row["p99_ratio"]),
+            format_ratio(row.get("cost_ratio")),
+            format_ratio(row.get("joules_ratio")),
         )
     out.print(table)
     for difference in result.differences:

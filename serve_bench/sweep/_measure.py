@@ -14,6 +14,7 @@ import asyncio
 import datetime as _dt
 from dataclasses import dataclass, replace
 from typing import Any
+from urllib.parse import urlsplit
 
 from serve_bench.client import Client, connect
 from serve_bench.load import (
@@ -29,16 +30,54 @@ from serve_bench.load import (
     run_open_loop,
     signature_for_payload,
 )
-from serve_bench.metrics import GpuSampler, ProcessCpu, breakdown, default_metrics_url, scrape
+from serve_bench.metrics import TelemetrySession, breakdown, default_metrics_url, scrape
 from serve_bench.stats import LoadInfo, Point, ServerView, Target, point_key
 from serve_bench.sweep._checks import check_batch_size, check_load, check_settings
 
-__all__ = ["PointPlan", "measure", "measure_async", "measure_point", "metrics_url_of", "server_kind"]
+__all__ = [
+    "PointPlan",
+    "measure",
+    "measure_async",
+    "measure_idle_power",
+    "measure_point",
+    "metrics_url_of",
+    "open_telemetry",
+    "server_kind",
+]
+
+_LOOPBACK = ("localhost", "127.0.0.1", "::1")
+IDLE_S = 2.0  # idle power is measured over this long, once per target, before its first point
 
 
 def metrics_url_of(target: Target) -> str:
     """The target's metrics endpoint: as given, or TF Serving's default for its URL ("" means none)."""
     return default_metrics_url(target.url) if target.metrics_url is None else target.metrics_url
+
+
+def open_telemetry(target: Target) -> TelemetrySession | None:
+    """The energy/utilisation telemetry of ``target``, None when there is none to read.
+
+    Its ``telemetry`` endpoints (dcgm-exporter, node exporter) when the spec lists them;
+    else, for a server on this host, this host's RAPL and (device "gpu") NVML counters;
+    the local server's process CPU when its pid is known. Never both an endpoint and the
+    local counters: a node exporter on this host reads the same RAPL counters (counted twice).
+    """
+    local = urlsplit(target.url).hostname in _LOOPBACK
+    if not (target.telemetry or local or target.pid):
+        return None
+    use_local = local and not target.telemetry
+    return TelemetrySession(
+        target.telemetry,
+        local_nvml=use_local and target.device == "gpu",
+        local_rapl=use_local,
+        server_pid=target.pid,
+    )
+
+
+async def measure_idle_power(session: TelemetrySession, target: Target) -> None:
+    """Idle power before the target's first point, when it has a counter to read (kept in the session)."""
+    if target.telemetry or (await asyncio.to_thread(session.read)).counters:
+        await asyncio.to_thread(session.measure_idle, IDLE_S)
 
 
 @dataclass(frozen=True)
@@ -111,8 +150,16 @@ async def _generate(
     return await run_open_loop(client, prepared, rate, offsets, settings)
 
 
-async def measure_point(client: Client, plan: PointPlan, settings: PointSettings) -> Point:
-    """Run one point against an open client (processes > 1 opens its own connections)."""
+async def measure_point(
+    client: Client, plan: PointPlan, settings: PointSettings, telemetry: TelemetrySession | None = None
+) -> Point:
+    """Run one point against an open client (processes > 1 opens its own connections).
+
+    ``telemetry``: the target's session (sweeps keep one per target, its idle power measured
+    once); None opens one for this point only (``open_telemetry``, no idle figure).
+    Its EnergyView goes into ``Point.energy``; a telemetry endpoint that is down is a note
+    there ("telemetry unavailable: URL"), never a failed point.
+    """
     check_batch_size(plan.batch_size)
     check_load(plan.load)
     check_settings(settings)
@@ -123,19 +170,18 @@ async def measure_point(client: Client, plan: PointPlan, settings: PointSettings
     )
     metrics_url = metrics_url_of(target)
     before, why = (await scrape(metrics_url, plan.model)) if metrics_url else (None, "no metrics endpoint configured")
-    cpu = ProcessCpu(target.pid) if target.pid else None
-    gpu = GpuSampler()
-    if cpu:
-        cpu.start()
-    gpu.start()
+    session = telemetry if telemetry is not None else open_telemetry(target)
+    if session is not None:
+        await session.astart()
     started_at = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
-    run = await _generate(client, plan, settings, prepared, image_size)
-    telemetry: dict[str, Any] = {}
-    if cpu:
-        telemetry.update(cpu.stop())
-    telemetry.update(gpu.stop())
+    try:
+        run = await _generate(client, plan, settings, prepared, image_size)
+    finally:
+        energy = await session.astop() if session is not None else None
+        if session is not None and telemetry is None:
+            session.close()
     server: ServerView | None = None
-    notes = [f"{name} {value}" for name, value in telemetry.items()]  # until the energy/telemetry record lands
+    notes: list[str] = []
     if before is not None:
         after, why = await scrape(metrics_url, plan.model)
         if after is not None:
@@ -154,6 +200,7 @@ async def measure_point(client: Client, plan: PointPlan, settings: PointSettings
         batch_size=plan.batch_size,
         load=plan.load,
         server=server,
+        energy=energy,
         repeat=plan.repeat,
         key=plan.key,
         started_at=started_at,

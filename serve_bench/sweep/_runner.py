@@ -19,8 +19,9 @@ from serve_bench.client import Client, ServeBenchError, connect
 from serve_bench.errors import UserError
 from serve_bench.export import list_versions, read_metadata
 from serve_bench.load import signature_for_payload
-from serve_bench.stats import LoadInfo, Point, ResultsWriter, collect_run_metadata, read_points
-from serve_bench.sweep._measure import PointPlan, measure_point
+from serve_bench.metrics import TelemetrySession
+from serve_bench.stats import LoadInfo, Point, ResultsWriter, Target, collect_run_metadata, read_points
+from serve_bench.sweep._measure import PointPlan, measure_idle_power, measure_point, open_telemetry
 from serve_bench.sweep._spec import SweepSpec
 
 __all__ = ["OnPoint", "SweepOutcome", "latest_run_dir", "new_run_dir", "plan_points", "run_sweep"]
@@ -119,6 +120,16 @@ class _Sweep:
         self.writer = writer
         self.previous = previous
         self.outcome = outcome
+        self.telemetry: dict[str, TelemetrySession | None] = {}  # per target, opened at its first point
+
+    async def session(self, target: Target) -> TelemetrySession | None:
+        """The target's telemetry session; its idle power is measured before the target's first point."""
+        if target.name not in self.telemetry:
+            session = open_telemetry(target)
+            if session is not None:
+                await measure_idle_power(session, target)
+            self.telemetry[target.name] = session
+        return self.telemetry[target.name]
 
     def usable(self, key: str) -> Point | None:
         """The run's current measurement of ``key`` when it says something about the server."""
@@ -126,7 +137,8 @@ class _Sweep:
         return point if point is not None and not point.needs_remeasure else None
 
     async def measure(self, plan: PointPlan, *notes: str) -> Point:
-        point = await measure_point(self.clients[(plan.target.name, plan.signature)], plan, self.spec.settings)
+        client = self.clients[(plan.target.name, plan.signature)]
+        point = await measure_point(client, plan, self.spec.settings, await self.session(plan.target))
         old = self.previous.get(plan.key)
         if old is not None:  # unusable earlier measurement: this one replaces it
             point = point.superseding(old)
@@ -207,6 +219,9 @@ async def run_sweep(
         raise
     finally:
         writer.close()
+        for session in sweep.telemetry.values():
+            if session is not None:
+                session.close()
         for client in clients.values():
             try:
                 await asyncio.shield(client.aclose())

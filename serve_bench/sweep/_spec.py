@@ -19,10 +19,13 @@
     max_ms = 100
     search = true                 # open loop: bisect for the highest rate meeting the SLO
     search_steps = 4
+    currency = "USD"              # the unit of every price_per_hour (named once)
     [[targets]]
     name = "cpu"
     url = "grpc://localhost:8500"
     device = "cpu"
+    price_per_hour = 0.68         # optional: cost per million images in the report
+    telemetry = ["http://localhost:9100/metrics"]   # optional: energy counters (node exporter, dcgm-exporter)
 
 Every key is checked: an unknown or mistyped key is an error naming it and where; every
 number goes through the same checks as the CLI's flags (sweep/_checks.py).
@@ -30,6 +33,8 @@ number goes through the same checks as the CLI's flags (sweep/_checks.py).
 
 from __future__ import annotations
 
+import math
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +42,7 @@ from typing import Any
 
 from serve_bench.errors import InvalidValue, UserError
 from serve_bench.load import PAYLOADS, PointSettings
+from serve_bench.metrics import check_endpoint
 from serve_bench.stats import PERCENTILE_NAMES, LoadInfo, Slo, Target
 from serve_bench.sweep._checks import check_load, check_settings, positive_int
 from serve_bench.sweep._toml import check_keys, checked, typed, typed_list
@@ -104,6 +110,7 @@ _TOP = {
     "durations": dict,
     "slo": dict,
     "targets": list,
+    "currency": str,
 }
 _LOAD = {"concurrency": list, "rates": list, "arrival": str, "processes": int, "server_batching_concurrency": list}
 _DURATIONS = {
@@ -119,13 +126,55 @@ _DURATIONS = {
     "drain_s": (int, float),
 }
 _SLO = {"percentile": str, "max_ms": (int, float), "search": bool, "search_steps": int}
-_TARGET = {"name": str, "url": str, "device": str, "metrics": str, "server": str, "pid": int}
+_TARGET = {
+    "name": str,
+    "url": str,
+    "device": str,
+    "metrics": str,
+    "server": str,
+    "pid": int,
+    "price_per_hour": (int, float),
+    "telemetry": list,
+    "currency": str,  # refused with its own message: the currency is named once, at the top level
+}
+
+
+def _duplicate_currency(text: str, source: str) -> None:
+    """tomllib refuses a key given twice with a message about "overwriting"; say which key and what to do."""
+    if len(re.findall(r"(?m)^\s*currency\s*=", text)) > 1:
+        raise UserError(f"{source}: currency is given twice; name it once, at the top level")
+
+
+def target_pricing(raw: dict[str, Any], where: str, source: str, currency: str) -> tuple[float | None, str]:
+    """(price_per_hour, currency) of one target table: a finite number >= 0, and the spec's one currency."""
+    if "currency" in raw:
+        raise UserError(f"{source}: {where}.currency: the currency is named once, at the top level (currency = ...)")
+    if "price_per_hour" not in raw:
+        return None, ""
+    price = typed(raw["price_per_hour"], (int, float), f"{where}.price_per_hour", source)
+    if not math.isfinite(price) or price < 0:
+        raise UserError(f"{source}: {where}.price_per_hour must be a finite number >= 0, got {price!r}")
+    if not currency:
+        raise UserError(
+            f"{source}: {where}.price_per_hour needs the currency it is in: "
+            'add currency = "USD" (or another) at the top level'
+        )
+    return float(price), currency
+
+
+def target_telemetry(raw: dict[str, Any], where: str, source: str) -> tuple[str, ...]:
+    """The target's telemetry endpoints (http(s) URLs of Prometheus pages)."""
+    urls = typed_list(raw.get("telemetry", []), str, f"{where}.telemetry", source, positive=False)
+    for i, url in enumerate(urls):
+        checked(check_endpoint, url, where=f"{where}.telemetry[{i}]", source=source)
+    return urls
 
 
 def parse_spec(text: str, source: str = "spec") -> SweepSpec:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
+        _duplicate_currency(text, source)
         raise UserError(f"{source} is not valid TOML: {exc}") from None
     check_keys(data, _TOP, "the top level", source)
     for key, kind in _TOP.items():
@@ -211,6 +260,7 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
         if values["name"] in names:
             raise UserError(f"{source}: two targets are named {values['name']!r}")
         names.add(values["name"])
+        price, currency = target_pricing(raw, where, source, data.get("currency", ""))
         targets.append(
             Target(
                 values["name"],
@@ -219,6 +269,9 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
                 values.get("metrics"),
                 values.get("server", ""),
                 values.get("pid"),
+                price_per_hour=price,
+                currency=currency,
+                telemetry=target_telemetry(raw, where, source),
             )
         )
 

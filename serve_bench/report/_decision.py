@@ -1,0 +1,580 @@
+"""The deployer's decision: per device, the best configuration under the SLO, what it costs and what it burns.
+
+One row per device (``cpu``, ``gpu``, …): its best cell under the SLO (the best measured
+when no SLO was given), images/s, p99, cost per million images, joules per image, and
+mean watts beside idle watts; then GPU/CPU ratios of each figure, and a three-sentence
+verdict on cost, energy and latency saying how much batching contributed to each
+(the device's best cell over its batch-1 baseline, both named).
+
+Every figure carries its uncertainty (an ``Estimate``) or says why it is missing:
+cost needs ``price_per_hour`` on the target ("no price given"); energy needs a
+telemetry source that measured it ("not measured: …", with the telemetry's own reason).
+
+    cost per million images = price_per_hour / 3600 / images_per_s × 1e6
+    joules per image        = mean watts over the point / images_per_s (EnergyView.joules_per_item)
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from serve_bench.report._analysis import Analysis, TargetAnalysis, format_ratio
+from serve_bench.report._cells import Cell, Estimate, ratio
+from serve_bench.stats import NOT_MEASURED, Point, Slo
+
+__all__ = [
+    "COST_ENERGY_COLUMNS",
+    "NO_PRICE",
+    "Batching",
+    "Decision",
+    "DecisionRow",
+    "Ratios",
+    "cost_energy_cells",
+    "cost_energy_ratios",
+    "cost_estimate",
+    "cost_per_million",
+    "decide",
+    "decision_html",
+    "decision_text",
+    "energy_ratio_text",
+    "format_figure",
+    "joules_estimate",
+    "table_rows",
+]
+
+NO_PRICE = "no price given"
+_NO_TELEMETRY = "no telemetry was asked for"
+_DEVICE_ORDER = {"gpu": 0, "cpu": 1}
+
+# summary.csv columns, one row per point (cost_energy_cells)
+COST_ENERGY_COLUMNS = ["Cost per Million Images", "Currency", "Joules per Image", "Avg Watts", "Idle Watts"]
+
+
+def cost_per_million(price_per_hour: float, items_per_s: float) -> float | None:
+    """What a million images cost at ``items_per_s`` on a machine priced ``price_per_hour`` (None at 0 images/s)."""
+    if not items_per_s > 0:
+        return None
+    return price_per_hour / 3600.0 / items_per_s * 1e6
+
+
+def cost_estimate(price_per_hour: float, items_per_s: Estimate) -> Estimate | None:
+    """Cost per million images with the range that the images/s range implies (the price is exact)."""
+    value = cost_per_million(price_per_hour, items_per_s.value)
+    if value is None:
+        return None
+    low = cost_per_million(price_per_hour, items_per_s.high) if items_per_s.high is not None else None
+    high = cost_per_million(price_per_hour, items_per_s.low) if items_per_s.low is not None else None
+    if low is None or high is None:
+        return Estimate(value)
+    return Estimate(value, low, high, items_per_s.basis)
+
+
+def _energy_why(point: Point) -> str:
+    """Why a point has no joules per image, in the telemetry's own words."""
+    if point.energy is None:
+        return _NO_TELEMETRY
+    notes = [n for n in point.energy.notes if n.startswith(NOT_MEASURED)] or list(point.energy.notes)
+    return notes[0] if notes else NOT_MEASURED
+
+
+def joules_estimate(cell: Cell) -> tuple[Estimate | None, str]:
+    """(joules per image, why not) of a cell.
+
+    One measurement: mean watts / images/s, its range from the images/s interval (the
+    energy counter's difference is exact to its resolution). Repeats: the median and
+    the range of the repeats' own joules per image. (None, reason) when not measured.
+    """
+    values = []
+    for point in cell.points:
+        value = point.energy.joules_per_item(point.items_per_s) if point.energy is not None else None
+        if value is None:
+            return None, _energy_why(point)
+        values.append(value)
+    if len(values) > 1:
+        ordered = sorted(values)
+        mid = len(ordered) // 2
+        median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+        return Estimate(median, ordered[0], ordered[-1], f"range of {len(values)} repeats"), ""
+    point = cell.points[0]
+    assert point.energy is not None
+    watts = point.energy.watts()
+    assert watts is not None
+    items = cell.items_per_s
+    if items.low is not None and items.high is not None and items.low > 0:
+        return Estimate(values[0], watts / items.high, watts / items.low, items.basis), ""
+    return Estimate(values[0]), ""
+
+
+def _scope(point: Point) -> str:
+    """Which devices' energy the joules count: "GPU+CPU", "GPU" or "CPU"."""
+    energy = point.energy
+    if energy is None:
+        return ""
+    parts = [d.upper() for d in ("gpu", "cpu") if getattr(energy, f"{d}_watts_mean") is not None]
+    return "+".join(parts)
+
+
+@dataclass(frozen=True)
+class Batching:
+    """What batching did on one device: its best cell over its batch-1 baseline (ratios best / baseline)."""
+
+    best: Cell
+    baseline: Cell
+    items: Estimate  # images/s: > 1 means batching helped
+    cost: Estimate | None  # cost per image: 1 / items (the price is the same)
+    joules: Estimate | None  # joules per image
+    p99: Estimate  # p99 latency: > 1 means batching made it slower
+
+    @property
+    def same(self) -> bool:
+        return self.best is self.baseline
+
+
+@dataclass(frozen=True)
+class DecisionRow:
+    """One device's best configuration and its figures (None with a reason where not known)."""
+
+    device: str
+    target: TargetAnalysis | None
+    cell: Cell | None
+    why_none: str  # when cell is None: e.g. "no point meets p99 ≤ 100 ms"
+    items_per_s: Estimate | None
+    p99_us: Estimate | None
+    price_per_hour: float | None
+    currency: str
+    cost_per_million: Estimate | None
+    joules_per_image: Estimate | None
+    energy_why: str  # why joules_per_image is None
+    energy_scope: str  # "GPU+CPU", "GPU", "CPU"
+    watts: float | None
+    idle_watts: float | None
+    batching: Batching | None
+
+    @property
+    def configuration(self) -> str:
+        if self.cell is None:
+            return self.why_none
+        point = self.cell.point
+        text = f"{self.cell.label} ({point.load.describe()}, batch {point.batch_size}, {point.target.protocol})"
+        if point.server_config:
+            text += " " + ", ".join(f"{k}={v}" for k, v in point.server_config)
+        return text
+
+    def cost_text(self) -> str:
+        if self.cell is None:
+            return ""
+        if self.cost_per_million is None:
+            return NO_PRICE if self.price_per_hour is None else "not measured (no images/s)"
+        return _with_range(self.cost_per_million, f" {self.currency}".rstrip())
+
+    def joules_text(self) -> str:
+        if self.cell is None:
+            return ""
+        if self.joules_per_image is None:
+            why = self.energy_why
+            return why if why.startswith(NOT_MEASURED) else f"not measured: {why}"
+        return _with_range(self.joules_per_image, " J") + f" ({self.energy_scope})"
+
+    def watts_text(self) -> str:
+        if self.watts is None:
+            return "not measured" if self.cell is not None else ""
+        idle = f" (idle {format_figure(self.idle_watts)} W)" if self.idle_watts is not None else " (idle not measured)"
+        return f"{format_figure(self.watts)} W{idle}"
+
+
+@dataclass(frozen=True)
+class Ratios:
+    """GPU over CPU for each figure of the decision table (None: one side not known)."""
+
+    gpu: DecisionRow
+    cpu: DecisionRow
+    items: Estimate | None
+    p99: Estimate | None
+    cost: Estimate | None
+    cost_why: str
+    joules: Estimate | None
+    joules_why: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    rows: tuple[DecisionRow, ...]
+    ratios: Ratios | None
+    verdict: tuple[str, ...]
+    notes: tuple[str, ...]  # telemetry notes (unavailable endpoints, counter wraps/resets), with the points
+    slo: Slo | None
+
+
+def format_figure(value: float) -> str:
+    """Three significant figures, without exponent for the usual range (0.00123 … 123456)."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    digits = max(0, 2 - math.floor(math.log10(abs(value))))
+    return f"{value:.{digits}f}"
+
+
+def _with_range(estimate: Estimate, unit: str) -> str:
+    text = f"{format_figure(estimate.value)}{unit}"
+    if estimate.low is not None and estimate.high is not None:
+        text += f" [{format_figure(estimate.low)}–{format_figure(estimate.high)}]"
+    return text
+
+
+def _ratio_text(estimate: Estimate | None, why: str = "not measured") -> str:
+    if estimate is None:
+        return why
+    text = format_ratio(estimate.value)
+    if estimate.low is not None and estimate.high is not None:
+        text += f" [{format_ratio(estimate.low)}–{format_ratio(estimate.high)}]"
+    return text
+
+
+def energy_ratio_text(estimate: Estimate | None, why: str) -> str:
+    return _ratio_text(estimate, why)
+
+
+def _pick(targets: list[TargetAnalysis], slo: Slo | None) -> tuple[TargetAnalysis | None, Cell | None]:
+    """The device's best cell under the SLO (or the best measured without one), over all its targets."""
+    best: tuple[TargetAnalysis | None, Cell | None] = (None, None)
+    for target in targets:
+        cell = target.best_under_slo if slo is not None else target.best
+        if cell is not None and (best[1] is None or cell.items_per_s.value > best[1].items_per_s.value):
+            best = (target, cell)
+    return best
+
+
+def _row(device: str, targets: list[TargetAnalysis], slo: Slo | None) -> DecisionRow:
+    target, cell = _pick(targets, slo)
+    if target is None or cell is None:
+        why = f"no point meets {slo.label()}" if slo is not None else "no usable point"
+        return DecisionRow(device, None, None, why, None, None, None, "", None, None, "", "", None, None, None)
+    point = cell.point
+    price, currency = point.target.price_per_hour, point.target.currency
+    cost = cost_estimate(price, cell.items_per_s) if price is not None else None
+    joules, why = joules_estimate(cell)
+    energy = point.energy
+    watts = energy.watts() if energy is not None else None
+    idle = _idle(point)
+    baseline = target.baseline
+    batching = None
+    if baseline is not None and baseline.items_per_s.value > 0:
+        base_joules, _ = joules_estimate(baseline)
+        items = ratio(cell.items_per_s, baseline.items_per_s)
+        batching = Batching(
+            cell,
+            baseline,
+            items,
+            ratio(baseline.items_per_s, cell.items_per_s) if price is not None else None,
+            ratio(joules, base_joules) if joules is not None and base_joules is not None else None,
+            ratio(cell.p99_us, baseline.p99_us),
+        )
+    return DecisionRow(
+        device,
+        target,
+        cell,
+        "",
+        cell.items_per_s,
+        cell.p99_us,
+        price,
+        currency,
+        cost,
+        joules,
+        why,
+        _scope(point),
+        watts,
+        idle,
+        batching,
+    )
+
+
+def _idle(point: Point) -> float | None:
+    """Idle watts of the devices whose watts the point measured (None when any idle figure is missing)."""
+    energy = point.energy
+    if energy is None or energy.watts() is None:
+        return None
+    total = energy.watts()
+    above = energy.watts(above_idle=True)
+    return None if total is None or above is None else total - above
+
+
+def _ratios(gpu: DecisionRow, cpu: DecisionRow) -> Ratios:
+    items = p99 = cost = joules = None
+    cost_why = joules_why = ""
+    if gpu.items_per_s is not None and cpu.items_per_s is not None:
+        items = ratio(gpu.items_per_s, cpu.items_per_s)
+    if gpu.p99_us is not None and cpu.p99_us is not None:
+        p99 = ratio(gpu.p99_us, cpu.p99_us)
+    if gpu.cost_per_million is not None and cpu.cost_per_million is not None:
+        if gpu.currency == cpu.currency:
+            cost = ratio(gpu.cost_per_million, cpu.cost_per_million)
+        else:
+            cost_why = f"prices in different currencies ({gpu.currency or '?'} and {cpu.currency or '?'})"
+    else:
+        unpriced = [r.device for r in (gpu, cpu) if r.cost_per_million is None]
+        cost_why = f"{NO_PRICE} for {' and '.join(unpriced)}"
+    if gpu.joules_per_image is not None and cpu.joules_per_image is not None:
+        joules = ratio(gpu.joules_per_image, cpu.joules_per_image)
+    else:
+        joules_why = "not measured"
+    return Ratios(gpu, cpu, items, p99, cost, cost_why, joules, joules_why)
+
+
+def _clear(estimate: Estimate) -> str:
+    """ "lower"/"higher" when the ratio's whole range lies on one side of 1, else "" (no clear winner)."""
+    low = estimate.low if estimate.low is not None else estimate.value
+    high = estimate.high if estimate.high is not None else estimate.value
+    if high < 1:
+        return "lower"
+    if low > 1:
+        return "higher"
+    return ""
+
+
+def _batching_phrase(rows: Iterable[DecisionRow], figure: str) -> str:
+    """``batching cut it 6.10× on gpu (gpu b32 c1 vs gpu b1 c1)`` for each row that has the figure."""
+    parts = []
+    for row in rows:
+        b = row.batching
+        if b is None:
+            continue
+        if b.same:
+            parts.append(f"batching did not help on {row.device} (its best is its batch-1 baseline {b.baseline.label})")
+            continue
+        est = {"cost": b.cost, "joules": b.joules, "p99": b.p99}[figure]
+        if est is None:
+            continue
+        factor = est.value
+        if figure == "p99":
+            verb = "raised" if factor >= 1 else "cut"
+            size = factor if factor >= 1 else 1 / factor
+            parts.append(
+                f"batching {verb} {row.device}'s p99 {format_ratio(size)} "
+                f"({format_figure(b.baseline.p99_us.value / 1000)} → {format_figure(b.best.p99_us.value / 1000)} ms, "
+                f"{b.best.label} vs {b.baseline.label})"
+            )
+        else:
+            verb = "cut" if factor <= 1 else "raised"
+            size = 1 / factor if factor <= 1 and factor > 0 else factor
+            parts.append(
+                f"batching {verb} it {format_ratio(size)} on {row.device} ({b.best.label} vs {b.baseline.label})"
+            )
+    return "; ".join(parts)
+
+
+def _sentence(subject: str, winner: str, detail: str, batching: str) -> str:
+    text = f"{subject}: {winner} ({detail})"
+    return text + (f"; {batching}." if batching else ".")
+
+
+def _verdict(rows: tuple[DecisionRow, ...], ratios: Ratios | None, slo: Slo | None) -> tuple[str, ...]:
+    measured = [r for r in rows if r.cell is not None]
+    if not measured:
+        return (f"No device has a usable point{f' within {slo.label()}' if slo else ''}: nothing to decide.",)
+    if ratios is None:
+        row = measured[0]
+        others = ", ".join(r.device for r in rows if r.cell is None)
+        missing = f"no usable point on {others}" if others else "only one device in this run"
+        return (
+            f"Only {row.device} can be judged ({missing}): {row.cost_text()} per million images, "
+            f"{row.joules_text()} per image, p99 {format_figure((row.p99_us or Estimate(0)).value / 1000)} ms.",
+        )
+    gpu, cpu = ratios.gpu, ratios.cpu
+    lines = []
+    if ratios.cost is not None:
+        side = _clear(ratios.cost)
+        winner = {"lower": "GPU is cheaper", "higher": "CPU is cheaper"}.get(side, "no clear winner within the ranges")
+        detail = f"{gpu.cost_text()} vs {cpu.cost_text()} per million images, GPU/CPU {_ratio_text(ratios.cost)}"
+    else:
+        winner, detail = "not compared", ratios.cost_why
+    lines.append(_sentence("Cost", winner, detail, _batching_phrase((gpu, cpu), "cost")))
+    if ratios.joules is not None:
+        side = _clear(ratios.joules)
+        winner = {"lower": "GPU uses less energy", "higher": "CPU uses less energy"}.get(
+            side, "no clear winner within the ranges"
+        )
+        detail = f"{gpu.joules_text()} vs {cpu.joules_text()} per image, GPU/CPU {_ratio_text(ratios.joules)}"
+    else:
+        gone = [f"{r.device}: {r.joules_text()}" for r in (gpu, cpu) if r.joules_per_image is None]
+        winner, detail = "not compared", "; ".join(gone)
+    lines.append(_sentence("Energy", winner, detail, _batching_phrase((gpu, cpu), "joules")))
+    if ratios.p99 is not None:
+        side = _clear(ratios.p99)
+        winner = {"lower": "GPU answers faster", "higher": "CPU answers faster"}.get(
+            side, "no clear winner within the ranges"
+        )
+        assert gpu.p99_us is not None and cpu.p99_us is not None
+        detail = (
+            f"p99 {format_figure(gpu.p99_us.value / 1000)} vs {format_figure(cpu.p99_us.value / 1000)} ms "
+            f"at their best{f' within {slo.label()}' if slo else ''}, GPU/CPU {_ratio_text(ratios.p99)}"
+        )
+        lines.append(_sentence("Latency", winner, detail, _batching_phrase((gpu, cpu), "p99")))
+    return tuple(lines)
+
+
+def _notes(points: Iterable[Point]) -> tuple[str, ...]:
+    """Each telemetry note once, with the points it was written for (wraps, resets, endpoints down)."""
+    where: dict[str, list[str]] = defaultdict(list)
+    for point in points:
+        if point.energy is None:
+            continue
+        for note in point.energy.notes:
+            where[note].append(f"{point.target.name} b{point.batch_size} {point.load.level()}")
+    lines = []
+    for note, labels in where.items():
+        shown = ", ".join(dict.fromkeys(labels))
+        lines.append(f"{note} ({len(labels)} point{'s' if len(labels) != 1 else ''}: {shown})")
+    return tuple(lines)
+
+
+def decide(analysis: Analysis, points: Iterable[Point] | None = None) -> Decision:
+    """The decision table of an analysed run; ``points`` (default: every point of the analysis' cells)
+    are where the telemetry notes are gathered from."""
+    by_device: dict[str, list[TargetAnalysis]] = defaultdict(list)
+    for target in analysis.targets:
+        by_device[target.device].append(target)
+    devices = sorted(by_device, key=lambda d: (_DEVICE_ORDER.get(d, 2), d))
+    rows = tuple(_row(device, by_device[device], analysis.slo) for device in devices)
+    named = {r.device: r for r in rows}
+    ratios = None
+    if "gpu" in named and "cpu" in named and named["gpu"].cell is not None and named["cpu"].cell is not None:
+        ratios = _ratios(named["gpu"], named["cpu"])
+    if points is None:
+        points = [p for t in analysis.targets for c in t.cells for p in c.points]
+    return Decision(rows, ratios, _verdict(rows, ratios, analysis.slo), _notes(points), analysis.slo)
+
+
+# --- rendering -------------------------------------------------------------------------------
+
+COLUMNS = (
+    "device",
+    "best configuration",
+    "images/s",
+    "p99 ms",
+    "cost per million images",
+    "joules per image",
+    "mean power",
+)
+
+
+def _cells(row: DecisionRow) -> list[str]:
+    if row.cell is None:
+        return [row.device, row.why_none, "", "", "", "", ""]
+    assert row.items_per_s is not None and row.p99_us is not None
+    return [
+        row.device,
+        row.configuration,
+        _with_range(row.items_per_s, ""),
+        _with_range(Estimate(row.p99_us.value / 1000, _ms(row.p99_us.low), _ms(row.p99_us.high)), ""),
+        row.cost_text(),
+        row.joules_text(),
+        row.watts_text(),
+    ]
+
+
+def _ms(value: float | None) -> float | None:
+    return None if value is None else value / 1000
+
+
+def _ratio_cells(ratios: Ratios) -> list[str]:
+    return [
+        "GPU / CPU",
+        "",
+        _ratio_text(ratios.items),
+        _ratio_text(ratios.p99),
+        _ratio_text(ratios.cost, ratios.cost_why),
+        _ratio_text(ratios.joules, ratios.joules_why),
+        "",
+    ]
+
+
+def table_rows(decision: Decision) -> list[list[str]]:
+    """The decision table as rows of text (COLUMNS), the GPU/CPU ratio row last."""
+    rows = [_cells(r) for r in decision.rows]
+    if decision.ratios is not None:
+        rows.append(_ratio_cells(decision.ratios))
+    return rows
+
+
+def _caption(decision: Decision) -> str:
+    within = f"within {decision.slo.label()}" if decision.slo else "no SLO given: each device's best measured point"
+    return (
+        f"Decision ({within}). Ranges in brackets: 95% CI of one point or the range of its repeats; "
+        "cost per million images = price per hour / 3600 / images per s × 1e6; "
+        "joules per image = mean watts / images per s (devices counted in brackets)."
+    )
+
+
+def decision_text(decision: Decision, console: Any | None = None) -> None:
+    """Print the decision table and its verdict to a rich console (the terminal summary's top)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    out = console if console is not None else Console()
+    table = Table(title="Decision: " + _caption(decision).split(". ", 1)[0].removeprefix("Decision "))
+    for column in COLUMNS:
+        table.add_column(column, justify="left" if column in ("device", "best configuration") else "right")
+    for row in table_rows(decision):
+        table.add_row(*row)
+    out.print(table)
+    for line in decision.verdict:
+        out.print(f"  • {line}")
+    for note in decision.notes:
+        out.print(f"  [yellow]telemetry:[/yellow] {note}")
+
+
+def decision_html(decision: Decision) -> str:
+    """The decision table, verdict and telemetry notes as an HTML fragment (top of report.html)."""
+    import html
+
+    def e(value: object) -> str:
+        return html.escape(str(value))
+
+    head = "".join(f"<th{' class=l' if i < 2 else ''}>{e(c)}</th>" for i, c in enumerate(COLUMNS))
+    body = "".join(
+        "<tr>" + "".join(f"<td{' class=l' if i < 2 else ''}>{e(v)}</td>" for i, v in enumerate(row)) + "</tr>"
+        for row in table_rows(decision)
+    )
+    verdict = "".join(f"<li>{e(line)}</li>" for line in decision.verdict)
+    notes = "".join(f"<li class=warn>{e(n)}</li>" for n in decision.notes)
+    return (
+        f'<div class="decision"><h2>Decision</h2><p>{e(_caption(decision))}</p>'
+        f"<table><tr>{head}</tr>{body}</table><ul>{verdict}</ul>"
+        + (f"<h3>Telemetry notes</h3><ul>{notes}</ul>" if notes else "")
+        + "</div>"
+    )
+
+
+def cost_energy_cells(point: Point) -> list[str]:
+    """summary.csv's COST_ENERGY_COLUMNS for one point ("" where no price or no energy was measured)."""
+    price = point.target.price_per_hour
+    cost = cost_per_million(price, point.items_per_s) if price is not None else None
+    energy = point.energy
+    joules = energy.joules_per_item(point.items_per_s) if energy is not None else None
+    watts = energy.watts() if energy is not None else None
+    idle = _idle(point)
+    return [
+        "" if cost is None else f"{cost:.6g}",
+        point.target.currency if price is not None else "",
+        "" if joules is None else f"{joules:.6g}",
+        "" if watts is None else f"{watts:.6g}",
+        "" if idle is None else f"{idle:.6g}",
+    ]
+
+
+def cost_energy_ratios(a: Point, b: Point) -> dict[str, float | None]:
+    """B over A per image, for `compare`: ``cost_ratio`` (both priced, same currency) and
+    ``joules_ratio`` (both measured); None where a side lacks the figure."""
+    cost_a, cost_b = (
+        cost_per_million(p.target.price_per_hour, p.items_per_s) if p.target.price_per_hour is not None else None
+        for p in (a, b)
+    )
+    same_unit = a.target.currency == b.target.currency
+    joules_a, joules_b = (p.energy.joules_per_item(p.items_per_s) if p.energy is not None else None for p in (a, b))
+    return {
+        "cost_ratio": cost_b / cost_a if cost_a and cost_b is not None and same_unit else None,
+        "joules_ratio": joules_b / joules_a if joules_a and joules_b is not None else None,
+    }
