@@ -211,3 +211,33 @@ def test_point_describe_and_flags_come_from_its_records():
     assert "p99 14.4 ms" in line and "UNSTABLE" in line and "3 errors of 100 requests (UNAVAILABLE ×3)" in line
     assert point.flags() == ("errors", "unstable")
     assert Point.describe(make_point("gpu", "gpu", 8, 12_000.0)).endswith("p99 14.4 ms")
+
+
+def test_no_record_of_a_point_declares_a_mutable_field():
+    """Every field type reachable from Point (others' records included: ServerView, EnergyView, inputs, pipeline)
+    is a scalar, a tuple or another frozen record, so no point can be changed after it is made."""
+    import types
+    import typing
+
+    seen: set[type] = set()
+    problems: list[str] = []
+
+    def walk(tp: Any, where: str) -> None:
+        origin = typing.get_origin(tp)
+        if origin in (list, dict, set) or tp in (list, dict, set):
+            problems.append(f"{where}: {tp}")
+        elif origin in (typing.Union, types.UnionType, tuple):
+            for arg in typing.get_args(tp):
+                if arg is not Ellipsis:
+                    walk(arg, where)
+        elif dataclasses.is_dataclass(tp) and isinstance(tp, type) and tp not in seen:
+            seen.add(tp)
+            if not tp.__dataclass_params__.frozen:  # type: ignore[attr-defined]
+                problems.append(f"{where}: {tp.__name__} is not frozen")
+            for name, hint in typing.get_type_hints(tp).items():
+                if name in {f.name for f in dataclasses.fields(tp)}:
+                    walk(hint, f"{where}.{name}")
+
+    walk(Point, "Point")
+    assert problems == []
+    assert len(seen) > 10  # the walk reached the nested records
