@@ -191,3 +191,22 @@ def test_parse_budget_answers_503_then_413_with_json(models_dir):
         code, answer = _post(port, "/v1/models/tiny:predict", body)
         assert code == 413 and "would need more than" in answer["error"]
         assert budget.held == 0  # every refused or finished request gave its share back
+
+
+def test_chunked_bodies_are_capped_and_budgeted_after_reading(models_dir):
+    """A body sent chunked (no Content-Length) is read up to --max_body_bytes (413 past it, as
+    JSON), then reserves its parse memory like any other; within the limit it is served."""
+    import http.client
+
+    from tests._servers import local_server
+
+    body = json.dumps({"instances": np.zeros((1, 64, 64, 3)).tolist()}).encode()
+    with local_server(models_dir, max_body_bytes=1 << 20) as running:
+        for chunks, status in (([body[:1000], body[1000:]], 200), ([b" " * (700 << 10)] * 2, 413)):
+            connection = http.client.HTTPConnection("127.0.0.1", running.server.ports.rest, timeout=60)
+            connection.request("POST", "/v1/models/tiny:predict", body=iter(chunks), encode_chunked=True)
+            response = connection.getresponse()
+            answer = json.loads(response.read())
+            connection.close()
+            assert response.status == status
+            assert ("predictions" in answer) if status == 200 else ("limit" in answer["error"])

@@ -194,15 +194,21 @@ class _Handlers:
         if declared is not None and declared > limit:
             return _error(413, f"request body is larger than the limit of {limit} bytes "
                                "(serve-bench serve --max_body_bytes)")
-        reserved = _COST_FACTOR * (declared if declared is not None else limit)
-        if not self.budget.try_take(reserved):
-            return self._over_budget(reserved, declared)
-        try:
+        too_large = _error(413, f"request body is larger than the limit of {limit} bytes "
+                                "(serve-bench serve --max_body_bytes)")
+        raw: bytes | bytearray | None = None
+        if declared is None:  # chunked: its size is known once read (aiohttp caps it at the limit)
             try:
-                raw = await _read_body(request, declared, limit)
+                raw = await request.read()
             except web.HTTPRequestEntityTooLarge:
-                return _error(413, f"request body is larger than the limit of {limit} bytes "
-                                   "(serve-bench serve --max_body_bytes)")
+                return too_large
+        reserved = _COST_FACTOR * (declared if declared is not None else len(raw or b""))
+        if not self.budget.try_take(reserved):
+            return self._over_budget(reserved, declared if declared is not None else len(raw or b""))
+        try:
+            if raw is None and declared is not None:
+                raw = await _read_body(request, declared)
+            assert raw is not None
             loop = asyncio.get_running_loop()
             registry = self.core.registry
 
@@ -242,10 +248,8 @@ class _Handlers:
         return web.Response(text=self.core.metrics.render(), content_type="text/plain")
 
 
-async def _read_body(request: web.Request, declared: int | None, limit: int) -> bytes | bytearray:
+async def _read_body(request: web.Request, declared: int) -> bytearray:
     """The body in one buffer of its declared size (aiohttp's read() joins chunks, then copies)."""
-    if declared is None:
-        return await request.read()
     buffer = bytearray(declared)
     view = memoryview(buffer)
     filled = 0
