@@ -168,14 +168,23 @@ def test_decision_table_from_two_priced_targets_matches_every_point(tmp_path):
     cost_line, energy_line, latency_line = decision.verdict
     gpu_base, cpu_base = expected_row(gpu_base_spec), expected_row(cpu_base_spec)
     assert cost_line.startswith("Cost: GPU is cheaper")  # 0.37× [0.33×–0.41×]: the whole range below 1
-    assert f"batching cut it {gpu['items'] / gpu_base['items']:.2f}× on gpu (gpu b32 c1 vs gpu b1 c1)" in cost_line
-    assert f"batching cut it {cpu['items'] / cpu_base['items']:.2f}× on cpu (cpu b4 c1 vs cpu b1 c1)" in cost_line
+    assert cost_line.endswith(
+        f"; batching cut it {gpu['items'] / gpu_base['items']:.2f}× on gpu (gpu b32 c1 vs gpu b1 c1)"
+        f" and {cpu['items'] / cpu_base['items']:.2f}× on cpu (cpu b4 c1 vs cpu b1 c1)."
+    )
     assert energy_line.startswith("Energy: GPU uses less energy")
-    assert f"{gpu_base['joules'] / gpu['joules']:.2f}× on gpu" in energy_line
-    assert f"{cpu_base['joules'] / cpu['joules']:.2f}× on cpu" in energy_line
+    assert energy_line.endswith(
+        f"; batching cut it {gpu_base['joules'] / gpu['joules']:.2f}× on gpu (gpu b32 c1 vs gpu b1 c1)"
+        f" and {cpu_base['joules'] / cpu['joules']:.2f}× on cpu (cpu b4 c1 vs cpu b1 c1)."
+    )
     assert latency_line.startswith("Latency: GPU answers faster")
     assert f"p99 {format_figure(gpu['p99_ms'])} vs {format_figure(cpu['p99_ms'])} ms" in latency_line
-    assert f"batching raised gpu's p99 {gpu['p99_ms'] / gpu_base['p99_ms']:.2f}×" in latency_line
+    assert latency_line.endswith(
+        f"; batching raised p99 {gpu['p99_ms'] / gpu_base['p99_ms']:.2f}× on gpu "
+        f"({format_figure(gpu_base['p99_ms'])} → {format_figure(gpu['p99_ms'])} ms, gpu b32 c1 vs gpu b1 c1)"
+        f" and {cpu['p99_ms'] / cpu_base['p99_ms']:.2f}× on cpu "
+        f"({format_figure(cpu_base['p99_ms'])} → {format_figure(cpu['p99_ms'])} ms, cpu b4 c1 vs cpu b1 c1)."
+    )
 
     # the same table at the top of report.html, in the terminal summary, and the CSV columns per point
     page = output.html.read_text()
@@ -231,6 +240,22 @@ def test_unmeasured_figures_say_not_measured(tmp_path, capsys):
         for line in csv.DictReader(handle):
             assert line["Joules per Image"] == ""
             assert (line["Cost per Million Images"] == "") == (line["Target"] == "gpu")
+
+
+def test_a_ratio_whose_range_straddles_one_names_no_winner(tmp_path):
+    """GPU priced 16× the CPU at 16× its images/s: cost ratio 1.00× [0.90×–1.11×], no winner;
+    GPU energy without its host's CPU is said to leave it out."""
+    points = [priced_point(*s) for s in CPU_POINTS]
+    for name, batch, ms, gpu_w, _ in GPU_POINTS:
+        point = priced_point(name, batch, ms, gpu_w, None)
+        points.append(replace(point, target=replace(point.target, price_per_hour=PRICE["cpu"] * 16)))
+    output = build_report(write_run(tmp_path / "run", points), slo=SLO, models_dir=tmp_path, plots=False)
+    decision = decide(output.analysis)
+    assert decision.ratios is not None and decision.ratios.cost is not None
+    assert decision.ratios.cost.value == pytest.approx(1.0)
+    assert table_rows(decision)[2][4] == "1.00× [0.90×–1.11×]"
+    assert decision.verdict[0].startswith("Cost: no clear winner within the ranges (")
+    assert "the gpu figure leaves out its host's CPU" in decision.verdict[1]
 
 
 def test_no_prices_no_telemetry_and_one_device(tmp_path):

@@ -335,34 +335,32 @@ def _clear(estimate: Estimate) -> str:
 
 
 def _batching_phrase(rows: Iterable[DecisionRow], figure: str) -> str:
-    """``batching cut it 6.10× on gpu (gpu b32 c1 vs gpu b1 c1)`` for each row that has the figure."""
-    parts = []
+    """``batching cut it 6.10× on gpu (gpu b32 c1 vs gpu b1 c1) and 1.67× on cpu (…)``: the factor by
+    which each device's best cell changed ``figure`` against its batch-1 baseline."""
+    parts: list[str] = []
+    said = ""  # the verb last said: repeated only when it changes
     for row in rows:
         b = row.batching
         if b is None:
             continue
         if b.same:
             parts.append(f"batching did not help on {row.device} (its best is its batch-1 baseline {b.baseline.label})")
+            said = ""
             continue
         est = {"cost": b.cost, "joules": b.joules, "p99": b.p99}[figure]
-        if est is None:
+        if est is None or not est.value > 0:
             continue
-        factor = est.value
+        verb = "raised" if est.value > 1 else "cut"
+        size = est.value if est.value > 1 else 1 / est.value
+        what = "p99" if figure == "p99" else "it"
+        lead = f"batching {verb} {what} " if verb != said else ""
+        said = verb
+        detail = f"{b.best.label} vs {b.baseline.label}"
         if figure == "p99":
-            verb = "raised" if factor >= 1 else "cut"
-            size = factor if factor >= 1 else 1 / factor
-            parts.append(
-                f"batching {verb} {row.device}'s p99 {format_ratio(size)} "
-                f"({format_figure(b.baseline.p99_us.value / 1000)} → {format_figure(b.best.p99_us.value / 1000)} ms, "
-                f"{b.best.label} vs {b.baseline.label})"
-            )
-        else:
-            verb = "cut" if factor <= 1 else "raised"
-            size = 1 / factor if factor <= 1 and factor > 0 else factor
-            parts.append(
-                f"batching {verb} it {format_ratio(size)} on {row.device} ({b.best.label} vs {b.baseline.label})"
-            )
-    return "; ".join(parts)
+            before, after = b.baseline.p99_us.value / 1000, b.best.p99_us.value / 1000
+            detail = f"{format_figure(before)} → {format_figure(after)} ms, {detail}"
+        parts.append(f"{lead}{format_ratio(size)} on {row.device} ({detail})")
+    return " and ".join(parts)
 
 
 def _sentence(subject: str, winner: str, detail: str, batching: str) -> str:
@@ -397,6 +395,8 @@ def _verdict(rows: tuple[DecisionRow, ...], ratios: Ratios | None, slo: Slo | No
             side, "no clear winner within the ranges"
         )
         detail = f"{gpu.joules_text()} vs {cpu.joules_text()} per image, GPU/CPU {_ratio_text(ratios.joules)}"
+        if "CPU" in cpu.energy_scope and "CPU" not in gpu.energy_scope:
+            detail += "; the gpu figure leaves out its host's CPU (add a node exporter to its telemetry)"
     else:
         gone = [f"{r.device}: {r.joules_text()}" for r in (gpu, cpu) if r.joules_per_image is None]
         winner, detail = "not compared", "; ".join(gone)
@@ -514,7 +514,7 @@ def decision_text(decision: Decision, console: Any | None = None) -> None:
     from rich.table import Table
 
     out = console if console is not None else Console()
-    table = Table(title="Decision: " + _caption(decision).split(". ", 1)[0].removeprefix("Decision "))
+    table = Table(title=_caption(decision).split(". ", 1)[0].replace("(", "", 1).rstrip(")"))
     for column in COLUMNS:
         table.add_column(column, justify="left" if column in ("device", "best configuration") else "right")
     for row in table_rows(decision):
