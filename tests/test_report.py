@@ -55,9 +55,7 @@ def test_gain_verdict_and_ratios_are_computed_from_the_data():
     gpu_best = 64 / ((GPU_A + GPU_B * 64) / 1e6)
     cpu_best = 1 / ((CPU_A + CPU_B) / 1e6)
     lines = analysis.verdict_lines
-    assert (
-        f"gpu: batches of 64 give {format_ratio(gpu_gain)} the images/s of batch 1 (gpu b64 c1 vs gpu b1 c1)." in lines
-    )
+    assert f"gpu: batch 64 gives {format_ratio(gpu_gain)} the images/s of batch 1 (gpu b64 c1 vs gpu b1 c1)." in lines
     assert f"gpu: within p99 ≤ 100 ms the best is gpu b64 c1: {gpu_best:.1f} images/s." in lines
     assert f"cpu: within p99 ≤ 100 ms the best is cpu b1 c1: {cpu_best:.1f} images/s." in lines
     assert (
@@ -90,7 +88,7 @@ def test_baseline_first_every_point_in_the_table_and_the_two_batchings_apart():
     assert target.server_gain.ratio.value == pytest.approx((8 / 0.02) / (1 / 0.01))
     assert target.client_gain.ratio.value == pytest.approx((4 / 0.025) / (1 / 0.01))
     assert (
-        "cpu: server batching of single images gives 4.00× at 8 requests in flight (cpu b1 c8 vs cpu b1 c1)."
+        "cpu: server batching of single images at 8 in flight gives 4.00× the images/s (cpu b1 c8 vs cpu b1 c1)."
         in analysis.verdict_lines
     )
     assert "No GPU target in this run." in analysis.verdict_lines
@@ -269,3 +267,20 @@ def test_error_bars_are_the_cells_ranges_and_open_loop_points_are_rows():
     # two repeats at 400 and 500 images/s: the median 450, the bar down to 400 and up to 500
     assert cell.items_per_s.value == pytest.approx(450) and (below[0], above[0]) == pytest.approx((50, 50))
     assert (below[1], above[1]) == (0.0, 0.0)  # a point without an interval draws no bar, not a made-up one
+
+
+def test_a_gain_within_the_noise_is_not_called_a_gain():
+    """Batch 4 measured twice at 190 and 260 images/s against a baseline of 200 and 210: the range of the ratio
+    holds 1, so the verdict says the difference is within the noise."""
+    points = [make_point("cpu", "cpu", 1, latency, repeat=r) for r, latency in enumerate((5_000, 1e6 / 210))]
+    points += [make_point("cpu", "cpu", 4, 4e6 / rate, repeat=r) for r, rate in enumerate((190, 260))]
+    (line,) = [v for v in analyze_run(points).verdict_lines if "batch 4" in v]
+    assert line.startswith("cpu: batch 4 against batch 1: 1.10× [0.90×–1.30×] the images/s, within the noise")
+    assert "gives" not in line
+
+
+def test_no_latency_model_when_latency_does_not_grow_with_the_batch():
+    assert fit_latency_model([1, 4], [5_000.0, 4_000.0]) is None
+    points = [make_point("cpu", "cpu", 1, 5_000), make_point("cpu", "cpu", 4, 4_000)]
+    target = analyze_run(points).targets[0]
+    assert target.model is None and model_line(target) == ""

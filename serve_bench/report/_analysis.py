@@ -76,7 +76,8 @@ class LatencyModel:
 
 def fit_latency_model(batches: list[int], latencies_us: list[float]) -> LatencyModel | None:
     """Least squares on relative errors (weights 1/latency), so batch 1 counts as much as batch 64;
-    a >= 0: a negative fixed cost is noise, so then the line goes through the origin."""
+    a >= 0: a negative fixed cost is noise, so then the line goes through the origin. None with fewer
+    than two batch sizes, or when latency does not grow with the batch (no per-image cost to fit)."""
     if len(set(batches)) < 2:
         return None
     x = np.asarray(batches, dtype=float)
@@ -88,6 +89,8 @@ def fit_latency_model(batches: list[int], latencies_us: list[float]) -> LatencyM
     through_origin = a < 0
     if through_origin:
         a, b = 0.0, float((w2 * x * y).sum() / (w2 * x * x).sum())
+    if b <= 0:
+        return None  # latency does not grow with the batch here: a per-image cost cannot be read from it
     residuals = y - (a + b * x)
     ss_tot = float(((y - y.mean()) ** 2).sum())
     r2 = 1.0 - float((residuals**2).sum()) / ss_tot if ss_tot > 0 else 1.0
@@ -281,20 +284,29 @@ def _device_pick(targets: list[TargetAnalysis], device: str) -> TargetAnalysis |
     return (grpc or candidates)[0]
 
 
+def _noise(gain: Gain) -> bool:
+    """The gain's range holds 1: the difference is within the noise and is not called a gain."""
+    r = gain.ratio
+    return r.low is not None and r.high is not None and r.low <= 1.0 <= r.high
+
+
 def _target_lines(target: TargetAnalysis, slo: Slo | None) -> list[str]:
     lines = []
     if target.client_gain is not None:
         g = target.client_gain
-        lines.append(
-            f"{target.name}: batches of {g.top.batch_size} give {g.text()} the images/s of batch 1 "
-            f"({g.top.label} vs {g.base.label})."
-        )
+        what, where = f"{target.name}: batch {g.top.batch_size}", f"({g.top.label} vs {g.base.label})"
+        if _noise(g):
+            lines.append(f"{what} against batch 1: {g.text()} the images/s, within the noise {where}.")
+        else:
+            lines.append(f"{what} gives {g.text()} the images/s of batch 1 {where}.")
     if target.server_gain is not None:
         g = target.server_gain
-        lines.append(
-            f"{target.name}: server batching of single images gives {g.text()} at {g.top.in_flight} "
-            f"requests in flight ({g.top.label} vs {g.base.label})."
-        )
+        what = f"{target.name}: server batching of single images at {g.top.in_flight} in flight"
+        where = f"({g.top.label} vs {g.base.label})"
+        if _noise(g):
+            lines.append(f"{what}: {g.text()} the images/s, within the noise {where}.")
+        else:
+            lines.append(f"{what} gives {g.text()} the images/s {where}.")
     if slo is not None:
         if target.best_under_slo is None:
             lines.append(f"{target.name}: no point meets {slo.label()}.")
