@@ -276,3 +276,14 @@ def test_long_number_runs_follow_the_same_rules(server, reference):
     bad = body.replace(b"]]]", b"]]],[[[1.5.5]]]", 1)  # a malformed number inside a long run
     code, answer = _predict(server, bad)
     assert code == 400 and answer["error"].startswith("JSON Parse error")
+
+
+def test_cors_preflight(server):
+    """model_servers/http_server.cc:167-175: OPTIONS succeeds when an Origin header names an
+    http(s) origin, else FAILED_PRECONDITION (400) "Origin header is missing in CORS preflight"."""
+    request = urllib.request.Request(server.rest_url + "/v1/models/tiny:predict", method="OPTIONS",
+                                     headers={"Origin": "https://example.org"})
+    with urllib.request.urlopen(request, timeout=30) as response:
+        assert response.status == 200
+    code, answer = _call(server, "/v1/models/tiny:predict", None, "OPTIONS")
+    assert (code, answer) == (400, {"error": "Origin header is missing in CORS preflight"})

@@ -140,6 +140,11 @@ class _Handlers:
         """HttpRestApiHandler::ProcessRequest (model_servers/http_rest_api_handler.cc:65-109)."""
         path = _raw_path(request)
         malformed = f"Malformed request: {request.method} {path}"
+        if request.method == "OPTIONS":  # CORS preflight, model_servers/http_server.cc:167-175
+            if re.search(r"https?://", request.headers.get("Origin", "")):
+                return web.Response(status=200, content_type=_JSON)
+            request[_TF_STATUS] = "FAILED_PRECONDITION"
+            return _error(400, "Origin header is missing in CORS preflight")
         try:
             try:
                 info = parse_model_info(request.method, path)
