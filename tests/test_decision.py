@@ -18,6 +18,7 @@ from serve_bench.metrics import TelemetrySession, energy_between
 from serve_bench.metrics._energy_sources import PrometheusSource, Reading
 from serve_bench.report import build_report, compare_runs, decide, print_comparison, print_summary
 from serve_bench.report._decision import COLUMNS, format_figure, table_rows
+from serve_bench.report._tables import CELL_COLUMNS, cell_rows
 from serve_bench.stats import EnergyView, Interval, Point, ResultsWriter, Slo, read_points
 from serve_bench.sweep import load_spec, parse_spec, run_sweep
 from tests._delay_server import MODEL, DelayServer
@@ -185,6 +186,15 @@ def test_decision_table_from_two_priced_targets_matches_every_point(tmp_path):
         f" and {cpu['p99_ms'] / cpu_base['p99_ms']:.2f}× on cpu "
         f"({format_figure(cpu_base['p99_ms'])} → {format_figure(cpu['p99_ms'])} ms, cpu b4 c1 vs cpu b1 c1)."
     )
+
+    # every point's cost and joules per image in its target's table, with their ranges
+    cost_at, joules_at = CELL_COLUMNS.index("cost/M images"), CELL_COLUMNS.index("J/image")
+    rows_by_label = {row[0]: row for t in output.analysis.targets for row in cell_rows(t)}
+    for spec in CPU_POINTS + GPU_POINTS:
+        want = expected_row(spec)
+        row = rows_by_label[f"{spec[0]} b{spec[1]} c1"]
+        assert row[cost_at] == _range(want["cost"], want["cost_low"], want["cost_high"], " USD")
+        assert row[joules_at] == _range(want["joules"], want["joules_low"], want["joules_high"], " J")
 
     # the same table at the top of report.html, in the terminal summary, and the CSV columns per point
     page = output.html.read_text()

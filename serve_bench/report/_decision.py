@@ -33,6 +33,7 @@ __all__ = [
     "Decision",
     "DecisionRow",
     "Ratios",
+    "cell_cost_energy",
     "cost_energy_cells",
     "cost_energy_ratios",
     "cost_estimate",
@@ -578,3 +579,13 @@ def cost_energy_ratios(a: Point, b: Point) -> dict[str, float | None]:
         "cost_ratio": cost_b / cost_a if cost_a and cost_b is not None and same_unit else None,
         "joules_ratio": joules_b / joules_a if joules_a and joules_b is not None else None,
     }
+
+
+def cell_cost_energy(cell: Cell) -> list[str]:
+    """A per-target table's cost per million images and joules per image of one cell, with their
+    ranges ("" where no price was given or no energy measured: the decision table says why)."""
+    price = cell.points[0].target.price_per_hour
+    cost = cost_estimate(price, cell.items_per_s) if price is not None else None
+    joules, _ = joules_estimate(cell)
+    unit = f" {cell.points[0].target.currency}".rstrip()
+    return ["" if cost is None else _with_range(cost, unit), "" if joules is None else _with_range(joules, " J")]

@@ -32,11 +32,12 @@ def _e(value: Any) -> str:
 def _target_table(analysis: Analysis) -> str:
     parts = []
     for t in analysis.targets:
-        head = "".join(f"<th{' class=l' if i in (0, 10) else ''}>{_e(c)}</th>" for i, c in enumerate(CELL_COLUMNS))
+        left = (0, len(CELL_COLUMNS) - 1)  # the point's name and its flags
+        head = "".join(f"<th{' class=l' if i in left else ''}>{_e(c)}</th>" for i, c in enumerate(CELL_COLUMNS))
         rows = []
         for row in cell_rows(t):
             css = " class=baseline" if row[1] == "baseline" else ""
-            cells = "".join(f"<td{' class=l' if i in (0, 10) else ''}>{_e(v)}</td>" for i, v in enumerate(row))
+            cells = "".join(f"<td{' class=l' if i in left else ''}>{_e(v)}</td>" for i, v in enumerate(row))
             rows.append(f'<tr{css} id="{_e(row[0].split(" ×")[0])}">{cells}</tr>')
         model = f"<p>{_e(model_line(t))}.</p>" if t.model is not None else ""
         parts.append(

@@ -9,7 +9,13 @@ from typing import Any
 
 from serve_bench.report._analysis import Analysis, TargetAnalysis, format_ratio
 from serve_bench.report._cells import Cell
-from serve_bench.report._decision import COST_ENERGY_COLUMNS, cost_energy_cells, decide, decision_text
+from serve_bench.report._decision import (
+    COST_ENERGY_COLUMNS,
+    cell_cost_energy,
+    cost_energy_cells,
+    decide,
+    decision_text,
+)
 from serve_bench.stats import Point
 
 __all__ = ["CSV_COLUMNS", "model_line", "print_comparison", "print_summary", "write_summary_csv"]
@@ -111,6 +117,7 @@ def cell_rows(target: TargetAnalysis) -> list[list[str]]:
                 if target.gflops and target.best_by_batch.get(cell.batch_size) is cell
                 else "",
                 batch,
+                *cell_cost_energy(cell),
                 ", ".join(cell.flags()),
             ]
         )
@@ -128,6 +135,8 @@ CELL_COLUMNS = (
     "ms/image (p50)",
     "GFLOP/s",
     "server batch",
+    "cost/M images",
+    "J/image",
     "flags",
 )
 
