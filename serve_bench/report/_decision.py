@@ -426,7 +426,8 @@ def _notes(points: Iterable[Point]) -> tuple[str, ...]:
             where[note].append(f"{point.target.name} b{point.batch_size} {point.load.level()}")
     lines = []
     for note, labels in where.items():
-        shown = ", ".join(dict.fromkeys(labels))
+        unique = list(dict.fromkeys(labels))
+        shown = ", ".join(unique[:4]) + (f", … {len(unique) - 4} more" if len(unique) > 4 else "")
         lines.append(f"{note} ({len(labels)} point{'s' if len(labels) != 1 else ''}: {shown})")
     return tuple(lines)
 
