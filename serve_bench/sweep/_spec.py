@@ -47,7 +47,7 @@ from serve_bench.stats import PERCENTILE_NAMES, LoadInfo, Slo, Target
 from serve_bench.sweep._checks import check_load, check_settings, positive_int
 from serve_bench.sweep._toml import check_keys, checked, typed, typed_list
 
-__all__ = ["SweepSpec", "load_spec", "parse_spec"]
+__all__ = ["SweepSpec", "load_spec", "parse_spec", "target_pricing", "target_telemetry"]
 
 # A sweep runs each closed-loop point until its windows agree (capped by max_duration_s)
 # unless the spec says until_stable = false: one-shot points on a busy machine are noise.
