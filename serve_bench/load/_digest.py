@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
-from serve_bench.stats import OK, RequestRecord, decode, encode, histogram_of, new_histogram
+from serve_bench.stats import OK, RequestRecord, decode, encode, histogram_of, merge, new_histogram
 
 __all__ = ["SLICE_S", "RunDigest", "SliceDigest", "digest_records", "merge_digests"]
 
@@ -114,14 +114,12 @@ class RunDigest:
         return result
 
 
-def _add_encoded(a: str, b: str) -> str:
-    if not a:
-        return b
-    if not b:
-        return a
-    total = decode(a)
-    total.add(decode(b))
-    return encode(total)
+def _add_encoded(*texts: str) -> str:
+    """Encoded histograms added up (stats.merge: HdrHistogram.add); "" stands for an empty one."""
+    present = [decode(text) for text in texts if text]
+    if len(present) <= 1:
+        return next((text for text in texts if text), "")
+    return encode(merge(present))
 
 
 def _merge_counts(pairs: Iterable[tuple[tuple[str, int], ...]]) -> tuple[tuple[str, int], ...]:
@@ -222,10 +220,7 @@ def merge_digests(digests: Sequence[RunDigest]) -> RunDigest:
     )
 
     def added(name: str) -> str:
-        total = ""
-        for digest in digests:
-            total = _add_encoded(total, getattr(digest, name))
-        return total
+        return _add_encoded(*(getattr(digest, name) for digest in digests))
 
     return replace(
         merged, latency=added("latency"), latency_sent=added("latency_sent"), schedule_lag=added("schedule_lag")
