@@ -17,7 +17,8 @@ from serve_bench.errors import UserError
 from serve_bench.metrics import TelemetrySession, energy_between
 from serve_bench.metrics._energy_sources import PrometheusSource, Reading
 from serve_bench.report import build_report, compare_runs, decide, print_comparison, print_summary
-from serve_bench.report._decision import COLUMNS, format_figure, table_rows
+from serve_bench.report._decision import format_figure
+from serve_bench.report._decision_table import COLUMNS, table_rows
 from serve_bench.report._tables import CELL_COLUMNS, cell_rows
 from serve_bench.stats import EnergyView, Interval, Point, ResultsWriter, Slo, read_points
 from serve_bench.sweep import load_spec, parse_spec, run_sweep

@@ -20,39 +20,31 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from serve_bench.report._analysis import Analysis, TargetAnalysis, format_ratio
 from serve_bench.report._cells import Cell, Estimate, ratio
 from serve_bench.stats import NOT_MEASURED, Point, Slo
 
 __all__ = [
-    "COST_ENERGY_COLUMNS",
     "NO_PRICE",
     "Batching",
     "Decision",
     "DecisionRow",
     "Ratios",
-    "cell_cost_energy",
-    "cost_energy_cells",
     "cost_energy_ratios",
     "cost_estimate",
     "cost_per_million",
     "decide",
-    "decision_html",
-    "decision_text",
-    "energy_ratio_text",
     "format_figure",
+    "idle_watts",
     "joules_estimate",
-    "table_rows",
+    "ratio_text",
+    "with_range",
 ]
 
 NO_PRICE = "no price given"
 _NO_TELEMETRY = "no telemetry was asked for"
 _DEVICE_ORDER = {"gpu": 0, "cpu": 1}
-
-# summary.csv columns, one row per point (cost_energy_cells)
-COST_ENERGY_COLUMNS = ["Cost per Million Images", "Currency", "Joules per Image", "Avg Watts", "Idle Watts"]
 
 
 def cost_per_million(price_per_hour: float, items_per_s: float) -> float | None:
@@ -170,7 +162,7 @@ class DecisionRow:
             return ""
         if self.cost_per_million is None:
             return NO_PRICE if self.price_per_hour is None else "not measured (no images/s)"
-        return _with_range(self.cost_per_million, f" {self.currency}".rstrip())
+        return with_range(self.cost_per_million, f" {self.currency}".rstrip())
 
     def joules_text(self) -> str:
         if self.cell is None:
@@ -178,7 +170,7 @@ class DecisionRow:
         if self.joules_per_image is None:
             why = self.energy_why
             return why if why.startswith(NOT_MEASURED) else f"not measured: {why}"
-        return _with_range(self.joules_per_image, " J") + f" ({self.energy_scope})"
+        return with_range(self.joules_per_image, " J") + f" ({self.energy_scope})"
 
     def watts_text(self) -> str:
         if self.watts is None:
@@ -218,24 +210,20 @@ def format_figure(value: float) -> str:
     return f"{value:.{digits}f}"
 
 
-def _with_range(estimate: Estimate, unit: str) -> str:
+def with_range(estimate: Estimate, unit: str) -> str:
     text = f"{format_figure(estimate.value)}{unit}"
     if estimate.low is not None and estimate.high is not None:
         text += f" [{format_figure(estimate.low)}–{format_figure(estimate.high)}]"
     return text
 
 
-def _ratio_text(estimate: Estimate | None, why: str = "not measured") -> str:
+def ratio_text(estimate: Estimate | None, why: str = "not measured") -> str:
     if estimate is None:
         return why
     text = format_ratio(estimate.value)
     if estimate.low is not None and estimate.high is not None:
         text += f" [{format_ratio(estimate.low)}–{format_ratio(estimate.high)}]"
     return text
-
-
-def energy_ratio_text(estimate: Estimate | None, why: str) -> str:
-    return _ratio_text(estimate, why)
 
 
 def _pick(targets: list[TargetAnalysis], slo: Slo | None) -> tuple[TargetAnalysis | None, Cell | None]:
@@ -259,7 +247,7 @@ def _row(device: str, targets: list[TargetAnalysis], slo: Slo | None) -> Decisio
     joules, why = joules_estimate(cell)
     energy = point.energy
     watts = energy.watts() if energy is not None else None
-    idle = _idle(point)
+    idle = idle_watts(point)
     baseline = target.baseline
     batching = None
     if baseline is not None and baseline.items_per_s.value > 0:
@@ -292,7 +280,7 @@ def _row(device: str, targets: list[TargetAnalysis], slo: Slo | None) -> Decisio
     )
 
 
-def _idle(point: Point) -> float | None:
+def idle_watts(point: Point) -> float | None:
     """Idle watts of the devices whose watts the point measured (None when any idle figure is missing)."""
     energy = point.energy
     if energy is None or energy.watts() is None:
@@ -386,7 +374,7 @@ def _verdict(rows: tuple[DecisionRow, ...], ratios: Ratios | None, slo: Slo | No
     if ratios.cost is not None:
         side = _clear(ratios.cost)
         winner = {"lower": "GPU is cheaper", "higher": "CPU is cheaper"}.get(side, "no clear winner within the ranges")
-        detail = f"{gpu.cost_text()} vs {cpu.cost_text()} per million images, GPU/CPU {_ratio_text(ratios.cost)}"
+        detail = f"{gpu.cost_text()} vs {cpu.cost_text()} per million images, GPU/CPU {ratio_text(ratios.cost)}"
     else:
         winner, detail = "not compared", ratios.cost_why
     lines.append(_sentence("Cost", winner, detail, _batching_phrase((gpu, cpu), "cost")))
@@ -395,7 +383,7 @@ def _verdict(rows: tuple[DecisionRow, ...], ratios: Ratios | None, slo: Slo | No
         winner = {"lower": "GPU uses less energy", "higher": "CPU uses less energy"}.get(
             side, "no clear winner within the ranges"
         )
-        detail = f"{gpu.joules_text()} vs {cpu.joules_text()} per image, GPU/CPU {_ratio_text(ratios.joules)}"
+        detail = f"{gpu.joules_text()} vs {cpu.joules_text()} per image, GPU/CPU {ratio_text(ratios.joules)}"
         if "CPU" in cpu.energy_scope and "CPU" not in gpu.energy_scope:
             detail += "; the gpu figure leaves out its host's CPU (add a node exporter to its telemetry)"
     else:
@@ -410,7 +398,7 @@ def _verdict(rows: tuple[DecisionRow, ...], ratios: Ratios | None, slo: Slo | No
         assert gpu.p99_us is not None and cpu.p99_us is not None
         detail = (
             f"p99 {format_figure(gpu.p99_us.value / 1000)} vs {format_figure(cpu.p99_us.value / 1000)} ms "
-            f"at their best{f' within {slo.label()}' if slo else ''}, GPU/CPU {_ratio_text(ratios.p99)}"
+            f"at their best{f' within {slo.label()}' if slo else ''}, GPU/CPU {ratio_text(ratios.p99)}"
         )
         lines.append(_sentence("Latency", winner, detail, _batching_phrase((gpu, cpu), "p99")))
     return tuple(lines)
@@ -449,124 +437,6 @@ def decide(analysis: Analysis, points: Iterable[Point] | None = None) -> Decisio
     return Decision(rows, ratios, _verdict(rows, ratios, analysis.slo), _notes(points), analysis.slo)
 
 
-# --- rendering -------------------------------------------------------------------------------
-
-COLUMNS = (
-    "device",
-    "best configuration",
-    "images/s",
-    "p99 ms",
-    "cost per million images",
-    "joules per image",
-    "mean power",
-)
-
-
-def _cells(row: DecisionRow) -> list[str]:
-    if row.cell is None:
-        return [row.device, row.why_none, "", "", "", "", ""]
-    assert row.items_per_s is not None and row.p99_us is not None
-    return [
-        row.device,
-        row.configuration,
-        _with_range(row.items_per_s, ""),
-        _with_range(Estimate(row.p99_us.value / 1000, _ms(row.p99_us.low), _ms(row.p99_us.high)), ""),
-        row.cost_text(),
-        row.joules_text(),
-        row.watts_text(),
-    ]
-
-
-def _ms(value: float | None) -> float | None:
-    return None if value is None else value / 1000
-
-
-def _ratio_cells(ratios: Ratios) -> list[str]:
-    return [
-        "GPU / CPU",
-        "",
-        _ratio_text(ratios.items),
-        _ratio_text(ratios.p99),
-        _ratio_text(ratios.cost, ratios.cost_why),
-        _ratio_text(ratios.joules, ratios.joules_why),
-        "",
-    ]
-
-
-def table_rows(decision: Decision) -> list[list[str]]:
-    """The decision table as rows of text (COLUMNS), the GPU/CPU ratio row last."""
-    rows = [_cells(r) for r in decision.rows]
-    if decision.ratios is not None:
-        rows.append(_ratio_cells(decision.ratios))
-    return rows
-
-
-def _caption(decision: Decision) -> str:
-    within = f"within {decision.slo.label()}" if decision.slo else "no SLO given: each device's best measured point"
-    return (
-        f"Decision ({within}). Ranges in brackets: 95% CI of one point or the range of its repeats; "
-        "cost per million images = price per hour / 3600 / images per s × 1e6; "
-        "joules per image = mean watts / images per s (devices counted in brackets)."
-    )
-
-
-def decision_text(decision: Decision, console: Any | None = None) -> None:
-    """Print the decision table and its verdict to a rich console (the terminal summary's top)."""
-    from rich.console import Console
-    from rich.table import Table
-
-    out = console if console is not None else Console()
-    table = Table(title=_caption(decision).split(". ", 1)[0].replace("(", "", 1).rstrip(")"))
-    for column in COLUMNS:
-        table.add_column(column, justify="left" if column in ("device", "best configuration") else "right")
-    for row in table_rows(decision):
-        table.add_row(*row)
-    out.print(table)
-    for line in decision.verdict:
-        out.print(f"  • {line}")
-    for note in decision.notes:
-        out.print(f"  [yellow]telemetry:[/yellow] {note}")
-
-
-def decision_html(decision: Decision) -> str:
-    """The decision table, verdict and telemetry notes as an HTML fragment (top of report.html)."""
-    import html
-
-    def e(value: object) -> str:
-        return html.escape(str(value))
-
-    head = "".join(f"<th{' class=l' if i < 2 else ''}>{e(c)}</th>" for i, c in enumerate(COLUMNS))
-    body = "".join(
-        "<tr>" + "".join(f"<td{' class=l' if i < 2 else ''}>{e(v)}</td>" for i, v in enumerate(row)) + "</tr>"
-        for row in table_rows(decision)
-    )
-    verdict = "".join(f"<li>{e(line)}</li>" for line in decision.verdict)
-    notes = "".join(f"<li class=warn>{e(n)}</li>" for n in decision.notes)
-    return (
-        f'<div class="decision"><h2>Decision</h2><p>{e(_caption(decision))}</p>'
-        f"<table><tr>{head}</tr>{body}</table><ul>{verdict}</ul>"
-        + (f"<h3>Telemetry notes</h3><ul>{notes}</ul>" if notes else "")
-        + "</div>"
-    )
-
-
-def cost_energy_cells(point: Point) -> list[str]:
-    """summary.csv's COST_ENERGY_COLUMNS for one point ("" where no price or no energy was measured)."""
-    price = point.target.price_per_hour
-    cost = cost_per_million(price, point.items_per_s) if price is not None else None
-    energy = point.energy
-    joules = energy.joules_per_item(point.items_per_s) if energy is not None else None
-    watts = energy.watts() if energy is not None else None
-    idle = _idle(point)
-    return [
-        "" if cost is None else f"{cost:.6g}",
-        point.target.currency if price is not None else "",
-        "" if joules is None else f"{joules:.6g}",
-        "" if watts is None else f"{watts:.6g}",
-        "" if idle is None else f"{idle:.6g}",
-    ]
-
-
 def cost_energy_ratios(a: Point, b: Point) -> dict[str, float | None]:
     """B over A per image, for `compare`: ``cost_ratio`` (both priced, same currency) and
     ``joules_ratio`` (both measured); None where a side lacks the figure."""
@@ -580,13 +450,3 @@ def cost_energy_ratios(a: Point, b: Point) -> dict[str, float | None]:
         "cost_ratio": cost_b / cost_a if cost_a and cost_b is not None and same_unit else None,
         "joules_ratio": joules_b / joules_a if joules_a and joules_b is not None else None,
     }
-
-
-def cell_cost_energy(cell: Cell) -> list[str]:
-    """A per-target table's cost per million images and joules per image of one cell, with their
-    ranges ("" where no price was given or no energy measured: the decision table says why)."""
-    price = cell.points[0].target.price_per_hour
-    cost = cost_estimate(price, cell.items_per_s) if price is not None else None
-    joules, _ = joules_estimate(cell)
-    unit = f" {cell.points[0].target.currency}".rstrip()
-    return ["" if cost is None else _with_range(cost, unit), "" if joules is None else _with_range(joules, " J")]

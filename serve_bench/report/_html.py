@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from serve_bench.report._analysis import Analysis, format_ratio
-from serve_bench.report._decision import decide, decision_html
+from serve_bench.report._decision import decide
+from serve_bench.report._decision_table import decision_html
 from serve_bench.report._tables import CELL_COLUMNS, cell_rows, model_line
 from serve_bench.stats import Point
 

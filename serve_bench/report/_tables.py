@@ -9,13 +9,8 @@ from typing import Any
 
 from serve_bench.report._analysis import Analysis, TargetAnalysis, format_ratio
 from serve_bench.report._cells import Cell
-from serve_bench.report._decision import (
-    COST_ENERGY_COLUMNS,
-    cell_cost_energy,
-    cost_energy_cells,
-    decide,
-    decision_text,
-)
+from serve_bench.report._decision import decide
+from serve_bench.report._decision_table import COST_ENERGY_COLUMNS, cell_cost_energy, cost_energy_cells, decision_text
 from serve_bench.stats import Point
 
 __all__ = ["CSV_COLUMNS", "model_line", "print_comparison", "print_summary", "write_summary_csv"]
