@@ -22,6 +22,7 @@ table{border-collapse:collapse;margin:1em 0;font-size:14px}
 th,td{border:1px solid #ccc;padding:4px 8px;text-align:right}
 th{background:#f3f3f3}td.l,th.l{text-align:left}tr.baseline td{background:#f4f8ff}
 .verdict{font-size:17px;background:#eef6ee;padding:0.5em 1em;border-left:4px solid #3a3}
+.decision{background:#f4f7fc;padding:0.5em 1em;border-left:4px solid #36c;margin-bottom:1em}
 .warn{color:#a60}img{max-width:100%;border:1px solid #ddd;margin:0.5em 0}code{background:#f6f6f6;padding:1px 4px}
 """
 
