@@ -247,3 +247,24 @@ def test_poisson_schedule_has_exactly_the_rate_in_the_window():
 def test_bad_rates_are_refused(rate):
     with pytest.raises(ValueError, match="rate"):
         arrival_offsets(rate, 1.0)
+
+
+@pytest.mark.parametrize("timerfd", [True, False], ids=["timerfd", "thread"])
+async def test_open_loop_sends_every_request_never_early(monkeypatch, timerfd):
+    # Both ways of timing sends (timerfd on the loop; the fallback thread) send each scheduled
+    # request exactly once, and none before it is due.
+    from serve_bench.load import _generators
+
+    monkeypatch.setattr(_generators, "USE_TIMERFD", timerfd)
+    transport = FakeTransport(
+        lambda inputs: {"features": np.zeros((1, 2), np.float32)}, signatures=image_signature(4, 4, 2)
+    )
+    client = Client(transport, "fake")
+    client.signatures = transport.signatures
+    prepared = client.prepare({"images": np.zeros((1, 4, 4, 3), np.float32)})
+    settings = PointSettings(warmup_s=0.1, min_duration_s=0.5)
+    offsets = arrival_offsets(400, settings.min_duration_s, "poisson", 7, warmup_s=settings.warmup_s)
+    run = await run_open_loop(client, prepared, 400, offsets, settings)
+    assert sorted(r.intended for r in run.records) == pytest.approx(sorted(run.window_start - 0.1 + offsets))
+    assert all(r.sent >= r.intended for r in run.records)
+    assert run.scheduled == 200 and transport.calls == len(offsets) == 240
