@@ -138,7 +138,7 @@ def test_decision_table_from_two_priced_targets_matches_every_point(tmp_path):
     assert len(text_rows) == 3 and all(len(r) == len(COLUMNS) for r in text_rows)
     for text, device, want, spec in ((text_rows[0], "gpu", gpu, gpu_spec), (text_rows[1], "cpu", cpu, cpu_spec)):
         assert text[0] == device
-        assert text[1].startswith(f"{device} b{spec[1]} c1 (concurrency 1, batch {spec[1]}, grpc)")
+        assert text[1] == f"{device} b{spec[1]} c1 grpc"
         assert text[2] == _range(want["items"], want["items_low"], want["items_high"])
         assert text[3] == _range(want["p99_ms"], want["p99_ms"] * 0.9, want["p99_ms"] * 1.1)
         assert text[4] == _range(want["cost"], want["cost_low"], want["cost_high"], " USD")
@@ -233,19 +233,22 @@ def test_unmeasured_figures_say_not_measured(tmp_path, capsys):
     decision = decide(output.analysis, output.points)
     gpu_row, cpu_row, ratio_row = table_rows(decision)
     assert gpu_row[4] == "no price given"
-    assert gpu_row[5] == "not measured: no telemetry was asked for" and gpu_row[6] == "not measured"
+    assert gpu_row[5] == "not measured (no telemetry)" and gpu_row[6] == "not measured"
     assert cpu_row[4].endswith("]") and " USD [" in cpu_row[4]  # the cpu is priced
-    assert cpu_row[5].startswith("energy not measured on this host (http://host:9100/metrics")
+    assert cpu_row[5] == "not measured"  # why: in the telemetry notes under the table, once
+    (why,) = decision.notes
+    assert why.startswith("energy not measured on this host (http://host:9100/metrics: node exporter page without")
+    assert why.endswith("(3 points: cpu b1 c1, cpu b4 c1, cpu b8 c1)")
     assert ratio_row[4] == "no price given for gpu" and ratio_row[5] == "not measured"
     # the cpu's own batching factor on cost is still said (its price is known)
     assert decision.verdict[0] == (
         "Cost: not compared (no price given for gpu); batching cut it 1.67× on cpu (cpu b4 c1 vs cpu b1 c1)."
     )
-    assert decision.verdict[1].startswith(
-        "Energy: not compared (gpu: not measured: no telemetry was asked for; cpu: energy not measured on this host"
+    assert decision.verdict[1] == (
+        "Energy: not compared (not measured on gpu (no telemetry) and cpu (why: telemetry notes))."
     )
     page = output.html.read_text()
-    assert "no price given" in page and "not measured: no telemetry was asked for" in page
+    assert "no price given" in page and "not measured (no telemetry)" in page and html.escape(why) in page
     # summary.csv leaves the cells empty where nothing was measured
     with output.csv.open() as handle:
         for line in csv.DictReader(handle):
@@ -275,9 +278,14 @@ def test_no_prices_no_telemetry_and_one_device(tmp_path):
     output = build_report(write_run(tmp_path / "run", points), models_dir=tmp_path, plots=False)
     decision = decide(output.analysis)
     (row,) = table_rows(decision)
-    assert row[4] == "no price given" and row[5] == "not measured: no telemetry was asked for"
+    assert row[4] == "no price given" and row[5] == "not measured (no telemetry)"
     assert decision.ratios is None
-    assert decision.verdict[0].startswith("Only cpu can be judged (only one device in this run)")
+    best = expected_row(CPU_POINTS[1])  # no SLO: the most images/s (b4: 33.3; b8: 26.7)
+    assert decision.verdict == (
+        f"Only cpu can be judged (only one device in this run): local b4 c1 grpc: "
+        f"{format_figure(best['items'])} images/s, p99 {format_figure(best['p99_ms'])} ms, no price given, "
+        "energy not measured (no telemetry).",
+    )
     assert 'class="decision"' in output.html.read_text()
 
 
@@ -431,5 +439,5 @@ telemetry = ["{up}", "{down}"]
     (row,) = table_rows(decide(output.analysis))
     assert " USD" in row[4]
     # the node exporter reads this host's RAPL: joules where it has them, else said not measured
-    assert row[5].startswith("energy not measured on this host") or row[5].endswith(" (CPU)")
+    assert row[5] == "not measured" or row[5].endswith(" (CPU)")
     assert f"telemetry unavailable: {down}" in output.html.read_text()

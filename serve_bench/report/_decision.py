@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 NO_PRICE = "no price given"
-_NO_TELEMETRY = "no telemetry was asked for"
+_NO_TELEMETRY = "no telemetry"
 _DEVICE_ORDER = {"gpu": 0, "cpu": 1}
 
 
@@ -152,7 +152,7 @@ class DecisionRow:
         if self.cell is None:
             return self.why_none
         point = self.cell.point
-        text = f"{self.cell.label} ({point.load.describe()}, batch {point.batch_size}, {point.target.protocol})"
+        text = f"{self.cell.label} {point.target.protocol}"
         if point.server_config:
             text += " " + ", ".join(f"{k}={v}" for k, v in point.server_config)
         return text
@@ -168,9 +168,14 @@ class DecisionRow:
         if self.cell is None:
             return ""
         if self.joules_per_image is None:
-            why = self.energy_why
-            return why if why.startswith(NOT_MEASURED) else f"not measured: {why}"
+            # the telemetry's own words go to the notes under the table (one per reason, not per cell)
+            return f"not measured ({self.energy_why})" if self.energy_why == _NO_TELEMETRY else "not measured"
         return with_range(self.joules_per_image, " J") + f" ({self.energy_scope})"
+
+    @property
+    def energy_short(self) -> str:
+        """Why energy is missing, in a few words: no telemetry asked for, or see the telemetry notes."""
+        return self.energy_why if self.energy_why == _NO_TELEMETRY else "why: telemetry notes"
 
     def watts_text(self) -> str:
         if self.watts is None:
@@ -365,10 +370,16 @@ def _verdict(rows: tuple[DecisionRow, ...], ratios: Ratios | None, slo: Slo | No
         row = measured[0]
         others = ", ".join(r.device for r in rows if r.cell is None)
         missing = f"no usable point on {others}" if others else "only one device in this run"
-        return (
-            f"Only {row.device} can be judged ({missing}): {row.cost_text()} per million images, "
-            f"{row.joules_text()} per image, p99 {format_figure((row.p99_us or Estimate(0)).value / 1000)} ms.",
+        assert row.items_per_s is not None and row.p99_us is not None
+        figures = [
+            f"{format_figure(row.items_per_s.value)} images/s",
+            f"p99 {format_figure(row.p99_us.value / 1000)} ms",
+        ]
+        figures.append(f"{row.cost_text()} per million images" if row.cost_per_million else NO_PRICE)
+        figures.append(
+            f"{row.joules_text()} per image" if row.joules_per_image else f"energy not measured ({row.energy_short})"
         )
+        return (f"Only {row.device} can be judged ({missing}): {row.configuration}: {', '.join(figures)}.",)
     gpu, cpu = ratios.gpu, ratios.cpu
     lines = []
     if ratios.cost is not None:
@@ -387,8 +398,8 @@ def _verdict(rows: tuple[DecisionRow, ...], ratios: Ratios | None, slo: Slo | No
         if "CPU" in cpu.energy_scope and "CPU" not in gpu.energy_scope:
             detail += "; the gpu figure leaves out its host's CPU (add a node exporter to its telemetry)"
     else:
-        gone = [f"{r.device}: {r.joules_text()}" for r in (gpu, cpu) if r.joules_per_image is None]
-        winner, detail = "not compared", "; ".join(gone)
+        gone = [f"{r.device} ({r.energy_short})" for r in (gpu, cpu) if r.joules_per_image is None]
+        winner, detail = "not compared", "not measured on " + " and ".join(gone)
     lines.append(_sentence("Energy", winner, detail, _batching_phrase((gpu, cpu), "joules")))
     if ratios.p99 is not None:
         side = _clear(ratios.p99)
