@@ -97,7 +97,7 @@ def expected_row(spec: tuple[str, int, float, float | None, float | None]) -> di
     }
 
 
-def test_decision_table_from_two_priced_targets_matches_every_point(tmp_path):
+def test_decision_table_from_two_priced_targets_matches_every_point(tmp_path: Path) -> None:
     """Report from a cpu and a gpu target with prices and recorded telemetry: each figure of the
     decision table (row by row, the GPU/CPU ratios, the batching factors in the verdict) equals
     what the formula gives from the chosen point's own figures."""
@@ -120,8 +120,9 @@ def test_decision_table_from_two_priced_targets_matches_every_point(tmp_path):
         assert row.items_per_s.value == pytest.approx(want["items"])
         assert (row.items_per_s.low, row.items_per_s.high) == pytest.approx((want["items_low"], want["items_high"]))
         assert row.p99_us is not None and row.p99_us.value == point.latency.p99 == pytest.approx(want["p99_ms"] * 1000)
-        assert row.cost_per_million is not None
-        assert row.cost_per_million.value == pytest.approx(point.target.price_per_hour / 3600 / point.items_per_s * 1e6)
+        price = point.target.price_per_hour
+        assert row.cost_per_million is not None and price is not None
+        assert row.cost_per_million.value == pytest.approx(price / 3600 / point.items_per_s * 1e6)
         assert (row.cost_per_million.value, row.cost_per_million.low, row.cost_per_million.high) == pytest.approx(
             (want["cost"], want["cost_low"], want["cost_high"])
         )
@@ -193,19 +194,20 @@ def test_decision_table_from_two_priced_targets_matches_every_point(tmp_path):
     rows_by_label = {row[0]: row for t in output.analysis.targets for row in cell_rows(t)}
     for spec in CPU_POINTS + GPU_POINTS:
         want = expected_row(spec)
-        row = rows_by_label[f"{spec[0]} b{spec[1]} c1"]
-        assert row[cost_at] == _range(want["cost"], want["cost_low"], want["cost_high"], " USD")
-        assert row[joules_at] == _range(want["joules"], want["joules_low"], want["joules_high"], " J")
+        cells = rows_by_label[f"{spec[0]} b{spec[1]} c1"]
+        assert cells[cost_at] == _range(want["cost"], want["cost_low"], want["cost_high"], " USD")
+        assert cells[joules_at] == _range(want["joules"], want["joules_low"], want["joules_high"], " J")
 
     # the same table at the top of report.html, in the terminal summary, and the CSV columns per point
     page = output.html.read_text()
     assert page.index('class="decision"') < page.index("<h2>Verdict</h2>")
-    for row in text_rows:
-        for cell in row:
+    for text_row in text_rows:
+        for cell in text_row:
             assert html.escape(cell) in page
-    console = Console(file=io.StringIO(), width=400)
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=400)
     print_summary(output.analysis, console)
-    terminal = console.file.getvalue()
+    terminal = buffer.getvalue()
     assert terminal.index("Decision") < terminal.index("gpu — gpu")
     for cell in text_rows[0][2:] + text_rows[2][2:6]:
         assert cell in terminal
@@ -217,11 +219,12 @@ def test_decision_table_from_two_priced_targets_matches_every_point(tmp_path):
         cost = PRICE[point.target.name] / 3600 / point.items_per_s * 1e6
         assert float(line["Cost per Million Images"]) == pytest.approx(cost, rel=1e-5)
         assert line["Currency"] == "USD"
-        assert point.energy is not None
-        assert float(line["Joules per Image"]) == pytest.approx(point.energy.watts() / point.items_per_s, rel=1e-5)
+        watts = point.energy.watts() if point.energy is not None else None
+        assert watts is not None
+        assert float(line["Joules per Image"]) == pytest.approx(watts / point.items_per_s, rel=1e-5)
 
 
-def test_unmeasured_figures_say_not_measured(tmp_path, capsys):
+def test_unmeasured_figures_say_not_measured(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """No price on the gpu, no telemetry on the gpu, a cpu host without RAPL: the table says so
     in each cell, the ratios too, and the verdict compares only what was measured."""
     cpu = [
@@ -256,7 +259,7 @@ def test_unmeasured_figures_say_not_measured(tmp_path, capsys):
             assert (line["Cost per Million Images"] == "") == (line["Target"] == "gpu")
 
 
-def test_a_ratio_whose_range_straddles_one_names_no_winner(tmp_path):
+def test_a_ratio_whose_range_straddles_one_names_no_winner(tmp_path: Path) -> None:
     """GPU priced 16× the CPU at 16× its images/s: cost ratio 1.00× [0.90×–1.11×], no winner;
     GPU energy without its host's CPU is said to leave it out."""
     points = [priced_point(*s) for s in CPU_POINTS]
@@ -272,7 +275,7 @@ def test_a_ratio_whose_range_straddles_one_names_no_winner(tmp_path):
     assert "the gpu figure leaves out its host's CPU" in decision.verdict[1]
 
 
-def test_no_prices_no_telemetry_and_one_device(tmp_path):
+def test_no_prices_no_telemetry_and_one_device(tmp_path: Path) -> None:
     """The demo's case: one cpu target, no price, no telemetry — the table still stands."""
     points = [make_point("local", "cpu", b, ms * 1000) for _, b, ms, _, _ in CPU_POINTS]
     output = build_report(write_run(tmp_path / "run", points), models_dir=tmp_path, plots=False)
@@ -302,7 +305,7 @@ def _reset_energy() -> EnergyView:
     return energy_between(first, last)
 
 
-def test_telemetry_notes_reach_the_report(tmp_path):
+def test_telemetry_notes_reach_the_report(tmp_path: Path) -> None:
     """A counter reset (figure dropped by the telemetry) and an endpoint that is down (a real
     session against a closed port) are named in the decision's notes and in report.html."""
     down = f"http://127.0.0.1:{free_port()}/metrics"
@@ -327,7 +330,7 @@ def test_telemetry_notes_reach_the_report(tmp_path):
     assert "on cpu" not in decision.verdict[1]
 
 
-def test_compare_shows_cost_and_energy_ratios(tmp_path):
+def test_compare_shows_cost_and_energy_ratios(tmp_path: Path) -> None:
     """compare: B/A cost per image and joules per image for matching points."""
     a = write_run(tmp_path / "a", [priced_point(*s) for s in GPU_POINTS])
     faster = [priced_point(n, b, ms / 2, g, c) for n, b, ms, g, c in GPU_POINTS]  # twice the images/s, same watts
@@ -336,9 +339,10 @@ def test_compare_shows_cost_and_energy_ratios(tmp_path):
     for row in result.rows:
         assert row["cost_ratio"] == pytest.approx(0.5)
         assert row["joules_ratio"] == pytest.approx(0.5, rel=1e-6)
-    console = Console(file=io.StringIO(), width=300)
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=300)
     print_comparison(result, "B vs A", console)
-    out = console.file.getvalue()
+    out = buffer.getvalue()
     assert "B/A cost/image" in out and "B/A J/image" in out and "0.50×" in out
 
 
@@ -348,7 +352,7 @@ _BASE = "model = 'x'\nbatch_sizes = [1]\n"
 _TARGET = "[[targets]]\nname = 'a'\nurl = 'grpc://h:1'\n"
 
 
-def test_spec_prices_and_telemetry_reach_the_targets():
+def test_spec_prices_and_telemetry_reach_the_targets() -> None:
     spec = parse_spec(
         _BASE + "currency = 'EUR'\n" + _TARGET + "price_per_hour = 0.5\ntelemetry = ['http://h:9100/metrics']\n"
         "[[targets]]\nname = 'b'\nurl = 'grpc://h:2'\nprice_per_hour = 0\n"
@@ -378,7 +382,7 @@ def test_spec_prices_and_telemetry_reach_the_targets():
         ("currency = 'USD'\n" + _TARGET + "telemetry = 'http://h:9100/metrics'\n", ["targets[0].telemetry", "list"]),
     ],
 )
-def test_bad_prices_and_currencies_are_one_line_errors(text, words):
+def test_bad_prices_and_currencies_are_one_line_errors(text: str, words: list[str]) -> None:
     with pytest.raises(UserError) as info:
         parse_spec(_BASE + text, "s.toml")
     message = str(info.value)
@@ -387,7 +391,7 @@ def test_bad_prices_and_currencies_are_one_line_errors(text, words):
         assert word in message
 
 
-def test_cli_refuses_a_negative_price_with_exit_2(tmp_path, capsys):
+def test_cli_refuses_a_negative_price_with_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     spec = tmp_path / "bad.toml"
     spec.write_text(_BASE + "currency = 'USD'\n" + _TARGET + "price_per_hour = -1\n")
     assert main(["sweep", str(spec)]) == 2
@@ -398,7 +402,7 @@ def test_cli_refuses_a_negative_price_with_exit_2(tmp_path, capsys):
 # --- measuring: the telemetry session around each point ------------------------------------------
 
 
-async def test_sweep_with_a_down_telemetry_endpoint_goes_on_and_notes_it(tmp_path):
+async def test_sweep_with_a_down_telemetry_endpoint_goes_on_and_notes_it(tmp_path: Path) -> None:
     """One endpoint up (Prometheus' node exporter, run for real, no RAPL here) and one down:
     every point is measured, carries the price, and records "telemetry unavailable" for the
     down one; idle power was measured once, before the first point."""
