@@ -190,6 +190,9 @@ async def test_dead_target_ends_the_point_at_once(mode):
     assert elapsed < settings.warmup_s  # it never got to the measured window, let alone through it
     assert DOWN_AFTER <= len(run.records) <= DOWN_AFTER + 4 + 500 * elapsed
     assert all(r.error is not None and issubclass(r.error, ConnectError) for r in run.records)
+    figures = analyze(run, mode, settings)
+    assert figures.cut_off == run.cut_off
+    assert not figures.client.limited, figures.client.reasons  # a dead target, not a slow client
 
 
 async def test_no_garbage_collection_while_a_point_runs():

@@ -306,9 +306,7 @@ async def run_open_loop(
     predict = client.predict_prepared
     append = records.append
     perf = time.perf_counter
-    t0 = (start_at if start_at is not None else time.perf_counter()) + 0.05
-    window_start = t0 + settings.warmup_s
-    window_end = window_start + settings.min_duration_s
+    t0 = window_start = window_end = 0.0  # set once the collector is paused (its collection takes time)
     scheduled = int(
         np.count_nonzero((offsets >= settings.warmup_s) & (offsets < settings.warmup_s + settings.min_duration_s))
     )
@@ -349,8 +347,8 @@ async def run_open_loop(
             else:
                 launch(intended)
 
-    dues: list[float] = (t0 + offsets).tolist()
-    count = len(dues)
+    dues: list[float] = []
+    count = len(offsets)
     position = 0
 
     def take_due() -> list[float]:
@@ -388,6 +386,11 @@ async def run_open_loop(
     cpu_start: tuple[float, float] | None = None
     cpu_end = (0.0, 0.0)
     with no_gc_pauses(switch_interval=_SWITCH_INTERVAL_S):
+        # the clock starts after the collection no_gc_pauses made, or the first sends would be late
+        t0 = (start_at if start_at is not None else time.perf_counter()) + 0.05
+        window_start = t0 + settings.warmup_s
+        window_end = window_start + settings.min_duration_s
+        dues = (t0 + offsets).tolist()
         if count == 0:
             finished.set()
         elif timer is not None:
