@@ -287,3 +287,19 @@ def test_cors_preflight(server):
         assert response.status == 200
     code, answer = _call(server, "/v1/models/tiny:predict", None, "OPTIONS")
     assert (code, answer) == (400, {"error": "Origin header is missing in CORS preflight"})
+
+
+def test_answers_write_non_finite_floats_as_tf_serving():
+    """util/json_tensor.cc:163-167 WriteDecimal writes NaN, Infinity and -Infinity (not null),
+    and whole floats with ".0" (:159-161). A logic test of the answer writer: no small model
+    here produces non-finite features."""
+    import orjson
+
+    from serve_bench.server._rest import _outputs_json
+
+    features = np.array([[1.0, np.nan], [np.inf, -np.inf]], np.float32)
+    row = orjson.dumps(_outputs_json({"features": features}, row_format=True), option=orjson.OPT_SERIALIZE_NUMPY)
+    assert row == b'{"predictions":[[1.0,NaN],[Infinity,-Infinity]]}'
+    column = orjson.dumps(_outputs_json({"a": features[:1], "b": np.ones((1, 2), np.float32)}, row_format=False),
+                          option=orjson.OPT_SERIALIZE_NUMPY)
+    assert column == b'{"outputs":{"a":[[1.0,NaN]],"b":[[1.0,1.0]]}}'

@@ -10,6 +10,7 @@ Errors answer {"error": "..."} with TF Serving's HTTP status for the code.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import threading
 import time
@@ -271,6 +272,14 @@ async def _read_body(request: web.Request, declared: int) -> bytearray:
     return buffer
 
 
+def _json_value(array: np.ndarray, binary: bool) -> Any:
+    """One output as JSON. Non-finite floats are written NaN / Infinity / -Infinity, as
+    WriteDecimal (util/json_tensor.cc:163-167) writes them (orjson would write null)."""
+    if array.dtype.kind == "f" and array.size and not np.isfinite(array).all():
+        return orjson.Fragment(json.dumps(array.tolist(), allow_nan=True, separators=(",", ":")))
+    return array_to_json_value(array, binary)
+
+
 def _outputs_json(outputs: dict[str, np.ndarray], row_format: bool) -> dict[str, Any]:
     """MakeJsonFromTensors (util/json_tensor.cc:1052): row requests answer "predictions" (one value per
     instance; objects only when there are several outputs), columnar ones "outputs" (the tensor
@@ -279,19 +288,19 @@ def _outputs_json(outputs: dict[str, np.ndarray], row_format: bool) -> dict[str,
     if row_format:
         if len(outputs) == 1:
             (alias, array), = outputs.items()
-            return {"predictions": array_to_json_value(array, binary[alias])}
+            return {"predictions": _json_value(array, binary[alias])}
         count = len(next(iter(outputs.values())))
         for alias, array in outputs.items():
             if array.ndim == 0:
                 raise invalid(f"Tensor name: {alias} has no shape information ")
             if len(array) != count:
                 raise invalid(f"Tensor name: {alias} has inconsistent batch size: {len(array)} expecting: {count}")
-        return {"predictions": [{alias: array_to_json_value(array[i], binary[alias])
+        return {"predictions": [{alias: _json_value(array[i], binary[alias])
                                  for alias, array in sorted(outputs.items())} for i in range(count)]}
     if len(outputs) == 1:
         (alias, array), = outputs.items()
-        return {"outputs": array_to_json_value(array, binary[alias])}
-    return {"outputs": {alias: array_to_json_value(a, binary[alias]) for alias, a in sorted(outputs.items())}}
+        return {"outputs": _json_value(array, binary[alias])}
+    return {"outputs": {alias: _json_value(a, binary[alias]) for alias, a in sorted(outputs.items())}}
 
 
 _METRICS = web.AppKey("metrics", Metrics)
