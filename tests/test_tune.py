@@ -25,8 +25,10 @@ def spec_text(models_dir: Path, max_ms: float = 2000.0) -> str:
     return f"""
 name = "tune-tiny"
 model = "tiny"
+currency = "USD"
 [server]
 kind = "local"
+price_per_hour = 1.5
 models_dir = "{models_dir}"
 startup_timeout_s = 120
 [space]
@@ -101,6 +103,7 @@ def test_tune_tiny_on_the_local_server(models_dir: Path, tmp_path: Path, capsys:
     points = read_points(run_dir)
     assert sorted(p.key.split("|")[0] for p in points) == ["mbs4", "nobatch"]
     assert [p.id for p in points if p.key.startswith("nobatch|")] == [first.id]
+    assert {(p.target.price_per_hour, p.target.currency) for p in points} == {(1.5, "USD")}
     for point in points:  # each point records the configuration it measured
         recorded = getattr(point, "server_config", ()) or [n for n in point.notes if n.startswith("server_config")]
         assert f"config={point.key.split('|')[0]}" in str(recorded) or ("config", point.key.split("|")[0]) in recorded

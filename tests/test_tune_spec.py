@@ -480,3 +480,20 @@ def test_a_zero_timeout_is_written_out_and_read_back_as_set() -> None:
     assert "batch_timeout_micros { value: 0 }" in text
     proto = parse_batching(text)
     assert proto.HasField("batch_timeout_micros") and proto.batch_timeout_micros.value == 0
+
+
+def test_price_and_telemetry_of_the_server() -> None:
+    spec = parse_tune_spec(
+        spec_with(
+            extra='currency = "USD"\n[server]\nprice_per_hour = 2.5\ntelemetry = ["http://127.0.0.1:9100/metrics"]'
+        )
+    )
+    assert (spec.server.price_per_hour, spec.currency, spec.server.telemetry) == (
+        2.5,
+        "USD",
+        ("http://127.0.0.1:9100/metrics",),
+    )
+    with pytest.raises(UserError, match="needs the currency"):
+        parse_tune_spec(spec_with(extra="[server]\nprice_per_hour = 2.5"))
+    with pytest.raises(UserError, match="price_per_hour must be a finite number >= 0"):
+        parse_tune_spec(spec_with(extra='currency = "USD"\n[server]\nprice_per_hour = -1'))

@@ -215,7 +215,14 @@ class _Tuner:
             return
         startup_s = time.perf_counter() - started
         try:
-            target = dataclasses.replace(target, name=config.id)
+            server = spec.server
+            target = dataclasses.replace(
+                target,
+                name=config.id,
+                price_per_hour=server.price_per_hour,
+                currency=spec.currency,
+                telemetry=server.telemetry,
+            )
             signature = signature_for_payload(spec.payload, spec.signature)
             done = {p.key for p in self.points.get(config.id, ())}
             try:

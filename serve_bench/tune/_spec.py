@@ -42,7 +42,7 @@ from serve_bench.errors import InvalidValue, UserError
 from serve_bench.load import ARRIVALS, PAYLOADS, PointSettings
 from serve_bench.stats import LoadInfo, Slo
 from serve_bench.sweep import check_keys as _check_keys
-from serve_bench.sweep import check_load, check_settings
+from serve_bench.sweep import check_load, check_settings, target_pricing, target_telemetry
 from serve_bench.sweep import typed as _typed
 from serve_bench.sweep import typed_list as _list
 from serve_bench.tune._config import BATCHING_KNOBS, FLAG_KNOBS, KNOBS, TuneConfig
@@ -85,6 +85,8 @@ class ServerSpec:
     url: str = ""
     status_url: str = ""  # REST model status URL; "" derives it (local) or uses gRPC GetModelStatus
     metrics_url: str | None = None
+    price_per_hour: float | None = None  # what running the server costs per hour (issue 13)
+    telemetry: tuple[str, ...] = ()  # Prometheus pages with its energy counters (dcgm-exporter, node exporter)
     # compose
     compose_file: str = "docker/compose.yaml"
     service: str = ""
@@ -118,6 +120,7 @@ class TuneSpec:
     baselines: tuple[str, ...] = ("defaults", "no_batching")
     seed: int = 0
     out: str = "results"
+    currency: str = ""  # the unit of server.price_per_hour
     text: str = ""
 
 
@@ -129,6 +132,7 @@ _TOP = {
     "batch_size": int,
     "seed": int,
     "out": str,
+    "currency": str,
     "server": dict,
     "space": dict,
     "workload": dict,
@@ -152,6 +156,8 @@ _SERVER = {
     "flags": list,
     "restart": str,
     "stop": str,
+    "price_per_hour": (int, float),
+    "telemetry": list,
 }
 _SPACE = {knob: list for knob in KNOBS}
 _WORKLOAD = {"rates": list, "concurrency": list, "arrival": str}
@@ -220,9 +226,11 @@ def _parse_space(raw: dict[str, Any], source: str) -> dict[str, tuple[Any, ...]]
     return space
 
 
-def _parse_server(raw: dict[str, Any], source: str) -> ServerSpec:
+def _parse_server(raw: dict[str, Any], source: str, currency: str) -> ServerSpec:
     _check_keys(raw, _SERVER, "[server]", source)
     values = {k: _typed(v, _SERVER[k], f"server.{k}", source) for k, v in raw.items()}
+    values["price_per_hour"], _ = target_pricing(raw, "server", source, currency)
+    values["telemetry"] = target_telemetry(raw, "server", source)
     if "metrics" in values:
         values["metrics_url"] = values.pop("metrics")
     if "flags" in values:
@@ -262,7 +270,7 @@ def parse_tune_spec(text: str, source: str = "spec") -> TuneSpec:
     for required in ("model", "space"):
         if required not in data:
             raise UserError(f"{source}: missing required key {required!r} at the top level")
-    server = _parse_server(data.get("server", {}), source)
+    server = _parse_server(data.get("server", {}), source, data.get("currency", ""))
     space = _parse_space(data["space"], source)
     if not space:
         raise UserError(
@@ -349,6 +357,7 @@ def parse_tune_spec(text: str, source: str = "spec") -> TuneSpec:
         baselines=baselines,
         seed=data.get("seed", 0),
         out=data.get("out", "results"),
+        currency=data.get("currency", "") if server.price_per_hour is not None else "",
         text=text,
     )
 
