@@ -497,3 +497,26 @@ def test_price_and_telemetry_of_the_server() -> None:
         parse_tune_spec(spec_with(extra="[server]\nprice_per_hour = 2.5"))
     with pytest.raises(UserError, match="price_per_hour must be a finite number >= 0"):
         parse_tune_spec(spec_with(extra='currency = "USD"\n[server]\nprice_per_hour = -1'))
+
+
+def test_dry_run_prints_runnable_commands_and_keeps_their_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import argparse
+
+    from serve_bench.tune import run_tune_command
+
+    args = argparse.Namespace(
+        spec=str(ROOT / "loadtests" / "tune" / "tfserving-gpu.toml"),
+        run_dir=str(tmp_path / "dry"),
+        resume=False,
+        method=None,
+        dry_run=True,
+    )
+    assert run_tune_command(args) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if ": docker compose " in line]
+    assert len(lines) == len(parse_tune_spec((ROOT / "loadtests/tune/tfserving-gpu.toml").read_text()).configs) + 2
+    for line in lines:
+        override = Path(shlex.split(line.split(": ", 1)[1])[5])
+        assert override.exists() and (override.parent / "batching_parameters.txt").exists()
+    assert not (tmp_path / "dry" / "points.jsonl").exists()  # nothing was measured
