@@ -12,7 +12,7 @@ import numpy as np
 
 from serve_bench import _protos
 from serve_bench.codec import DT_STRING, DTYPE_TO_NUMPY, NUMPY_TO_DTYPE, dtype_name
-from serve_bench.export._layout import WARMUP_FILE, list_versions
+from serve_bench.export import WARMUP_FILE, list_versions, read_warmup_records
 from serve_bench.server._config import ModelEntry
 from serve_bench.server._errors import CODE_NAMES, ServingError, invalid, not_found
 
@@ -201,7 +201,6 @@ class Servable:
         if not path.exists():
             return 0
         from serve_bench.codec import from_tensor_proto
-        from serve_bench.export._warmup import read_warmup_records
 
         count = 0
         for record in read_warmup_records(path):
