@@ -167,13 +167,14 @@ async def test_throughput_is_counted_in_items(delay_server):
     assert 7.2 <= eight.throughput.items_per_s / one.throughput.items_per_s <= 8.8
 
 
+@pytest.mark.parametrize("transport", ["grpc", "rest"])
 @pytest.mark.parametrize("mode", ["closed", "open"])
-async def test_dead_target_ends_the_point_at_once(mode):
+async def test_dead_target_ends_the_point_at_once(mode, transport):
     # The server dies after the client connected: the old closed loop spun at ~12k failing
     # requests/s for the whole point. Now DOWN_AFTER connection errors in a row end it, as "target down".
     settings = PointSettings(warmup_s=5.0, min_duration_s=30.0, timeout_s=5.0)
     with DelayServer(delay=0.001) as server:
-        client = await connect(server.grpc_url, MODEL)
+        client = await connect(server.grpc_url if transport == "grpc" else server.rest_url, MODEL)
         server.stop()
     prepared = client.prepare(make_inputs("float", 1, client.signature_info))
     started = time.perf_counter()
