@@ -1,18 +1,14 @@
 """A REST predict body to input arrays, as TF Serving's util/json_tensor.cc reads it.
 
 Accepts and refuses what ``FillPredictRequestFromJson`` does, with its messages. Large
-arrays of numbers are never turned into Python objects: each run of number text of 64 KiB
-or more is cut out of the body before the JSON parser sees it, its shape is read from its
-brackets, and its values are parsed by numpy straight into the result, slice by slice. So
-parsing costs about the result's size plus a fraction of the body, not the ~16x of Python
-floats in lists.
+arrays of numbers are never turned into Python objects (see _json_runs): parsing costs
+about the result's size plus a fraction of the body, not the ~16x of Python floats in lists.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import re
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,24 +19,13 @@ import orjson
 
 from serve_bench.codec import DT_STRING, DTYPE_TO_NUMPY, gc_paused
 from serve_bench.server._errors import ServingError, invalid
+from serve_bench.server._json_runs import RUN_KEY, Run, checked_ints, cut_runs, run_values, type_error
 from serve_bench.server._runtime import MAX_RANK, Signature, tf_type_name
 
 __all__ = ["ParseBudgetExceeded", "PredictBody", "object_cost", "parse_predict_body"]
 
-FAST_RUN_BYTES = 64 * 1024
-_SLICE_BYTES = 2 << 20  # ~250k numbers: their Python objects (~8 MB) live one slice at a time
-_NUMERIC_RUN = re.compile(rb"[0-9eE.+\-,\[\]\s]{%d,}" % FAST_RUN_BYTES)
-_TOKEN = re.compile(rb"[^\[\],\s]+")
-_WHITESPACE = b" \t\n\r"
-# Every character of a number becomes "0"; runs of "0" are then collapsed to one per number.
-_NUMBER_TO_ZEROS = bytes.maketrans(b"0123456789eE.+-", b"0" * 15)
-_BRACKETS_TO_SPACES = bytes.maketrans(b"[]", b"  ")
-# Adjacent tokens that no valid JSON array of numbers holds (after numbers became "0").
-_BAD_PAIRS = (b",]", b"[,", b",,", b"][", b"0[", b"]0", b"00")
-# The key marking where a cut-out run was; "\u0000" keeps it apart from any real input name.
-_RUN_KEY = "\x00serve-bench-run"
-_INT32_TYPES = {3, 4, 5, 6, 17}  # DT_INT32, DT_UINT8, DT_INT16, DT_INT8, DT_UINT16: IsInt() in json_tensor.cc:305
 _KIND_OK = {"f": "iuf", "i": "iu", "u": "iu", "b": "b"}
+
 
 
 @dataclass(frozen=True)
@@ -50,27 +35,6 @@ class PredictBody:
     signature_name: str
     row_format: bool  # "instances" (answer "predictions") vs "inputs" (answer "outputs")
     inputs: dict[str, np.ndarray]
-
-
-@dataclass(frozen=True)
-class _Run:
-    """A big array of numbers cut out of the body: where it is and the shape its brackets give."""
-
-    raw: bytes | bytearray
-    start: int
-    end: int
-    shape: tuple[int, ...]
-
-    @property
-    def text(self) -> memoryview:
-        return memoryview(self.raw)[self.start:self.end]
-
-    def has_any(self, chars: bytes) -> bool:
-        return any(self.raw.find(bytes([c]), self.start, self.end) >= 0 for c in chars)
-
-    def first_value(self) -> str:
-        match = _TOKEN.search(self.raw, self.start, self.end)
-        return match.group().decode(errors="replace") if match else ""
 
 
 class ParseBudgetExceeded(Exception):
@@ -99,7 +63,7 @@ def parse_predict_body(raw: bytes | bytearray, get_signature: Callable[[str], Si
     """
     if not raw:
         raise invalid("JSON Parse error: The document is empty")  # json_tensor.cc:474
-    skeleton, runs = _cut_runs(raw)
+    skeleton, runs = cut_runs(raw)
     excess = object_cost(skeleton) - 2 * len(raw)
     if excess > 0 and not reserve(excess):
         raise ParseBudgetExceeded(excess)
@@ -123,7 +87,7 @@ def parse_predict_body(raw: bytes | bytearray, get_signature: Callable[[str], Si
                 raise invalid(f"JSON Value: {_debug(doc, runs)} Not formatted correctly expecting only one of "
                               "'inputs' or 'instances' keys to exist ")
             instances = _resolve(doc["instances"], runs)
-            if not isinstance(instances, (list, _Run)):
+            if not isinstance(instances, (list, Run)):
                 raise invalid(f"JSON Value: {_debug(doc, runs)} Expecting 'instances' to be an list/array")
             if _length(instances) == 0:
                 raise invalid(f"JSON Value: {_debug(doc, runs)} No values in 'instances' array")
@@ -133,156 +97,17 @@ def parse_predict_body(raw: bytes | bytearray, get_signature: Callable[[str], Si
         raise invalid("Missing 'inputs' or 'instances' key")  # json_tensor.cc:704
 
 
-def _cut_runs(raw: bytes | bytearray) -> tuple[bytes | bytearray, list[_Run]]:
-    """The body with each long, well-formed run of numbers outside strings replaced by a marker."""
-    if len(raw) < FAST_RUN_BYTES:
-        return raw, []
-    view = memoryview(raw)
-    pieces: list[bytes | memoryview] = []
-    runs: list[_Run] = []
-    done = 0
-    escapes = b"\\" in raw
-    for match in _NUMERIC_RUN.finditer(raw):
-        start, end = match.span()
-        start = raw.find(b"[", start, end)
-        end = raw.rfind(b"]", start, end) + 1 if start >= 0 else -1
-        if start < 0 or end - start < FAST_RUN_BYTES:
-            continue
-        if escapes or raw.count(b'"', 0, start) % 2:  # maybe inside a string: leave it to the parser
-            continue
-        text = view[start:end]
-        extra = raw.count(b"]", start, end) - raw.count(b"[", start, end)
-        while extra > 0 and end > start:  # closers of enclosing lists caught in the run
-            end = raw.rindex(b"]", start, end - 1) + 1
-            extra -= 1
-            text = view[start:end]
-        shape = _run_shape(text)
-        if shape is None:  # not one regular array: the parser and the exact checks handle it
-            continue
-        pieces.append(view[done:start])
-        pieces.append(b'{"\\u0000serve-bench-run":%d}' % len(runs))
-        runs.append(_Run(raw, start, end, shape))
-        done = end
-    if not runs:
-        return raw, []
-    pieces.append(view[done:])
-    return b"".join(pieces), runs
-
-
-def _run_shape(text: memoryview) -> tuple[int, ...] | None:
-    """The shape of a dense array of numbers, from its brackets; None unless it is one well-formed,
-    regular array (every list at a level as long as the first, all numbers at the deepest level)."""
-    marked = _collapse_numbers(text)
-    if not marked.startswith(b"[") or not marked.endswith(b"]") or any(p in marked for p in _BAD_PAIRS):
-        return None
-    bare = marked.replace(b",", b"")
-    del marked
-    rank = len(bare) - len(bare.lstrip(b"["))
-    if rank > MAX_RANK:
-        return None
-    innermost = bare.index(b"]") - rank
-    if innermost == 0 and rank > 1:
-        return None  # empty inner lists: rare, and the exact path words their errors
-    dims = [innermost]
-    child = b"[" + b"0" * innermost + b"]"
-    for level in range(rank - 2, -1, -1):
-        position, count = level + 1, 0
-        while bare.startswith(child, position):
-            count += 1
-            position += len(child)
-        dims.append(count)
-        child = b"[" + child * count + b"]"
-    if child != bare:
-        return None
-    return tuple(reversed(dims))
-
-
-def _collapse_numbers(text: memoryview) -> bytes:
-    """The run with each number as one "0" and no whitespace (so "[1.5, 20]" gives "[0,0]"),
-    made slice by slice with numpy (re.sub would cost a Python call per number)."""
-    pieces: list[bytes] = []
-    previous_zero = False
-    for start in range(0, len(text), _SLICE_BYTES):
-        chars = np.frombuffer(bytes(text[start:start + _SLICE_BYTES]).translate(_NUMBER_TO_ZEROS, _WHITESPACE),
-                              np.uint8)
-        if not chars.size:
-            continue
-        zero = chars == 48
-        keep = np.ones(chars.size, dtype=bool)
-        keep[1:] = ~(zero[1:] & zero[:-1])
-        keep[0] = not (zero[0] and previous_zero)
-        previous_zero = bool(zero[-1])
-        pieces.append(chars[keep].tobytes())
-    return b"".join(pieces)
-
-
-def _run_values(run: _Run, dtype: int) -> np.ndarray:
-    """A run's numbers as an array of ``dtype``, parsed by numpy slice by slice into the result."""
-    count = int(np.prod(run.shape, dtype=np.int64))
-    np_dtype = DTYPE_TO_NUMPY[dtype]
-    integer = np_dtype.kind in "iu"
-    if integer and run.has_any(b".eE"):
-        raise _type_error(_first_non_int(run), "Number", dtype)
-    parse_as = np.dtype(np.int64) if integer else np_dtype
-    out = np.empty(count, dtype=parse_as)
-    text, filled, start = run.text, 0, 0
-    while start < len(text):
-        stop = min(start + _SLICE_BYTES, len(text))
-        if stop < len(text):  # cut at a comma so no number is split
-            comma = bytes(text[stop - 256:stop]).rfind(b",")
-            stop = stop - 256 + comma if comma >= 0 else stop
-        piece = b"[" + bytes(text[start:stop]).translate(_BRACKETS_TO_SPACES) + b"]"
-        try:
-            values = np.asarray(orjson.loads(piece), dtype=parse_as)
-        except (orjson.JSONDecodeError, ValueError, TypeError, OverflowError) as exc:
-            raise invalid(f"JSON Parse error: {str(exc).splitlines()[0]} (in an array of numbers at byte {start} "
-                          "of it)") from None
-        del piece
-        if filled + values.size > count:
-            raise invalid("JSON Parse error: Invalid value. (more numbers than the brackets hold)")
-        out[filled:filled + values.size] = values
-        filled += values.size
-        start = stop + 1
-    if filled != count:
-        raise invalid("JSON Parse error: Invalid value. (fewer numbers than the brackets hold)")
-    if integer:
-        out = _checked_ints(out, dtype, run.first_value)
-    return out.reshape(run.shape)
-
-
-def _first_non_int(run: _Run) -> str:
-    for match in _TOKEN.finditer(run.raw, run.start, run.end):
-        token = match.group()
-        if any(c in token for c in b".eE"):
-            return token.decode(errors="replace")
-    return run.first_value()
-
-
-def _checked_ints(values: np.ndarray, dtype: int, first: Callable[[], str]) -> np.ndarray:
-    """int64 values to ``dtype`` with the range test rapidjson's IsInt/IsUint/IsUint64 make."""
-    if values.size:
-        low, high = int(values.min()), int(values.max())
-        if dtype in _INT32_TYPES and (low < -(2**31) or high >= 2**31):
-            raise _type_error(str(low if low < -(2**31) else high), "Number", dtype)
-        if dtype in (22, 23) and low < 0:  # DT_UINT32 / DT_UINT64 need IsUint
-            raise _type_error(str(low), "Number", dtype)
-        if dtype == 22 and high >= 2**32:
-            raise _type_error(str(high), "Number", dtype)
-    # C-style narrowing, as the int_val -> uint8/int16/int8 tensor conversion does
-    return values.astype(DTYPE_TO_NUMPY[dtype], copy=False)
-
-
 # --- the exact (Python object) path ------------------------------------------
 
 
 def _length(value: Any) -> int:
-    return value.shape[0] if isinstance(value, _Run) else len(value)
+    return value.shape[0] if isinstance(value, Run) else len(value)
 
 
-def _debug(value: Any, runs: list[_Run]) -> str:
+def _debug(value: Any, runs: list[Run]) -> str:
     """JsonValueToDebugString (json_tensor.cc:230): compact JSON, cut near 256 bytes."""
     def default(obj: Any) -> Any:
-        if isinstance(obj, _Run):
+        if isinstance(obj, Run):
             return "[...]"
         raise TypeError
 
@@ -307,14 +132,9 @@ def _json_type(value: Any) -> str:
     return "Number"
 
 
-def _type_error(shown: str, json_type: str, dtype: int) -> Exception:
-    """TypeError() in json_tensor.cc:262."""
-    return invalid(f"JSON Value: {shown} Type: {json_type} is not of expected type: {tf_type_name(dtype)}")
-
-
-def _resolve(value: Any, runs: list[_Run]) -> Any:
-    if isinstance(value, dict) and len(value) == 1 and _RUN_KEY in value:
-        index = value[_RUN_KEY]
+def _resolve(value: Any, runs: list[Run]) -> Any:
+    if isinstance(value, dict) and len(value) == 1 and RUN_KEY in value:
+        index = value[RUN_KEY]
         if isinstance(index, int) and 0 <= index < len(runs):
             return runs[index]
     return value
@@ -325,12 +145,12 @@ def _is_b64(value: Any) -> bool:
     return isinstance(value, dict) and len(value) == 1 and isinstance(value.get("b64"), str)
 
 
-def _dense_shape(value: Any, runs: list[_Run]) -> list[int]:
+def _dense_shape(value: Any, runs: list[Run]) -> list[int]:
     """GetDenseTensorShape (json_tensor.cc:344): sizes along the first element at each level."""
     dims: list[int] = []
     while True:
         value = _resolve(value, runs)
-        if isinstance(value, _Run):
+        if isinstance(value, Run):
             dims.extend(value.shape)
             return dims
         if not isinstance(value, list):
@@ -341,13 +161,13 @@ def _dense_shape(value: Any, runs: list[_Run]) -> list[int]:
         value = value[0]
 
 
-def _to_array(value: Any, alias: str, dtype: int, runs: list[_Run]) -> np.ndarray:
+def _to_array(value: Any, alias: str, dtype: int, runs: list[Run]) -> np.ndarray:
     """One JSON value as the tensor FillTensorProto (json_tensor.cc:392) would build."""
     value = _resolve(value, runs)
-    if isinstance(value, _Run):
+    if isinstance(value, Run):
         if dtype not in DTYPE_TO_NUMPY or dtype in (DT_STRING, 10):
-            raise _type_error(value.first_value(), "Number", dtype)
-        return _run_values(value, dtype)
+            raise type_error(value.first_value(), "Number", dtype)
+        return run_values(value, dtype)
     dims = _dense_shape(value, runs)
     if len(dims) > MAX_RANK:  # Tensor::FromProto refuses it: GetInputValues' message
         raise invalid(f"tensor parsing error: {alias}")
@@ -365,14 +185,13 @@ def _to_array(value: Any, alias: str, dtype: int, runs: list[_Run]) -> np.ndarra
         array[:] = flat
         return array.reshape(dims)
     if np_dtype.kind in "iu":
-        return _checked_ints(np.asarray(flat, dtype=np.int64), dtype, lambda: "").reshape(dims)
+        return checked_ints(np.asarray(flat, dtype=np.int64), dtype, lambda: "").reshape(dims)
     return np.asarray(flat, dtype=np_dtype).reshape(dims)
 
 
-def _contains(value: Any, runs: list[_Run]) -> bool:
+def _contains(value: Any, runs: list[Run]) -> bool:
     """Whether cut-out runs sit inside this (list) value; then the exact walk stitches them."""
-    return bool(runs) and isinstance(value, list) and b"serve-bench-run" in orjson.dumps(
-        value, default=lambda o: "serve-bench-run")
+    return bool(runs) and isinstance(value, list) and RUN_KEY.encode()[1:] in orjson.dumps(value)
 
 
 def _numbers_fast(value: Any, dims: list[int], dtype: int, np_dtype: np.dtype[Any]) -> np.ndarray | None:
@@ -388,7 +207,7 @@ def _numbers_fast(value: Any, dims: list[int], dtype: int, np_dtype: np.dtype[An
     if inferred.dtype.kind != "b" and inferred.dtype.kind in "iuf" and _has_bool(value):
         return None  # numpy would read true as 1; TF Serving refuses a bool where a number goes
     if np_dtype.kind in "iu":
-        return _checked_ints(inferred.astype(np.int64), dtype, lambda: "")
+        return checked_ints(inferred.astype(np.int64), dtype, lambda: "")
     return inferred.astype(np_dtype, copy=False)
 
 
@@ -397,15 +216,15 @@ def _has_bool(value: Any) -> bool:
     return b"true" in dumped or b"false" in dumped
 
 
-def _fill(value: Any, level: int, dims: list[int], dtype: int, out: list[Any], runs: list[_Run]) -> None:
+def _fill(value: Any, level: int, dims: list[int], dtype: int, out: list[Any], runs: list[Run]) -> None:
     """FillTensorProto (json_tensor.cc:392-434), with its messages."""
     value = _resolve(value, runs)
     rank = len(dims)
-    if isinstance(value, _Run):
+    if isinstance(value, Run):
         if level + len(value.shape) != rank or list(value.shape) != dims[level:]:
             raise invalid(f"Encountered list at unexpected size: {value.shape[0]} at level: {level} "
                           f"expected size: {dims[level] if level < rank else 0}")
-        out.extend(_run_values(value, dtype).reshape(-1).tolist())
+        out.extend(run_values(value, dtype).reshape(-1).tolist())
         return
     if not isinstance(value, list):
         if level != rank:
@@ -422,11 +241,11 @@ def _fill(value: Any, level: int, dims: list[int], dtype: int, out: list[Any], r
         _fill(item, level + 1, dims, dtype, out, runs)
 
 
-def _scalar(value: Any, dtype: int, runs: list[_Run]) -> Any:
+def _scalar(value: Any, dtype: int, runs: list[Run]) -> Any:
     """AddValueToTensor (json_tensor.cc:289) / JsonDecodeBase64Object (json_tensor.cc:375)."""
     if isinstance(value, dict):
         if dtype != DT_STRING:
-            raise _type_error(_debug(value, runs), "Object", dtype)
+            raise type_error(_debug(value, runs), "Object", dtype)
         if not _is_b64(value):
             raise invalid(f"JSON Value: {_debug(value, runs)} not formatted correctly for base64 data")
         try:
@@ -435,16 +254,16 @@ def _scalar(value: Any, dtype: int, runs: list[_Run]) -> Any:
             raise invalid("Unable to base64 decode") from None
     if dtype == DT_STRING:
         if not isinstance(value, str):
-            raise _type_error(_debug(value, runs), _json_type(value), dtype)
+            raise type_error(_debug(value, runs), _json_type(value), dtype)
         return value.encode()
     if dtype == 10:
         if not isinstance(value, bool):
-            raise _type_error(_debug(value, runs), _json_type(value), dtype)
+            raise type_error(_debug(value, runs), _json_type(value), dtype)
         return value
     if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _type_error(_debug(value, runs), _json_type(value), dtype)
+        raise type_error(_debug(value, runs), _json_type(value), dtype)
     if DTYPE_TO_NUMPY[dtype].kind in "iu" and not isinstance(value, int):
-        raise _type_error(_debug(value, runs), "Number", dtype)
+        raise type_error(_debug(value, runs), "Number", dtype)
     return value
 
 
@@ -457,7 +276,7 @@ def _b64decode(text: str) -> bytes:
         raise ValueError(str(exc)) from None
 
 
-def _from_inputs(value: Any, signature: Signature, runs: list[_Run]) -> dict[str, np.ndarray]:
+def _from_inputs(value: Any, signature: Signature, runs: list[Run]) -> dict[str, np.ndarray]:
     """FillTensorMapFromInputsMap (json_tensor.cc:603-648)."""
     value = _resolve(value, runs)
     specs = signature.inputs
@@ -476,10 +295,10 @@ def _from_inputs(value: Any, signature: Signature, runs: list[_Run]) -> dict[str
     return arrays
 
 
-def _from_instances(instances: Any, signature: Signature, runs: list[_Run]) -> dict[str, np.ndarray]:
+def _from_instances(instances: Any, signature: Signature, runs: list[Run]) -> dict[str, np.ndarray]:
     """FillTensorMapFromInstancesList (json_tensor.cc:520-600)."""
     specs = signature.inputs
-    if isinstance(instances, _Run):
+    if isinstance(instances, Run):
         if len(specs) > 1:
             raise invalid("instances is a plain list, but expecting list of objects as multiple input tensors "
                           "required as per tensorinfo_map")
@@ -511,7 +330,7 @@ def _from_instances(instances: Any, signature: Signature, runs: list[_Run]) -> d
 
 
 def _add_item(rows: dict[str, list[np.ndarray]], item: Any, name: str, specs: dict[str, Any], index: int,
-              runs: list[_Run], *, named: bool) -> None:
+              runs: list[Run], *, named: bool) -> None:
     """AddInstanceItem (json_tensor.cc:441-470): each instance of a name has the first one's shape."""
     where = f"Failed to process element: {index} key: {name} of 'instances' list." if named else \
         f"Failed to process element: {index} of 'instances' list."
