@@ -83,7 +83,8 @@ def test_serving_bytes_spec_and_string_inputs(server, tf):
     (lambda r: setattr(r.model_spec, "name", "nope"), "NOT_FOUND", "Servable not found for request: Latest(nope)"),
     (lambda r: r.model_spec.version.__setattr__("value", 7), "NOT_FOUND",
      "Servable not found for request: Specific(tiny, 7)"),
-    (lambda r: setattr(r.model_spec, "version_label", "canary"), "NOT_FOUND",
+    # model_servers/server_core.cc:873-891: an unknown label is INVALID_ARGUMENT
+    (lambda r: setattr(r.model_spec, "version_label", "canary"), "INVALID_ARGUMENT",
      "Unrecognized servable version label: canary"),
     # predict_util.cc:86-94
     (lambda r: setattr(r.model_spec, "signature_name", "nope"), "FAILED_PRECONDITION",

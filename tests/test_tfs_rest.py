@@ -193,7 +193,8 @@ def test_tensorflow_errors_give_the_ops_cause(server):
     # core/server_core.cc / basic_manager.cc: NOT_FOUND -> 404 (http_server.cc:60)
     ("POST", "/v1/models/nope:predict", 404, "Servable not found for request: Latest(nope)"),
     ("POST", "/v1/models/tiny/versions/9:predict", 404, "Servable not found for request: Specific(tiny, 9)"),
-    ("POST", "/v1/models/tiny/labels/stable:predict", 404, "Unrecognized servable version label: stable"),
+    # model_servers/server_core.cc:890: an unknown label is INVALID_ARGUMENT
+    ("POST", "/v1/models/tiny/labels/stable:predict", 400, "Unrecognized servable version label: stable"),
     # get_model_status_impl.cc:88-90, 97-99
     ("GET", "/v1/models/tiny/versions/9", 404, "Could not find version 9 of model tiny"),
     ("GET", "/v1/models/nope", 404, "Could not find any versions of model nope"),

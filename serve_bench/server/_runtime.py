@@ -261,8 +261,8 @@ class Model:
 
     def get(self, version: int | None = None, label: str | None = None) -> Servable:
         if label:
-            if label not in self.entry.version_labels:
-                raise not_found(f"Unrecognized servable version label: {label}")
+            if label not in self.entry.version_labels:  # model_servers/server_core.cc:890
+                raise invalid(f"Unrecognized servable version label: {label}")
             version = self.entry.version_labels[label]
         if version is None:
             return self.servables[max(self.servables)]
@@ -277,6 +277,10 @@ class ModelRegistry:
         self.models = models
 
     def get(self, name: str, version: int | None = None, label: str | None = None) -> Servable:
+        """ServerCore::GetServableHandle: a label is resolved first (INVALID_ARGUMENT when no
+        such label, server_core.cc:873-891), then the servable (NOT_FOUND, basic_manager.cc:139)."""
+        if label and name not in self.models:
+            raise invalid(f"Unrecognized servable version label: {label}")
         try:
             model = self.models[name]
         except KeyError:
