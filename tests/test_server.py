@@ -210,7 +210,8 @@ def test_other_methods_are_unimplemented(server):
 @pytest.mark.parametrize("mutate, code", [
     (lambda r: setattr(r.model_spec, "name", "nope"), grpc.StatusCode.NOT_FOUND),
     (lambda r: r.model_spec.version.__setattr__("value", 7), grpc.StatusCode.NOT_FOUND),
-    (lambda r: setattr(r.model_spec, "version_label", "stable"), grpc.StatusCode.INVALID_ARGUMENT),  # server_core.cc:890
+    # model_servers/server_core.cc:890: an unknown label is INVALID_ARGUMENT
+    (lambda r: setattr(r.model_spec, "version_label", "stable"), grpc.StatusCode.INVALID_ARGUMENT),
     (lambda r: setattr(r.model_spec, "signature_name", "nope"), grpc.StatusCode.FAILED_PRECONDITION),
     (lambda r: r.inputs["pixels"].CopyFrom(r.inputs.pop("images")), grpc.StatusCode.INVALID_ARGUMENT),
     (lambda r: setattr(r.inputs["images"], "dtype", 2), grpc.StatusCode.INVALID_ARGUMENT),  # bytes no longer match
