@@ -193,3 +193,22 @@ def test_metadata_answers_the_whole_signature_map(server, models_dir):
         _stub(server).GetModelMetadata(request, timeout=60)
     assert (info.value.code(), info.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT,
                                                          "Metadata field graph is not supported")
+
+
+def test_requests_without_model_spec(server, tf):
+    """predict_impl.cc:37-41, get_model_metadata_impl.cc:70-74, get_model_status_impl.cc:71-73:
+    a request without model_spec is INVALID_ARGUMENT "Missing ModelSpec"."""
+    from tensorflow_serving.apis import get_model_metadata_pb2, get_model_status_pb2, model_service_pb2_grpc
+
+    request = _request(tf, _images(1))
+    request.ClearField("model_spec")
+    error = _fails(server, request)
+    assert (error.code(), error.details()) == (grpc.StatusCode.INVALID_ARGUMENT, "Missing ModelSpec")
+    metadata = get_model_metadata_pb2.GetModelMetadataRequest(metadata_field=["signature_def"])
+    with pytest.raises(grpc.RpcError) as info:
+        _stub(server).GetModelMetadata(metadata, timeout=60)
+    assert (info.value.code(), info.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT, "Missing ModelSpec")
+    status_stub = model_service_pb2_grpc.ModelServiceStub(grpc.insecure_channel(server.grpc_target))
+    with pytest.raises(grpc.RpcError) as info:
+        status_stub.GetModelStatus(get_model_status_pb2.GetModelStatusRequest(), timeout=60)
+    assert (info.value.code(), info.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT, "Missing ModelSpec")

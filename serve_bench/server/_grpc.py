@@ -42,6 +42,13 @@ def _version(spec: Any) -> tuple[int | None, str | None]:
     return None, None
 
 
+def _require_spec(request: Any) -> None:
+    """Each API's first check: servables/tensorflow/predict_impl.cc:37-41 and the same in
+    get_model_metadata_impl.cc and get_model_status_impl.cc."""
+    if not request.HasField("model_spec"):
+        raise ServingError("INVALID_ARGUMENT", "Missing ModelSpec")
+
+
 def _grpc_message(message: str) -> str:
     """Long messages cut as model_servers/grpc_status_util.cc:25-33 ToGRPCStatus cuts them."""
     return message if len(message) <= 1024 else message[:1024] + "...TRUNCATED"
@@ -81,6 +88,7 @@ class _Service:
         reached_core = False
         status = "OK"
         try:
+            _require_spec(request)
             servable = self.core.registry.get(spec.name, version, label)
             signature = servable.signature(spec.signature_name)
             inputs = self._decode_inputs(request, signature)
@@ -136,6 +144,7 @@ class _Service:
         version, label = _version(spec)
         fields = list(request.metadata_field)
         try:
+            _require_spec(request)  # get_model_metadata_impl.cc:70-74
             # servables/tensorflow/get_model_metadata_impl.cc:31-44 ValidateGetModelMetadataRequest
             if not fields:
                 raise ServingError("INVALID_ARGUMENT", "GetModelMetadataRequest must specify at least one metadata_field")
@@ -159,6 +168,7 @@ class _Service:
         spec = request.model_spec
         version, label = _version(spec)
         try:
+            _require_spec(request)  # get_model_status_impl.cc:71-73
             states = self.core.status(spec.name, version, label)
         except ServingError as exc:
             await context.abort(getattr(grpc.StatusCode, exc.code), exc.message)
