@@ -147,7 +147,8 @@ class _Service:
             _require_spec(request)  # get_model_metadata_impl.cc:70-74
             # servables/tensorflow/get_model_metadata_impl.cc:31-44 ValidateGetModelMetadataRequest
             if not fields:
-                raise ServingError("INVALID_ARGUMENT", "GetModelMetadataRequest must specify at least one metadata_field")
+                raise ServingError("INVALID_ARGUMENT",
+                                   "GetModelMetadataRequest must specify at least one metadata_field")
             for field in fields:
                 if field != "signature_def":
                     raise ServingError("INVALID_ARGUMENT", f"Metadata field {field} is not supported")
