@@ -445,3 +445,17 @@ telemetry = ["{up}", "{down}"]
     # the node exporter reads this host's RAPL: joules where it has them, else said not measured
     assert row[5] == "not measured" or row[5].endswith(" (CPU)")
     assert f"telemetry unavailable: {down}" in output.html.read_text()
+
+
+def test_a_tuned_configuration_is_named_by_its_knobs(tmp_path: Path) -> None:
+    """Tune points (one target per server configuration): the device's best configuration is the
+    fastest one under the SLO, named by its knobs."""
+    points = []
+    for config, latency_ms in (("c1", 150.0), ("c2", 100.0), ("c3", 90.0)):
+        point = priced_point("cpu", 4, latency_ms, None, 150.0)
+        knobs = (("config", config), ("max_batch_size", "8"))
+        points.append(replace(point, target=replace(point.target, name=config), server_config=knobs))
+    points[2] = replace(points[2], latency=replace(points[2].latency, due=replace(points[2].latency.due, p99=300e3)))
+    output = build_report(write_run(tmp_path / "run", points), slo=SLO, models_dir=tmp_path, plots=False)
+    (row,) = table_rows(decide(output.analysis))
+    assert row[1] == "c2 b4 c1 grpc config=c2, max_batch_size=8"  # c3 is faster but its p99 misses the SLO
