@@ -76,7 +76,7 @@ def _model_size(client: Client) -> tuple[int, int]:
 
 
 def _server_kind(client: Client) -> tuple[str, str]:
-    identity = getattr(client.transport, "server_identity", "") or ""
+    identity = client.transport.server_identity or ""
     if "serve-bench-local" in identity:
         _, _, version = identity.partition("/")
         return "serve-bench-local", version.split()[0] if version else ""
