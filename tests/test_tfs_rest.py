@@ -304,3 +304,37 @@ def test_answers_write_non_finite_floats_as_tf_serving():
     column = orjson.dumps(_outputs_json({"a": features[:1], "b": np.ones((1, 2), np.float32)}, row_format=False),
                           option=orjson.OPT_SERIALIZE_NUMPY)
     assert column == b'{"outputs":{"a":[[1.0,NaN]],"b":[[1.0,1.0]]}}'
+
+
+@pytest.mark.parametrize("body, message", [
+    # json_tensor.cc:525-530
+    ({"instances": [[1.0]]}, "instances is a plain list, but expecting list of objects as multiple input tensors "
+                             "required as per tensorinfo_map"),
+    # json_tensor.cc:612-616
+    ({"inputs": [[1.0]]}, "inputs is a plain value/list, but expecting an object as multiple input tensors "
+                          "required as per tensorinfo_map"),
+    # json_tensor.cc:573-579: each instance names every input
+    ({"instances": [{"a": [1.0], "b": "x"}, {"a": [2.0]}]},
+     'Failed to process element: 1 of \'instances\' list. JSON object: {"a":[2.0]} keys must be equal to: a,b'),
+    # json_tensor.cc:463-468: instances of one name disagree
+    ({"instances": [{"a": [1.0], "b": "x"}, {"a": [2.0, 3.0], "b": "y"}]},
+     "Failed to process element: 1 key: a of 'instances' list. Error: INVALID_ARGUMENT: "
+     "Expecting tensor size: 1 but got: 2"),
+    # json_tensor.cc:632-637
+    ({"inputs": {"a": [[1.0]]}}, "Missing named input: b in 'inputs' object."),
+], ids=["rows-plain", "columns-plain", "row-keys", "row-sizes", "column-missing"])
+def test_two_input_signatures(body, message):
+    """A signature with two inputs (float "a", string "b"), read by the body parser alone (a
+    logic test: the small exported models have one input each)."""
+    from serve_bench.server._errors import ServingError
+    from serve_bench.server._json_tensor import parse_predict_body
+    from serve_bench.server._runtime import Signature, TensorSpec
+
+    signature = Signature("serving_default", {"a": TensorSpec("a", 1, (-1, -1)), "b": TensorSpec("b", 7, (-1,))},
+                          {}, None)
+    with pytest.raises(ServingError) as info:
+        parse_predict_body(json.dumps(body).encode(), lambda name: signature)
+    assert (info.value.code, info.value.message) == ("INVALID_ARGUMENT", message)
+    good = parse_predict_body(b'{"instances": [{"a": [1.5], "b": "x"}, {"b": {"b64": "eQ=="}, "a": [2]}]}',
+                              lambda name: signature)
+    assert good.row_format and good.inputs["a"].tolist() == [[1.5], [2.0]] and good.inputs["b"].tolist() == [b"x", b"y"]
