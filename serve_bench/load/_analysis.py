@@ -221,9 +221,11 @@ def analyze(run: LoadRun, mode: str, settings: PointSettings, encode_us: float =
 
     loop_busy = run.loop_cpu_seconds / span
     reasons = []
-    if loop_busy > LOOP_BUSY_LIMIT:
+    # A cut-off point (target down) ended because the server stopped answering: a busy loop or a
+    # lagging schedule then says nothing about the client, so it is not flagged client-limited.
+    if loop_busy > LOOP_BUSY_LIMIT and not run.cut_off:
         reasons.append(f"event loop busy {loop_busy:.0%} of the window")
-    if mode == "open" and lag is not None and run.safety_cap_hits == 0:
+    if mode == "open" and lag is not None and run.safety_cap_hits == 0 and not run.cut_off:
         if lag.p99 > LAG_LIMIT_US:
             reasons.append(f"sends fell behind schedule (lag p99 {lag.p99 / 1000:.1f} ms)")
         if scheduled and achieved is not None and achieved < 0.98 * scheduled:

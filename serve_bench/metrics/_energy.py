@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 from serve_bench.errors import InvalidValue
 from serve_bench.metrics._energy_sources import Counter, NvmlSource, PrometheusSource, RaplSource, Reading, now
 from serve_bench.metrics._telemetry import ProcessCpu
-from serve_bench.stats._energy import NOT_MEASURED, EnergySource, EnergyView
+from serve_bench.stats import NOT_MEASURED, EnergySource, EnergyView
 
 __all__ = ["TelemetrySession", "check_endpoint", "energy_between"]
 

@@ -33,8 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from serve_bench.stats import ServerView
-from serve_bench.stats._server_view import IMPRECISE
+from serve_bench.stats import IMPRECISE, ServerView
 
 __all__ = ["MetricsSnapshot", "breakdown", "default_metrics_url", "parse", "scrape", "sum_resolution"]
 

@@ -34,10 +34,11 @@ from serve_bench.stats._results import (
     read_run,
 )
 from serve_bench.stats._schema import RUN_SCHEMA_VERSION, SCHEMA_HISTORY
-from serve_bench.stats._server_view import ServerView
+from serve_bench.stats._server_view import IMPRECISE, ServerView
 from serve_bench.stats._slo import Slo
 
 __all__ = [
+    "IMPRECISE",
     "NOT_MEASURED",
     "OK",
     "PERCENTILE_NAMES",
