@@ -248,15 +248,30 @@ async def test_until_stable_stops_once_windows_agree(tmp_path):
 
 
 def test_bench_with_two_processes_merges_their_load(tmp_path, capsys):
+    """Two processes with two requests in flight each: their answers are counted together.
+
+    The baseline is one process with two in flight, against the same server in the same test.
+    The server serves every request at once after 5 ms, so four in flight answer about twice
+    as fast as two; ratios measured here on the shared 2-core box: 1.71, 1.74, 1.81 (two
+    generator processes and the server share the cores), so > 1.3 leaves room for that spread
+    while a second process whose answers were lost (ratio ~1) fails.
+    """
+
+    def bench(out: Path, concurrency: int, processes: int) -> int:
+        argv = f"bench {server.grpc_url} --model {MODEL} --warmup 0.3 --duration 1.5 --metrics="
+        return main(
+            [*argv.split(), "--concurrency", str(concurrency), "--processes", str(processes), "--out", str(out)]
+        )
+
     with DelayServer(delay=0.005) as server:
-        out = tmp_path / "run"
-        argv = f"bench {server.grpc_url} --model {MODEL} --concurrency 4 --processes 2 --warmup 0.3 --duration 1.5"
-        assert main([*argv.split(), "--metrics", "", "--out", str(out)]) == 0
-    (point,) = read_points(out)
-    assert point.load.processes == 2 and "load from 2 processes" in point.notes
-    # 4 in flight at ~5 ms each: far more than one process at concurrency 2 could do in 1.5 s alone
-    assert point.counts.ok > 4 * 1.5 / 0.0055 * 0.6
-    assert point.throughput.items_per_s == point.throughput.requests_per_s
+        assert bench(tmp_path / "one", 2, 1) == 0
+        assert bench(tmp_path / "two", 4, 2) == 0
+    (single,) = read_points(tmp_path / "one")
+    (merged,) = read_points(tmp_path / "two")
+    assert merged.load.processes == 2 and "load from 2 processes" in merged.notes
+    ratio = merged.throughput.requests_per_s / single.throughput.requests_per_s
+    print(f"two processes / one: {ratio:.2f}")
+    assert ratio > 1.3, f"two processes answered only {ratio:.2f}x one process's requests"
 
 
 async def test_slo_search_finds_the_highest_rate_that_meets_it(tmp_path):
