@@ -338,3 +338,19 @@ def test_two_input_signatures(body, message):
     good = parse_predict_body(b'{"instances": [{"a": [1.5], "b": "x"}, {"b": {"b64": "eQ=="}, "a": [2]}]}',
                               lambda name: signature)
     assert good.row_format and good.inputs["a"].tolist() == [[1.5], [2.0]] and good.inputs["b"].tolist() == [b"x", b"y"]
+
+
+def test_nan_and_infinity_are_read(server, reference):
+    """util/json_tensor.cc:480 parses with kParseNanAndInfFlag: NaN and Infinity are numbers in
+    requests, and the answer equals in-process TF on the same pixels. (Writing them back is
+    test_answers_write_non_finite_floats_as_tf_serving: the tiny model's features stay finite.)"""
+    image = np.full((64, 64, 3), 7.0, np.float32)
+    text = json.dumps({"inputs": [image.tolist()]}).replace("7.0", "NaN", 1).replace("7.0", "Infinity", 1)
+    request = urllib.request.Request(server.rest_url + "/v1/models/tiny:predict", data=text.encode())
+    with urllib.request.urlopen(request, timeout=60) as response:
+        answer = json.loads(response.read())  # Python's json reads NaN/Infinity back
+    image[0, 0, 0], image[0, 0, 1] = np.nan, np.inf
+    want = reference(image[None])
+    got = np.asarray(answer["outputs"], np.float32)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got[~np.isnan(got)], want[~np.isnan(want)], rtol=1e-5, atol=1e-6)

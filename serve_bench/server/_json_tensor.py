@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -71,7 +72,7 @@ def parse_predict_body(raw: bytes | bytearray, get_signature: Callable[[str], Si
         try:
             doc = orjson.loads(skeleton)
         except orjson.JSONDecodeError as exc:
-            raise invalid(f"JSON Parse error: {exc.msg} at offset: {exc.pos}") from None
+            doc = _parse_non_finite(skeleton, f"JSON Parse error: {exc.msg} at offset: {exc.pos}")
         del skeleton
         if not isinstance(doc, dict):
             raise invalid(f"JSON Value: {_debug(doc, runs)} Is not object")  # json_tensor.cc:499
@@ -98,6 +99,17 @@ def parse_predict_body(raw: bytes | bytearray, get_signature: Callable[[str], Si
 
 
 # --- the exact (Python object) path ------------------------------------------
+
+
+def _parse_non_finite(text: bytes | bytearray, error: str) -> Any:
+    """rapidjson reads NaN, Infinity and -Infinity (json_tensor.cc:480 kParseNanAndInfFlag);
+    orjson does not, Python's json does: used only when orjson failed on such a body."""
+    if b"NaN" not in text and b"Infinity" not in text:
+        raise invalid(error)
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        raise invalid(error) from None
 
 
 def _length(value: Any) -> int:
