@@ -36,6 +36,7 @@ FLAG_OF = {
     "percentile": "--slo percentile",
     "max_ms": "--slo milliseconds",
     "out": "--out",
+    "input_data": "--input-data",
     "force": "--force",
     "version": "--version",
     "weights": "--weights",
@@ -105,6 +106,9 @@ def bench_args(p: argparse.ArgumentParser) -> None:
         help="run directory to append the point to (its points must share the settings below)",
     )
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--input-data", default=None, help="a directory of JPEG/PNG images or a video to send (default: synthetic)"
+    )
     p.add_argument(
         "--max-errors",
         type=float,

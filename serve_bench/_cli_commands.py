@@ -119,6 +119,7 @@ def bench(args: argparse.Namespace) -> int:
                     device=args.device,
                     metrics_url=args.metrics,
                     seed=args.seed,
+                    input_data=args.input_data,
                 )
             )
         except ServeBenchError as exc:

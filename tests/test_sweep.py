@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -10,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from serve_bench.cli import main
@@ -17,6 +19,7 @@ from serve_bench.errors import UserError
 from serve_bench.stats import read_points
 from serve_bench.sweep import load_spec, parse_spec, plan_points, run_sweep
 from tests._delay_server import MODEL, DelayServer
+from tests._servers import local_server
 from tests.conftest import free_port
 
 ROOT = Path(__file__).parent.parent
@@ -398,3 +401,57 @@ def test_sweeps_run_until_stable_with_a_cap_unless_told_not_to():
     default = parse_spec(_TARGET).settings
     assert default.until_stable and default.max_duration_s > default.min_duration_s
     assert not parse_spec(_TARGET + "[durations]\nuntil_stable = false\n").settings.until_stable
+
+
+def _write_images(directory: Path, count: int) -> Path:
+    from PIL import Image
+
+    directory.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(count):
+        Image.fromarray(rng.integers(0, 256, (30, 40, 3), dtype=np.uint8)).save(directory / f"{i}.png")
+    return directory
+
+
+async def test_bench_and_sweep_send_real_images(models_dir, tmp_path, capsys):
+    """--input-data / input_data: the points record the images they sent instead of synthetic ones."""
+    images = _write_images(tmp_path / "images", 3)
+    with local_server(models_dir) as server:
+        argv = f"bench {server.grpc_url} --model tiny --warmup 0.1 --duration 0.4 --min-requests 5 --batch-size 2"
+        code = await asyncio.to_thread(
+            main, [*argv.split(), "--input-data", str(images), "--metrics", "", "--out", str(tmp_path / "b")]
+        )
+        assert code == 0
+        spec = parse_spec(f"""
+model = "tiny"
+batch_sizes = [4]
+input_data = "{images}"
+[durations]
+warmup_s = 0.1
+min_duration_s = 0.4
+min_requests = 5
+max_duration_s = 1
+[[targets]]
+name = "local"
+url = "{server.rest_url}"
+metrics = ""
+""")
+        await run_sweep(spec, tmp_path / "s")
+    for run in ("b", "s"):
+        (point,) = read_points(tmp_path / run)
+        assert point.inputs is not None and point.inputs.kind == "images", run
+        assert point.inputs.count == 3 and point.inputs.path == str(images) and point.counts.ok > 0
+
+
+@pytest.mark.parametrize(
+    "extra, words",
+    [
+        ('input_data = "/no/such/dir"\n', ["input_data", "no such file"]),
+        ('input_data = "."\n[load]\nprocesses = 2\n', ["input_data", "load.processes = 1"]),
+    ],
+)
+def test_bad_input_data_in_a_spec(extra, words):
+    with pytest.raises(UserError) as info:
+        parse_spec("model = 'x'\nbatch_sizes = [1]\n" + extra + "[[targets]]\nname='a'\nurl='grpc://h:1'\n", "s.toml")
+    for word in words:
+        assert word in str(info.value)

@@ -12,18 +12,24 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
+import os
 from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
+import numpy as np
+
 from serve_bench.client import Client, connect
+from serve_bench.errors import InvalidValue
 from serve_bench.load import (
+    InputSet,
     LoadRun,
     PointSettings,
     analyze,
     arrival_offsets,
     image_size_of,
     is_stable,
+    load_input_data,
     make_inputs,
     run_closed_loop,
     run_in_processes,
@@ -150,10 +156,29 @@ async def _generate(
     return await run_open_loop(client, prepared, rate, offsets, settings)
 
 
+def _request_inputs(
+    client: Client, payload: str, batch_size: int, seed: int, inputs: InputSet | None = None
+) -> dict[str, np.ndarray]:
+    """One batch for the client's signature: from ``inputs`` (real images, from the first) or synthetic."""
+    if inputs is None:
+        image_size = image_size_of(client.signatures.get("serving_default"))
+        return make_inputs(payload, batch_size, client.signature_info, seed=seed, image_size=image_size)
+    info = client.signature_info
+    name = next(iter(info.inputs)) if info is not None and len(info.inputs) == 1 else None
+    return {name or ("image_bytes" if payload == "jpeg" else "images"): inputs.batch(0, batch_size)}
+
+
 async def measure_point(
-    client: Client, plan: PointPlan, settings: PointSettings, telemetry: TelemetrySession | None = None
+    client: Client,
+    plan: PointPlan,
+    settings: PointSettings,
+    telemetry: TelemetrySession | None = None,
+    inputs: InputSet | None = None,
 ) -> Point:
     """Run one point against an open client (processes > 1 opens its own connections).
+
+    ``inputs``: real images to send (``load.load_input_data``, for the plan's payload and the
+    model's image size); None sends synthetic ones. Several processes send synthetic images only.
 
     ``telemetry``: the target's session (sweeps keep one per target, its idle power measured
     once); None opens one for this point only (``open_telemetry``, no idle figure).
@@ -163,11 +188,11 @@ async def measure_point(
     check_batch_size(plan.batch_size)
     check_load(plan.load)
     check_settings(settings)
+    if inputs is not None and plan.load.processes > 1:
+        raise InvalidValue("processes", plan.load.processes, "1 when real input data is sent")
     target = plan.target
     image_size = image_size_of(client.signatures.get("serving_default"))
-    prepared = client.prepare(
-        make_inputs(plan.payload, plan.batch_size, client.signature_info, seed=plan.seed, image_size=image_size)
-    )
+    prepared = client.prepare(_request_inputs(client, plan.payload, plan.batch_size, plan.seed, inputs))
     metrics_url = metrics_url_of(target)
     before, why = (await scrape(metrics_url, plan.model)) if metrics_url else (None, "no metrics endpoint configured")
     session = telemetry if telemetry is not None else open_telemetry(target)
@@ -201,6 +226,7 @@ async def measure_point(
         load=plan.load,
         server=server,
         energy=energy,
+        inputs=inputs.source if inputs is not None else None,
         repeat=plan.repeat,
         key=plan.key,
         started_at=started_at,
@@ -223,9 +249,11 @@ async def measure_async(
     device: str = "cpu",
     metrics_url: str | None = None,
     seed: int = 0,
+    input_data: str | os.PathLike[str] | None = None,
 ) -> Point:
     """Connect to ``url``, measure one point, close. ``load`` defaults to one request in flight.
 
+    ``input_data``: a directory of images or a video to send instead of synthetic images.
     Bad values raise ``InvalidValue`` before anything is sent; a target that cannot be
     reached raises the client's ``ServeBenchError``.
     """
@@ -239,7 +267,11 @@ async def measure_async(
         Target(target_name, url, device, metrics_url), model, signature, payload, batch_size, load, 0, seed
     )
     async with connect(url, model, signature, version, timeout=settings.timeout_s) as client:
-        return await measure_point(client, plan, settings)
+        inputs = None
+        if input_data is not None:
+            image_size = image_size_of(client.signatures.get("serving_default"))
+            inputs = await asyncio.to_thread(load_input_data, input_data, payload, image_size)
+        return await measure_point(client, plan, settings, inputs=inputs)
 
 
 def measure(url: str, model: str, **options: Any) -> Point:

@@ -18,7 +18,7 @@ from typing import Any
 from serve_bench.client import Client, ServeBenchError, connect
 from serve_bench.errors import UserError
 from serve_bench.export import list_versions, read_metadata
-from serve_bench.load import signature_for_payload
+from serve_bench.load import InputSet, image_size_of, load_input_data, signature_for_payload
 from serve_bench.metrics import TelemetrySession
 from serve_bench.stats import LoadInfo, Point, ResultsWriter, Target, collect_run_metadata, read_points
 from serve_bench.sweep._measure import PointPlan, measure_idle_power, measure_point, open_telemetry
@@ -120,6 +120,7 @@ class _Sweep:
         self.writer = writer
         self.previous = previous
         self.outcome = outcome
+        self.input_sets: dict[tuple[str, tuple[int, int]], InputSet] = {}
         self.telemetry: dict[str, TelemetrySession | None] = {}  # per target, opened at its first point
 
     async def session(self, target: Target) -> TelemetrySession | None:
@@ -136,9 +137,20 @@ class _Sweep:
         point = self.previous.get(key)
         return point if point is not None and not point.needs_remeasure else None
 
+    async def inputs(self, client: Client, payload: str) -> InputSet | None:
+        """The spec's input data for this payload and the model's image size (loaded once), or None."""
+        if not self.spec.input_data:
+            return None
+        key = (payload, image_size_of(client.signatures.get("serving_default")))
+        if key not in self.input_sets:
+            self.input_sets[key] = await asyncio.to_thread(load_input_data, self.spec.input_data, *key)
+        return self.input_sets[key]
+
     async def measure(self, plan: PointPlan, *notes: str) -> Point:
         client = self.clients[(plan.target.name, plan.signature)]
-        point = await measure_point(client, plan, self.spec.settings, await self.session(plan.target))
+        point = await measure_point(
+            client, plan, self.spec.settings, await self.session(plan.target), await self.inputs(client, plan.payload)
+        )
         old = self.previous.get(plan.key)
         if old is not None:  # unusable earlier measurement: this one replaces it
             point = point.superseding(old)

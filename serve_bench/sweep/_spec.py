@@ -4,6 +4,8 @@
     model = "inception_v3"
     batch_sizes = [1, 2, 4, 8]
     payloads = ["float"]          # float | jpeg
+    input_data = "frames/"        # optional: a directory of images or a video to send (default: synthetic)
+    currency = "USD"              # the unit of every price_per_hour (named once)
     [load]
     concurrency = [1, 4]          # closed-loop points
     server_batching_concurrency = [8]   # batch-1 points only: the server's own batching
@@ -19,7 +21,6 @@
     max_ms = 100
     search = true                 # open loop: bisect for the highest rate meeting the SLO
     search_steps = 4
-    currency = "USD"              # the unit of every price_per_hour (named once)
     [[targets]]
     name = "cpu"
     url = "grpc://localhost:8500"
@@ -76,6 +77,7 @@ class SweepSpec:
     slo_search_steps: int = 0  # open loop: bisection steps for the highest rate meeting the SLO (0: none)
     stop_on_error: bool = False
     out: str = "results"
+    input_data: str = ""  # a directory of images or a video to send; "" sends synthetic images
     text: str = ""  # the spec as written, for the config hash
 
 
@@ -111,6 +113,7 @@ _TOP = {
     "slo": dict,
     "targets": list,
     "currency": str,
+    "input_data": str,
 }
 _LOAD = {"concurrency": list, "rates": list, "arrival": str, "processes": int, "server_batching_concurrency": list}
 _DURATIONS = {
@@ -205,6 +208,11 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
         concurrency = (1,)
     arrival = typed(load.get("arrival", "poisson"), str, "load.arrival", source)
     processes = typed(load.get("processes", 1), int, "load.processes", source)
+    input_data = data.get("input_data", "")
+    if input_data and not Path(input_data).exists():
+        raise UserError(f"{source}: input_data {input_data!r}: no such file or directory")
+    if input_data and processes > 1:
+        raise UserError(f"{source}: input_data needs load.processes = 1 (worker processes send synthetic images)")
     levels = [
         (f"load.concurrency[{i}]", LoadInfo("closed", concurrency=c, processes=processes))
         for i, c in enumerate(concurrency)
@@ -295,6 +303,7 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
         slo_search_steps=search_steps,
         stop_on_error=data.get("stop_on_error", False),
         out=data.get("out", "results"),
+        input_data=input_data,
         text=text,
     )
 
