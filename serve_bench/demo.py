@@ -2,7 +2,7 @@
 
 1. export inception_v3 and mobilenet_v2 (random weights; reused when already exported)
 2. start the local server with TF Serving's batching and metrics configs
-3. sweep loadtests/sweeps/local-cpu.toml over gRPC and REST, batch sizes 1-16, for each model
+3. sweep loadtests/sweeps/local-cpu.toml over gRPC and REST, batch sizes 1-8, for each model
 4. write and print the reports, and say where they are
 """
 
