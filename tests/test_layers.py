@@ -26,19 +26,18 @@ _LEAVES = {"errors", "_protos", "__init__"}
 ALLOWED: dict[str, set[str]] = {
     "stats": set(),
     "codec": set(),
-    "media": set(),  # video decoding (PyAV) for load's --input-data and the pipeline
-    "_tf": set(),  # the one place TensorFlow is imported, with its log noise silenced
+    "media": set(),  # video and image decoding (PyAV, Pillow) for load's input data and the pipeline
+    "_tf": set(),  # the one place TensorFlow is imported, with its start-up logs silenced
     "client": {"codec", "stats"},
-    "load": {"client", "codec", "stats", "media"},
+    "load": {"client", "stats", "media"},  # media: --input-data reads images and videos
     "metrics": {"client", "stats"},
     "export": {"_tf"},
-    "server": {"codec", "export", "_tf"},
-    "sweep": {"load", "metrics", "client", "codec", "stats", "export"},
-    "tune": {"sweep", "load", "metrics", "client", "codec", "stats", "export"},
-    # the pipeline reads videos (media), reuses load's input sets and runs the model in-process
-    # (_tf, lazily) for its comparison
-    "pipeline": {"client", "codec", "stats", "load", "media", "_tf", "export"},
-    "report": {"stats", "export"},
+    "server": {"codec", "export", "_tf"},  # export: the SavedModel layout and warm-up records it serves
+    "sweep": {"load", "metrics", "client", "stats", "export"},  # export: the model's facts for run.json
+    "tune": {"sweep", "load", "metrics", "client", "stats", "export"},
+    # the pipeline decodes videos (media) and runs the model in-process (_tf, lazily) for its comparison
+    "pipeline": {"client", "stats", "media", "_tf"},
+    "report": {"stats", "export"},  # export: FLOPs per image of the exported model
     "_progress": {"sweep", "stats"},
     "demo": {"export", "report", "sweep", "_progress"},
 }
