@@ -140,3 +140,17 @@ def test_measure_is_reachable_from_python(tmp_path) -> None:
             measure(server.grpc_url, MODEL, batch_size=0, settings=settings)
     assert point.batch_size == 2 and point.load.concurrency == 2 and point.target.url == server.grpc_url
     assert point.counts.ok >= settings.min_requests and point.duration_s >= settings.min_duration_s
+
+
+def test_sweep_exits_1_when_points_measured_nothing_usable(tmp_path, capsys) -> None:
+    with DelayServer(delay=0.002) as server:
+        spec = tmp_path / "spec.toml"
+        # the delay server answers metadata for any model but NOT_FOUND to its predictions
+        spec.write_text(
+            'model = "other"\nbatch_sizes = [1]\n[durations]\nwarmup_s = 0.1\nmin_duration_s = 0.3\n'
+            f'max_duration_s = 0.5\n[[targets]]\nname = "d"\nurl = "{server.grpc_url}"\nmetrics = ""\n'
+        )
+        code = main(["sweep", str(spec), "--run-dir", str(tmp_path / "run"), "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "1 points measured nothing usable" in out and "--resume" in out
