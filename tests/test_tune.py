@@ -157,7 +157,16 @@ class SameServer:
 
 
 def test_coordinate_search_resumes_where_it_stopped(models_dir: Path, tmp_path: Path) -> None:
+    """Also sends real images (input_data): every point records the input set."""
+    import numpy as np
+
+    from tests._clips import write_image
     from tests._servers import local_server
+
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    for seed in (1, 2):
+        write_image(photos / f"{seed}.jpg", np.random.default_rng(seed).integers(0, 255, (48, 40, 3), dtype=np.uint8))
 
     text = spec_text(models_dir).replace(
         "batching = [false, true]\nmax_batch_size = [4]",
@@ -166,6 +175,7 @@ def test_coordinate_search_resumes_where_it_stopped(models_dir: Path, tmp_path: 
     text = text.replace('method = "grid"', 'method = "coordinate"').replace(
         'baselines = ["no_batching"]', "baselines = []"
     )
+    text = text.replace('model = "tiny"\n', f'model = "tiny"\ninput_data = "{photos}"\n', 1)
     spec = parse_tune_spec(text.replace("min_duration_s = 0.8", "min_duration_s = 0.4"))
     run_dir = tmp_path / "run"
     with local_server(models_dir) as server:
@@ -186,3 +196,5 @@ def test_coordinate_search_resumes_where_it_stopped(models_dir: Path, tmp_path: 
     assert len(ids) == len(set(ids)) == len(outcome.evaluated) <= 0.4 * len(spec.configs) + 1
     assert outcome.answer is not None and outcome.answer.best is not None
     assert outcome.answer.best.config in ids
+    recorded = {(p.inputs.kind, p.inputs.count) if p.inputs else None for p in read_points(run_dir)}
+    assert recorded == {("images", 2)}

@@ -25,6 +25,12 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> None:
         help="continue an interrupted tune: finished configurations are not measured again "
         "(default directory: the latest run of this spec)",
     )
+    p.add_argument(
+        "--input-data",
+        default=None,
+        metavar="DIR|VIDEO",
+        help="send these images (a directory of JPEG/PNG files or a video's frames) instead of synthetic ones",
+    )
     p.add_argument("--method", choices=("grid", "coordinate"), default=None, help="override the spec's search.method")
     p.add_argument(
         "--dry-run",
@@ -105,6 +111,8 @@ def run_tune_command(args: argparse.Namespace) -> int:
     spec = load_tune_spec(args.spec)
     if args.method:
         spec = dataclasses.replace(spec, method=args.method)
+    if getattr(args, "input_data", None):
+        spec = dataclasses.replace(spec, input_data=args.input_data)
     if args.dry_run:
         work = Path(args.run_dir) if args.run_dir else new_tune_dir(spec)
         for config_id, command in restart_commands(spec, work):

@@ -10,6 +10,7 @@ line per finished configuration: measured, or failed with the last lines of the 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import datetime as _dt
 import json
@@ -19,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from serve_bench.client import ServeBenchError, connect
-from serve_bench.load import signature_for_payload
+from serve_bench.client import Client, ServeBenchError, connect
+from serve_bench.load import InputSet, image_size_of, load_input_data, signature_for_payload
 from serve_bench.stats import LoadInfo, Point, ResultsWriter, collect_run_metadata, read_points
 from serve_bench.sweep import PointPlan, measure_point
 from serve_bench.tune._answer import Score, TuneAnswer, answer, config_id_of, score_config
@@ -155,6 +156,7 @@ class _Tuner:
         self.total = planned_configs(spec)
         self.spent: list[float] = []
         self.handled = 0
+        self.input_set: InputSet | None = None
 
     def eta(self) -> float:
         per_point = self.spec.settings.warmup_s + self.spec.settings.min_duration_s + 0.5
@@ -234,11 +236,12 @@ class _Tuner:
                 self.emit("failed", config.id, message=why)
                 return
             try:
+                inputs = await self._inputs(client)
                 for load in workload_levels(spec):
                     plan = PointPlan(target, spec.model, signature, spec.payload, spec.batch_size, load, 0, spec.seed)
                     if plan.key in done:
                         continue
-                    point = _record(await measure_point(client, plan, spec.settings), config)
+                    point = _record(await measure_point(client, plan, spec.settings, inputs=inputs), config)
                     self.writer.append(point)
                     self.points.setdefault(config.id, []).append(point)
                     self.emit("point", config.id, point)
@@ -249,6 +252,17 @@ class _Tuner:
         self.outcome.measured.append(config.id)
         self._finish(config, "measured", startup_s=round(startup_s, 2), points=len(self.points.get(config.id, ())))
         self.emit("done", config.id)
+
+    async def _inputs(self, client: Client) -> InputSet | None:
+        """The spec's real images, read once for the whole tune (None: synthetic images)."""
+        if not self.spec.input_data:
+            return None
+        if self.input_set is None:
+            image_size = image_size_of(client.signatures.get("serving_default"))
+            self.input_set = await asyncio.to_thread(
+                load_input_data, self.spec.input_data, self.spec.payload, image_size
+            )
+        return self.input_set
 
     async def run(self) -> TuneOutcome:
         spec = self.spec

@@ -4,6 +4,7 @@
     model = "mobilenet_v2"
     payload = "float"              # float | jpeg
     batch_size = 1                 # images per request (production sends 1, or a few)
+    input_data = "frames/"         # optional: real images (a directory or a video) instead of synthetic ones
     out = "results"
     [server]
     kind = "local"                 # local | compose | command
@@ -121,6 +122,7 @@ class TuneSpec:
     seed: int = 0
     out: str = "results"
     currency: str = ""  # the unit of server.price_per_hour
+    input_data: str = ""  # a directory of images or a video to send instead of synthetic images
     text: str = ""
 
 
@@ -132,6 +134,7 @@ _TOP = {
     "batch_size": int,
     "seed": int,
     "out": str,
+    "input_data": str,
     "currency": str,
     "server": dict,
     "space": dict,
@@ -358,6 +361,7 @@ def parse_tune_spec(text: str, source: str = "spec") -> TuneSpec:
         seed=data.get("seed", 0),
         out=data.get("out", "results"),
         currency=data.get("currency", "") if server.price_per_hour is not None else "",
+        input_data=data.get("input_data", ""),
         text=text,
     )
 
