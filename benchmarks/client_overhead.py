@@ -53,8 +53,14 @@ def _decode_cost(client, raw) -> float:  # type: ignore[no-untyped-def]
     return (time.perf_counter() - started) / 2000 * 1e6
 
 
-async def _rounds(bare, client, prepared, seconds: float, concurrency: int,  # type: ignore[no-untyped-def]
-                  rounds: int) -> dict[str, list[float]]:
+async def _rounds(
+    bare,
+    client,
+    prepared,
+    seconds: float,
+    concurrency: int,  # type: ignore[no-untyped-def]
+    rounds: int,
+) -> dict[str, list[float]]:
     """Alternate the bare loop, serve-bench's predict_prepared, and serve-bench's send path alone."""
     results: dict[str, list[float]] = {"bare_us": [], "ours_us": [], "bare_rps": [], "ours_rps": [], "send_us": []}
     for _ in range(rounds):
@@ -102,20 +108,21 @@ async def bench_rest(port: int, seconds: float, concurrency: int, rounds: int) -
             body = prepared.payload
 
             async def bare() -> None:
-                async with session.post(f"{url}/v1/models/trivial:predict", data=body,
-                                        headers={"Content-Type": "application/json"}) as response:
+                async with session.post(
+                    f"{url}/v1/models/trivial:predict", data=body, headers={"Content-Type": "application/json"}
+                ) as response:
                     await response.read()
 
             return await _rounds(bare, client, prepared, seconds, concurrency, rounds)
 
 
 def codec_throughput(batch: int = 8, repeats: int = 5) -> list[tuple[str, float, float]]:
+    import orjson
+
     from serve_bench import _protos
-    from serve_bench.codec import from_tensor_proto, json_value_to_array
     from serve_bench.client._grpc import encode_predict_request
     from serve_bench.client._rest import encode_rest_body
-
-    import orjson
+    from serve_bench.codec import from_tensor_proto, json_value_to_array
 
     images = np.random.default_rng(0).integers(0, 256, (batch, 299, 299, 3)).astype(np.float32)
     megabytes = images.nbytes / 1e6
@@ -133,13 +140,21 @@ def codec_throughput(batch: int = 8, repeats: int = 5) -> list[tuple[str, float,
     rest_bytes = encode_rest_body({"images": images}, "serving_default")
     json_text = json.dumps({"inputs": {"images": images.tolist()}})
     return [
-        ("tensor_content (gRPC)",
-         timed(lambda: encode_predict_request("m", None, "serving_default", {"images": images})),
-         timed(lambda: from_tensor_proto(request_type.FromString(proto_bytes).inputs["images"]))),
-        ("orjson (REST)", timed(lambda: encode_rest_body({"images": images}, "serving_default")),
-         timed(lambda: json_value_to_array(orjson.loads(rest_bytes)["inputs"]["images"], 1))),
-        ("stdlib json (reference)", timed(lambda: json.dumps({"inputs": {"images": images.tolist()}})),
-         timed(lambda: np.asarray(json.loads(json_text)["inputs"]["images"], np.float32))),
+        (
+            "tensor_content (gRPC)",
+            timed(lambda: encode_predict_request("m", None, "serving_default", {"images": images})),
+            timed(lambda: from_tensor_proto(request_type.FromString(proto_bytes).inputs["images"])),
+        ),
+        (
+            "orjson (REST)",
+            timed(lambda: encode_rest_body({"images": images}, "serving_default")),
+            timed(lambda: json_value_to_array(orjson.loads(rest_bytes)["inputs"]["images"], 1)),
+        ),
+        (
+            "stdlib json (reference)",
+            timed(lambda: json.dumps({"inputs": {"images": images.tolist()}})),
+            timed(lambda: np.asarray(json.loads(json_text)["inputs"]["images"], np.float32)),
+        ),
     ]
 
 
@@ -149,17 +164,21 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    print(f"client overhead: {args.rounds} alternating rounds of {args.seconds:g} s, {args.concurrency} in flight, "
-          f"trivial server in another process, {os.cpu_count()} cores")
+    print(
+        f"client overhead: {args.rounds} alternating rounds of {args.seconds:g} s, {args.concurrency} in flight, "
+        f"trivial server in another process, {os.cpu_count()} cores"
+    )
     with TrivialServer() as server:
         for name, bench, port in (("gRPC", bench_grpc, server.grpc_port), ("REST", bench_rest, server.rest_port)):
             r = asyncio.run(bench(port, args.seconds, args.concurrency, args.rounds))
             bare, ours = statistics.median(r["bare_us"]), statistics.median(r["ours_us"])
             send = statistics.median(r["send_us"])
-            print(f"  {name}: bare {bare:.0f} µs CPU/request ({statistics.median(r['bare_rps']):.0f} req/s); "
-                  f"serve-bench {ours:.0f} µs ({statistics.median(r['ours_rps']):.0f} req/s), ratio {ours / bare:.2f}x "
-                  f"(goal <= 1.3x); send path alone {send:.0f} µs, ratio {send / bare:.2f}x; decoding the "
-                  f"[1, 2048] answer {r['decode_us'][0]:.0f} µs (the bare loop does not decode)")
+            print(
+                f"  {name}: bare {bare:.0f} µs CPU/request ({statistics.median(r['bare_rps']):.0f} req/s); "
+                f"serve-bench {ours:.0f} µs ({statistics.median(r['ours_rps']):.0f} req/s), ratio {ours / bare:.2f}x "
+                f"(goal <= 1.3x); send path alone {send:.0f} µs, ratio {send / bare:.2f}x; decoding the "
+                f"[1, 2048] answer {r['decode_us'][0]:.0f} µs (the bare loop does not decode)"
+            )
     print("codec, one 8 x 299 x 299 x 3 float32 batch (8.6 MB of tensor), best of 5:")
     for name, encode, decode in codec_throughput():
         print(f"  {name:26s} encode {encode:8.0f} MB/s   decode {decode:8.0f} MB/s")

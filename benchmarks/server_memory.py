@@ -70,9 +70,11 @@ def _huge_declared(grpc_port: int) -> str:
     for size in (24_414, 64, 64, 50):
         tensor.tensor_shape.dim.add(size=size)
     with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
-        call = channel.unary_unary("/tensorflow.serving.PredictionService/Predict",
-                                   request_serializer=lambda m: m.SerializeToString(),
-                                   response_deserializer=lambda b: b)
+        call = channel.unary_unary(
+            "/tensorflow.serving.PredictionService/Predict",
+            request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=lambda b: b,
+        )
         try:
             call(request, timeout=120)
         except grpc.RpcError as exc:
@@ -89,10 +91,25 @@ def main() -> None:
     models = Path(tempfile.mkdtemp(prefix="bench-memory-"))
     export_model("tiny", weights="random", out=models, warmup_batch_sizes=(1,))
     grpc_port, rest_port = _free_port(), _free_port()
-    process = subprocess.Popen([sys.executable, "-m", "serve_bench", "serve", "--model_name", "tiny",
-                                "--model_base_path", str(models / "tiny"), "--port", str(grpc_port),
-                                "--rest_api_port", str(rest_port)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "serve_bench",
+            "serve",
+            "--model_name",
+            "tiny",
+            "--model_base_path",
+            str(models / "tiny"),
+            "--port",
+            str(grpc_port),
+            "--rest_api_port",
+            str(rest_port),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+    )
     try:
         for _ in range(600):
             try:
@@ -109,14 +126,18 @@ def main() -> None:
         body = _rows_body(args.body_mb)
         answers: list[tuple[int, str]] = []
         started = time.perf_counter()
-        senders = [threading.Thread(target=lambda: answers.append(_post(rest_port, "/v1/models/tiny:predict", body)))
-                   for _ in range(2)]
+        senders = [
+            threading.Thread(target=lambda: answers.append(_post(rest_port, "/v1/models/tiny:predict", body)))
+            for _ in range(2)
+        ]
         for sender in senders:
             sender.start()
         for sender in senders:
             sender.join()
-        print(f"  two {len(body) / 2**20:.0f} MiB bodies at once: {answers} in {time.perf_counter() - started:.1f} s; "
-              f"peak so far {_status_kb(process.pid, 'VmHWM') / 1024:.0f} MiB")
+        print(
+            f"  two {len(body) / 2**20:.0f} MiB bodies at once: {answers} in {time.perf_counter() - started:.1f} s; "
+            f"peak so far {_status_kb(process.pid, 'VmHWM') / 1024:.0f} MiB"
+        )
         strings = b'{"signature_name": "serving_bytes", "instances": [' + b'"a",' * (len(body) // 4) + b'"a"]}'
         print("  body of tiny strings:", _post(rest_port, "/v1/models/tiny:predict", strings))
         del strings
@@ -125,8 +146,10 @@ def main() -> None:
             _huge_declared(grpc_port)
         peak = _status_kb(process.pid, "VmHWM")
         bound = 2 * idle + 2 * len(body) // 1024
-        print(f"peak RSS {peak / 1024:.0f} MiB; bound 2 x idle + 2 x body = {bound / 1024:.0f} MiB; "
-              f"RSS after {_status_kb(process.pid, 'VmRSS') / 1024:.0f} MiB -> {'within' if peak <= bound else 'OVER'}")
+        print(
+            f"peak RSS {peak / 1024:.0f} MiB; bound 2 x idle + 2 x body = {bound / 1024:.0f} MiB; "
+            f"RSS after {_status_kb(process.pid, 'VmRSS') / 1024:.0f} MiB -> {'within' if peak <= bound else 'OVER'}"
+        )
     finally:
         process.terminate()
         process.wait(timeout=60)

@@ -76,9 +76,22 @@ def in_process(model_dir: Path, batch: int, seconds: float) -> float:
 class Server:
     def __init__(self, models_dir: Path, batching_file: Path | None) -> None:
         self.grpc, self.rest = _free_port(), _free_port()
-        command = [sys.executable, "-m", "serve_bench", "serve", "--model_config_file",
-                   str(models_dir / "models.config"), "--models_dir", str(models_dir), "--port", str(self.grpc),
-                   "--rest_api_port", str(self.rest), "--monitoring_config_file", str(ROOT / "docker/monitoring.config")]
+        command = [
+            sys.executable,
+            "-m",
+            "serve_bench",
+            "serve",
+            "--model_config_file",
+            str(models_dir / "models.config"),
+            "--models_dir",
+            str(models_dir),
+            "--port",
+            str(self.grpc),
+            "--rest_api_port",
+            str(self.rest),
+            "--monitoring_config_file",
+            str(ROOT / "docker/monitoring.config"),
+        ]
         if batching_file:
             command += ["--enable_batching", "--batching_parameters_file", str(batching_file)]
         self.process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -97,8 +110,9 @@ class Server:
         self.process.wait(timeout=60)
 
 
-async def served(url: str, metrics_url: str, model: str, batch: int, concurrency: int,
-                 seconds: float) -> tuple[float, Any]:
+async def served(
+    url: str, metrics_url: str, model: str, batch: int, concurrency: int, seconds: float
+) -> tuple[float, Any]:
     from serve_bench.client import connect
     from serve_bench.load import PointSettings, analyze, make_inputs, run_closed_loop
     from serve_bench.metrics import breakdown, scrape
@@ -118,9 +132,11 @@ def _where(server: Any) -> str:
     """The server's own split of its mean request time (a ServerView), or "" without metrics."""
     if server is None or not server.request_us_mean:
         return ""
-    return (f"server: request {server.request_us_mean / 1000:.1f} ms = TF {(server.compute_us_mean or 0) / 1000:.1f}"
-            f" + queue {(server.queue_us_mean or 0) / 1000:.1f} + parse/serialize "
-            f"{(server.overhead_us_mean or 0) / 1000:.1f} ms")
+    return (
+        f"server: request {server.request_us_mean / 1000:.1f} ms = TF {(server.compute_us_mean or 0) / 1000:.1f}"
+        f" + queue {(server.queue_us_mean or 0) / 1000:.1f} + parse/serialize "
+        f"{(server.overhead_us_mean or 0) / 1000:.1f} ms"
+    )
 
 
 def response_encoding(target: str, model: str) -> str:
@@ -136,7 +152,8 @@ def response_encoding(target: str, model: str) -> str:
         metadata = channel.unary_unary(
             "/tensorflow.serving.PredictionService/GetModelMetadata",
             request_serializer=lambda m: m.SerializeToString(),
-            response_deserializer=_protos.message("tensorflow.serving.GetModelMetadataResponse").FromString)
+            response_deserializer=_protos.message("tensorflow.serving.GetModelMetadataResponse").FromString,
+        )
         meta_request = _protos.message("tensorflow.serving.GetModelMetadataRequest")()
         meta_request.model_spec.name = model
         meta_request.metadata_field.append("signature_def")
@@ -145,8 +162,10 @@ def response_encoding(target: str, model: str) -> str:
         dims = [max(d.size, 1) for d in defs.signature_def["serving_default"].inputs["images"].tensor_shape.dim]
         to_tensor_proto(np.zeros(dims, np.float32), request.inputs["images"])
         predict = channel.unary_unary(
-            "/tensorflow.serving.PredictionService/Predict", request_serializer=lambda m: m.SerializeToString(),
-            response_deserializer=_protos.message("tensorflow.serving.PredictResponse").FromString)
+            "/tensorflow.serving.PredictionService/Predict",
+            request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=_protos.message("tensorflow.serving.PredictResponse").FromString,
+        )
         out = next(iter(predict(request, timeout=300).outputs.values()))
     return "tensor_content" if out.tensor_content else f"float_val ({len(out.float_val)} values)"
 
@@ -167,25 +186,34 @@ def main() -> None:
             server.wait(model)
             metrics = f"http://127.0.0.1:{server.rest}/monitoring/prometheus/metrics"
             print(f"  {model}: gRPC answers fill {response_encoding(f'127.0.0.1:{server.grpc}', model)}")
-            for protocol, url in (("gRPC", f"grpc://127.0.0.1:{server.grpc}"), ("REST", f"http://127.0.0.1:{server.rest}")):
+            for protocol, url in (
+                ("gRPC", f"grpc://127.0.0.1:{server.grpc}"),
+                ("REST", f"http://127.0.0.1:{server.rest}"),
+            ):
                 for batch in (1, 8):
                     items, where = asyncio.run(served(url, metrics, model, batch, 1, args.seconds))
-                    print(f"  {model} {protocol} batch {batch}: served {items:.1f} images/s, in-process "
-                          f"{bare[batch]:.1f}: {items / bare[batch]:.2f} of in-process. {_where(where)}")
+                    print(
+                        f"  {model} {protocol} batch {batch}: served {items:.1f} images/s, in-process "
+                        f"{bare[batch]:.1f}: {items / bare[batch]:.2f} of in-process. {_where(where)}"
+                    )
         finally:
             server.stop()
         c = args.concurrency
         with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
-            f.write(f"max_batch_size {{ value: {c} }}\nbatch_timeout_micros {{ value: 2000 }}\n"
-                    "num_batch_threads { value: 1 }\nmax_enqueued_batches { value: 100 }\n")
+            f.write(
+                f"max_batch_size {{ value: {c} }}\nbatch_timeout_micros {{ value: 2000 }}\n"
+                "num_batch_threads { value: 1 }\nmax_enqueued_batches { value: 100 }\n"
+            )
         server = Server(models_dir, Path(f.name))
         try:
             server.wait(model)
             metrics = f"http://127.0.0.1:{server.rest}/monitoring/prometheus/metrics"
             items, where = asyncio.run(served(f"grpc://127.0.0.1:{server.grpc}", metrics, model, 1, c, args.seconds))
-            print(f"  {model} server batching, {c} concurrent batch-1 gRPC clients: {items:.1f} images/s vs "
-                  f"in-process batch {c} {bare[c]:.1f}: {items / bare[c]:.2f}; mean processed batch "
-                  f"{(where.processed_batch_mean if where else 0) or 0:.1f}. {_where(where)}")
+            print(
+                f"  {model} server batching, {c} concurrent batch-1 gRPC clients: {items:.1f} images/s vs "
+                f"in-process batch {c} {bare[c]:.1f}: {items / bare[c]:.2f}; mean processed batch "
+                f"{(where.processed_batch_mean if where else 0) or 0:.1f}. {_where(where)}"
+            )
         finally:
             server.stop()
 

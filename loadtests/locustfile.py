@@ -35,13 +35,27 @@ from loadtests._payloads import build_grpc_request, build_rest_body, request_nam
 def _arguments(parser) -> None:  # type: ignore[no-untyped-def]
     group = parser  # options on the top-level parser show in the web UI (groups do not take include_in_web_ui)
     group.add_argument("--model", default="inception_v3", include_in_web_ui=True, help="model name on the server")
-    group.add_argument("--signature", default="", include_in_web_ui=True,
-                       help="signature (default: serving_default, or serving_bytes for --payload jpeg)")
+    group.add_argument(
+        "--signature",
+        default="",
+        include_in_web_ui=True,
+        help="signature (default: serving_default, or serving_bytes for --payload jpeg)",
+    )
     group.add_argument("--batch-size", type=int, default=1, include_in_web_ui=True, help="images per request")
-    group.add_argument("--payload", choices=["float", "jpeg"], default="float", include_in_web_ui=True,
-                       help="float32 pixels or JPEG bytes")
-    group.add_argument("--protocol", choices=["grpc", "rest"], default="grpc", include_in_web_ui=True,
-                       help="which user class runs: gRPC (PredictionService) or REST (:predict)")
+    group.add_argument(
+        "--payload",
+        choices=["float", "jpeg"],
+        default="float",
+        include_in_web_ui=True,
+        help="float32 pixels or JPEG bytes",
+    )
+    group.add_argument(
+        "--protocol",
+        choices=["grpc", "rest"],
+        default="grpc",
+        include_in_web_ui=True,
+        help="which user class runs: gRPC (PredictionService) or REST (:predict)",
+    )
     group.add_argument("--request-timeout", type=float, default=60.0, include_in_web_ui=True)
 
 
@@ -88,8 +102,12 @@ class GrpcPredictUser(User):
         except Exception as exc:  # grpc.RpcError: reported to Locust as a failure
             exception = exc
         self.environment.events.request.fire(
-            request_type="grpc", name=self._name, response_time=(time.perf_counter() - started) * 1000,
-            response_length=length, exception=exception, context={"items": self._items},
+            request_type="grpc",
+            name=self._name,
+            response_time=(time.perf_counter() - started) * 1000,
+            response_length=length,
+            exception=exception,
+            context={"items": self._items},
         )
 
 
@@ -107,7 +125,13 @@ class RestPredictUser(FastHttpUser):
 
     @task
     def predict(self) -> None:
-        with self.client.post(self._path, data=self._body, name=self._name, catch_response=True,
-                              headers={"Content-Type": "application/json"}, context={"items": self._items}) as resp:
+        with self.client.post(
+            self._path,
+            data=self._body,
+            name=self._name,
+            catch_response=True,
+            headers={"Content-Type": "application/json"},
+            context={"items": self._items},
+        ) as resp:
             if resp.status_code != 200:
                 resp.failure(f"HTTP {resp.status_code}: {resp.text[:200] if resp.text else ''}")

@@ -15,8 +15,9 @@ from locust import LoadTestShape, events
 def _arguments(parser) -> None:  # type: ignore[no-untyped-def]
     group = parser
     group.add_argument("--steps", default="1,2,4,8", include_in_web_ui=True, help="user counts, in order")
-    group.add_argument("--step-seconds", type=float, default=30.0, include_in_web_ui=True,
-                       help="how long each step holds")
+    group.add_argument(
+        "--step-seconds", type=float, default=30.0, include_in_web_ui=True, help="how long each step holds"
+    )
 
 
 class StepLoadShape(LoadTestShape):

@@ -24,8 +24,7 @@ import importlib.util
 import os
 from typing import Any
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-from google.protobuf import any_pb2, wrappers_pb2
+from google.protobuf import any_pb2, descriptor_pb2, descriptor_pool, message_factory, wrappers_pb2
 
 __all__ = ["message", "pool"]
 
@@ -55,7 +54,7 @@ def _site_roots() -> list[str]:
                 f"package {package!r} is not installed; run: pip install 'serve-bench' "
                 "(it brings tensorflow-serving-api)"
             )
-        package_dir = list(spec.submodule_search_locations)[0]
+        package_dir = next(iter(spec.submodule_search_locations))
         roots.append(os.path.dirname(package_dir))
         if package == "tensorflow":
             # xla/tsl protos ship under tensorflow/compiler/ in the wheel.
@@ -108,9 +107,7 @@ def _extra_files() -> list[descriptor_pb2.FileDescriptorProto]:
         (8, "enable_large_batch_splitting", ".google.protobuf.BoolValue"),
         (9, "max_execution_batch_size", ".google.protobuf.Int64Value"),
     ):
-        params.field.add(
-            name=name, number=number, label=f.LABEL_OPTIONAL, type=f.TYPE_MESSAGE, type_name=type_name
-        )
+        params.field.add(name=name, number=number, label=f.LABEL_OPTIONAL, type=f.TYPE_MESSAGE, type_name=type_name)
     params.field.add(name="allowed_batch_sizes", number=6, label=f.LABEL_REPEATED, type=f.TYPE_INT64)
     params.field.add(name="pad_variable_length_inputs", number=7, label=f.LABEL_OPTIONAL, type=f.TYPE_BOOL)
 

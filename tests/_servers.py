@@ -19,7 +19,7 @@ class ServerThread:
         self.loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
 
-    def __enter__(self) -> "ServerThread":
+    def __enter__(self) -> ServerThread:
         self._thread.start()
         asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(timeout=120)
         return self
@@ -47,13 +47,23 @@ class ServerThread:
 
 
 @contextmanager
-def local_server(models_dir: Path, *, models: tuple[str, ...] = ("tiny",), batching: BatchingParams | None = None,
-                 metrics_path: str | None = "/monitoring/prometheus/metrics", max_body_bytes: int = 256 << 20,
-                 warmup: bool = True) -> Iterator[ServerThread]:
+def local_server(
+    models_dir: Path,
+    *,
+    models: tuple[str, ...] = ("tiny",),
+    batching: BatchingParams | None = None,
+    metrics_path: str | None = "/monitoring/prometheus/metrics",
+    max_body_bytes: int = 256 << 20,
+    warmup: bool = True,
+) -> Iterator[ServerThread]:
     config = ServerConfig(
         models=tuple(ModelEntry(name, models_dir / name) for name in models),
-        port=_free(), rest_api_port=_free(), batching=batching, metrics_path=metrics_path,
-        max_body_bytes=max_body_bytes, enable_model_warmup=warmup,
+        port=_free(),
+        rest_api_port=_free(),
+        batching=batching,
+        metrics_path=metrics_path,
+        max_body_bytes=max_body_bytes,
+        enable_model_warmup=warmup,
     )
     with ServerThread(config) as running:
         yield running

@@ -34,9 +34,16 @@ def test_fields_8_and_9_are_accepted(tmp_path):
     path = tmp_path / "batching_parameters.txt"
     path.write_text(SPLITTING)
     params = parse_batching_parameters(str(path))
-    assert params == BatchingParams(max_batch_size=64, batch_timeout_micros=2000, max_enqueued_batches=100,
-                                    num_batch_threads=4, thread_pool_name="gpu_pool", allowed_batch_sizes=(8, 16, 64),
-                                    enable_large_batch_splitting=True, max_execution_batch_size=16)
+    assert params == BatchingParams(
+        max_batch_size=64,
+        batch_timeout_micros=2000,
+        max_enqueued_batches=100,
+        num_batch_threads=4,
+        thread_pool_name="gpu_pool",
+        allowed_batch_sizes=(8, 16, 64),
+        enable_large_batch_splitting=True,
+        max_execution_batch_size=16,
+    )
     assert params.execution_batch_size == 16
 
 
@@ -67,23 +74,37 @@ def test_unset_fields_keep_tf_servings_defaults():
     assert params.thread_pool_name == "batch_threads" and params.execution_batch_size == 1000
 
 
-@pytest.mark.parametrize("text, message", [
-    ("batch_timeout_micros { value: -1 }", "batch_timeout_micros must be non-negative; was -1"),
-    ("num_batch_threads { value: 0 }", "num_batch_threads must be positive; was 0"),
-    ("max_batch_size { value: 0 }", "input_batch_size_limit (max_batch_size) must be positive; was 0"),
-    ("max_batch_size { value: 8 } allowed_batch_sizes: 2 allowed_batch_sizes: 4",
-     "Last entry in allowed_batch_sizes must match max_batch_size; last entry was 4; expected 8"),
-    ("max_batch_size { value: 8 } allowed_batch_sizes: 4 allowed_batch_sizes: 2 allowed_batch_sizes: 8",
-     "allowed_batch_sizes entries must be monotonically increasing"),
-    ("max_batch_size { value: 64 } enable_large_batch_splitting { value: true } max_execution_batch_size { value: 16 }"
-     " allowed_batch_sizes: 8 allowed_batch_sizes: 16",
-     "Last entry in allowed_batch_sizes must match max_batch_size; last entry was 16; expected 64"),
-    ("max_batch_size { value: 8 } enable_large_batch_splitting { value: true } max_execution_batch_size { value: 16 }",
-     "When enable_large_batch_splitting is true, input_batch_size_limit must be greater than or equal to "
-     "max_execution_batch_size."),
-    ("enable_large_batch_splitting { value: true } max_enqueued_batches { value: 0 }",
-     "max_enqueued_batches must be positive; was 0"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("batch_timeout_micros { value: -1 }", "batch_timeout_micros must be non-negative; was -1"),
+        ("num_batch_threads { value: 0 }", "num_batch_threads must be positive; was 0"),
+        ("max_batch_size { value: 0 }", "input_batch_size_limit (max_batch_size) must be positive; was 0"),
+        (
+            "max_batch_size { value: 8 } allowed_batch_sizes: 2 allowed_batch_sizes: 4",
+            "Last entry in allowed_batch_sizes must match max_batch_size; last entry was 4; expected 8",
+        ),
+        (
+            "max_batch_size { value: 8 } allowed_batch_sizes: 4 allowed_batch_sizes: 2 allowed_batch_sizes: 8",
+            "allowed_batch_sizes entries must be monotonically increasing",
+        ),
+        (
+            "max_batch_size { value: 64 } enable_large_batch_splitting { value: true }"
+            " max_execution_batch_size { value: 16 } allowed_batch_sizes: 8 allowed_batch_sizes: 16",
+            "Last entry in allowed_batch_sizes must match max_batch_size; last entry was 16; expected 64",
+        ),
+        (
+            "max_batch_size { value: 8 } enable_large_batch_splitting { value: true }"
+            " max_execution_batch_size { value: 16 }",
+            "When enable_large_batch_splitting is true, input_batch_size_limit must be greater than or equal to "
+            "max_execution_batch_size.",
+        ),
+        (
+            "enable_large_batch_splitting { value: true } max_enqueued_batches { value: 0 }",
+            "max_enqueued_batches must be positive; was 0",
+        ),
+    ],
+)
 def test_refused_as_tf_serving_refuses(text, message):
     """Wording from shared_batch_scheduler.h (SharedBatchScheduler::Create, AddQueueAfterRewritingOptions),
     bundle_factory_util.cc:113-125 (the model server checks the last allowed size against max_batch_size,
@@ -109,9 +130,11 @@ def test_unknown_field_and_bad_text_name_the_line(tmp_path):
 
 
 def test_suspicious_but_valid_settings_are_warned():
-    padded_up = BatchingParams.from_text("max_batch_size { value: 64 } enable_large_batch_splitting { value: true }"
-                                         " max_execution_batch_size { value: 16 } allowed_batch_sizes: 8"
-                                         " allowed_batch_sizes: 64")
+    padded_up = BatchingParams.from_text(
+        "max_batch_size { value: 64 } enable_large_batch_splitting { value: true }"
+        " max_execution_batch_size { value: 16 } allowed_batch_sizes: 8"
+        " allowed_batch_sizes: 64"
+    )
     assert any("a batch of 16 becomes 64" in w for w in padded_up.warnings())
     ignored = BatchingParams.from_text("max_execution_batch_size { value: 16 }")
     assert any("ignored unless enable_large_batch_splitting" in w for w in ignored.warnings())
@@ -130,8 +153,16 @@ def test_parallelism_flags_combine_as_server_cc():
     config = config_from_args(_args("--tensorflow_session_parallelism", "5"))
     assert (config.intra_op_threads, config.inter_op_threads) == (5, 5)
     with pytest.raises(UserError, match="You cannot configure all"):
-        config_from_args(_args("--tensorflow_intra_op_parallelism", "1", "--tensorflow_inter_op_parallelism", "1",
-                               "--tensorflow_session_parallelism", "1"))
+        config_from_args(
+            _args(
+                "--tensorflow_intra_op_parallelism",
+                "1",
+                "--tensorflow_inter_op_parallelism",
+                "1",
+                "--tensorflow_session_parallelism",
+                "1",
+            )
+        )
     with pytest.raises(UserError, match="must be 0"):
         config_from_args(_args("--tensorflow_inter_op_parallelism", "-2"))
 
@@ -139,10 +170,21 @@ def test_parallelism_flags_combine_as_server_cc():
 def test_main_cc_flags_are_accepted_boolean_ones_bare():
     """Every flag of model_servers/main.cc:87-317 parses (the ones the local server does not act on are
     announced as ignored), boolean ones also without a value."""
-    config = config_from_args(_args("--enable_profiler", "--rest_api_enable_cors_support=true",
-                                    "--grpc_max_threads", "8", "--enable_serialization_as_tensor_content"))
-    assert {"enable_profiler", "rest_api_enable_cors_support", "grpc_max_threads",
-            "enable_serialization_as_tensor_content"} <= set(config.ignored_flags)
+    config = config_from_args(
+        _args(
+            "--enable_profiler",
+            "--rest_api_enable_cors_support=true",
+            "--grpc_max_threads",
+            "8",
+            "--enable_serialization_as_tensor_content",
+        )
+    )
+    assert {
+        "enable_profiler",
+        "rest_api_enable_cors_support",
+        "grpc_max_threads",
+        "enable_serialization_as_tensor_content",
+    } <= set(config.ignored_flags)
 
 
 def test_parallelism_flags_reach_tensorflow(models_dir: Path):
@@ -151,7 +193,7 @@ def test_parallelism_flags_reach_tensorflow(models_dir: Path):
     refuses to change them once it has run anything."""
     script = textwrap.dedent(f"""
         from serve_bench.server import LocalServer, build_arg_parser, config_from_args
-        args = build_arg_parser().parse_args(["--model_name", "tiny", "--model_base_path", {str(models_dir / 'tiny')!r},
+        args = build_arg_parser().parse_args(["--model_name", "tiny", "--model_base_path", {str(models_dir / "tiny")!r},
             "--tensorflow_intra_op_parallelism", "3", "--tensorflow_inter_op_parallelism", "2",
             "--enable_model_warmup", "false"])
         LocalServer(config_from_args(args)).load()
@@ -159,8 +201,14 @@ def test_parallelism_flags_reach_tensorflow(models_dir: Path):
         print(tf.config.threading.get_intra_op_parallelism_threads(),
               tf.config.threading.get_inter_op_parallelism_threads())
     """)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}, cwd=Path(__file__).parent.parent)
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        cwd=Path(__file__).parent.parent,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.split()[-2:] == ["3", "2"]
 
@@ -181,7 +229,11 @@ def test_server_with_refused_parameters_does_not_start(tmp_path):
     from serve_bench.server._core import ServingCore
     from serve_bench.server._metrics import Metrics
 
-    config = ServerConfig(models=(ModelEntry("tiny", tmp_path),), port=0, rest_api_port=0,
-                          batching=BatchingParams(max_batch_size=8, allowed_batch_sizes=(4,)))
+    config = ServerConfig(
+        models=(ModelEntry("tiny", tmp_path),),
+        port=0,
+        rest_api_port=0,
+        batching=BatchingParams(max_batch_size=8, allowed_batch_sizes=(4,)),
+    )
     with pytest.raises(BatchingParametersError, match="Last entry in allowed_batch_sizes must match"):
         ServingCore(config, registry=None, metrics=Metrics())  # type: ignore[arg-type]

@@ -36,8 +36,9 @@ def _x(n: int, start: int = 0) -> dict:
 
 async def test_requests_merge_and_results_return_in_order():
     model = FakeModel()
-    scheduler = BatchScheduler(model, BatchingParams(max_batch_size=8, batch_timeout_micros=50_000,
-                                                     num_batch_threads=1), Metrics())
+    scheduler = BatchScheduler(
+        model, BatchingParams(max_batch_size=8, batch_timeout_micros=50_000, num_batch_threads=1), Metrics()
+    )
     results = await asyncio.gather(*(scheduler.submit(_x(1, i), 1) for i in range(6)))
     assert model.calls == [6]  # one call, waited for the timeout
     for i, result in enumerate(results):
@@ -47,8 +48,9 @@ async def test_requests_merge_and_results_return_in_order():
 
 async def test_full_batch_goes_without_waiting_for_timeout():
     model = FakeModel()
-    scheduler = BatchScheduler(model, BatchingParams(max_batch_size=4, batch_timeout_micros=10_000_000,
-                                                     num_batch_threads=1), Metrics())
+    scheduler = BatchScheduler(
+        model, BatchingParams(max_batch_size=4, batch_timeout_micros=10_000_000, num_batch_threads=1), Metrics()
+    )
     started = time.perf_counter()
     await asyncio.gather(*(scheduler.submit(_x(1, i), 1) for i in range(4)))
     assert time.perf_counter() - started < 2
@@ -59,8 +61,11 @@ async def test_full_batch_goes_without_waiting_for_timeout():
 async def test_queue_bound_rejects_with_unavailable():
     model = FakeModel()
     model.gate.clear()  # the first batch blocks its thread
-    scheduler = BatchScheduler(model, BatchingParams(max_batch_size=2, batch_timeout_micros=0,
-                                                     max_enqueued_batches=2, num_batch_threads=1), Metrics())
+    scheduler = BatchScheduler(
+        model,
+        BatchingParams(max_batch_size=2, batch_timeout_micros=0, max_enqueued_batches=2, num_batch_threads=1),
+        Metrics(),
+    )
     running = asyncio.ensure_future(scheduler.submit(_x(2), 2))  # taken by the thread
     await asyncio.sleep(0.05)
     queued = [asyncio.ensure_future(scheduler.submit(_x(2), 2)) for _ in range(2)]  # fills two batches
@@ -84,8 +89,11 @@ async def test_oversized_request_is_invalid_argument():
 
 async def test_padding_to_allowed_sizes_and_slicing():
     model = FakeModel()
-    scheduler = BatchScheduler(model, BatchingParams(max_batch_size=8, batch_timeout_micros=0, num_batch_threads=1,
-                                                     allowed_batch_sizes=(1, 4, 8)), Metrics())
+    scheduler = BatchScheduler(
+        model,
+        BatchingParams(max_batch_size=8, batch_timeout_micros=0, num_batch_threads=1, allowed_batch_sizes=(1, 4, 8)),
+        Metrics(),
+    )
     result = await scheduler.submit(_x(3, 10), 3)
     assert model.calls == [4]
     assert result["y"].tolist() == [[20.0], [22.0], [24.0]]
@@ -119,13 +127,16 @@ async def test_event_loop_stays_responsive_while_model_runs():
 from serve_bench.server._batching import split_sizes  # noqa: E402
 
 
-@pytest.mark.parametrize("size, room, limit, expected", [
-    (10, 0, 4, [4, 4, 2]),
-    (10, 3, 4, [3, 4, 3]),
-    (8, 0, 4, [4, 4]),
-    (5, 1, 4, [1, 4]),
-    (2, 3, 4, [2]),
-])
+@pytest.mark.parametrize(
+    "size, room, limit, expected",
+    [
+        (10, 0, 4, [4, 4, 2]),
+        (10, 3, 4, [3, 4, 3]),
+        (8, 0, 4, [4, 4]),
+        (5, 1, 4, [1, 4]),
+        (2, 3, 4, [2]),
+    ],
+)
 def test_split_sizes_follow_input_split_metadata(size, room, limit, expected):
     """tensorflow/core/kernels/batching_util/input_split_metadata.cc:60-81 (generate_task_sizes): the open
     batch's room first, then pieces of the execution batch size, then the remainder."""
@@ -137,8 +148,13 @@ async def test_large_request_is_split_across_batches_and_reassembled():
     (shared_batch_scheduler.h ScheduleWithoutOrEagerSplitImpl) and the outputs concatenated in order
     (batching_session.cc SplitInputTask's barrier)."""
     model = FakeModel()
-    params = BatchingParams(max_batch_size=16, batch_timeout_micros=0, num_batch_threads=1,
-                            enable_large_batch_splitting=True, max_execution_batch_size=4)
+    params = BatchingParams(
+        max_batch_size=16,
+        batch_timeout_micros=0,
+        num_batch_threads=1,
+        enable_large_batch_splitting=True,
+        max_execution_batch_size=4,
+    )
     scheduler = BatchScheduler(model, params, Metrics())
     result = await scheduler.submit(_x(10, 100), 10)
     assert sorted(model.calls) == [2, 4, 4] and max(model.calls) <= 4
@@ -151,8 +167,13 @@ async def test_split_pieces_fill_the_open_batch_first():
     """The first piece takes the room left in the open batch (input_split_metadata.cc:40-45)."""
     model = FakeModel()
     model.gate.clear()  # hold the thread so batches stay queued
-    params = BatchingParams(max_batch_size=16, batch_timeout_micros=10_000_000, num_batch_threads=1,
-                            enable_large_batch_splitting=True, max_execution_batch_size=4)
+    params = BatchingParams(
+        max_batch_size=16,
+        batch_timeout_micros=10_000_000,
+        num_batch_threads=1,
+        enable_large_batch_splitting=True,
+        max_execution_batch_size=4,
+    )
     scheduler = BatchScheduler(model, params, Metrics())
     first = asyncio.ensure_future(scheduler.submit(_x(1, 0), 1))
     await asyncio.sleep(0)
@@ -183,8 +204,9 @@ async def test_queue_full_message_without_splitting():
     max_enqueued_batches batches exist, the open one included (shared_batch_scheduler.h, the loose check)."""
     model = FakeModel()
     model.gate.clear()
-    params = BatchingParams(max_batch_size=2, batch_timeout_micros=10_000_000, max_enqueued_batches=2,
-                            num_batch_threads=1)
+    params = BatchingParams(
+        max_batch_size=2, batch_timeout_micros=10_000_000, max_enqueued_batches=2, num_batch_threads=1
+    )
     scheduler = BatchScheduler(model, params, Metrics())
     running = asyncio.ensure_future(scheduler.submit(_x(2), 2))  # full: taken by the thread
     await asyncio.sleep(0.02)
@@ -193,8 +215,10 @@ async def test_queue_full_message_without_splitting():
     with pytest.raises(ServingError) as info:
         await scheduler.submit(_x(1), 1)
     assert info.value.code == "UNAVAILABLE"
-    assert info.value.message == ("The batch scheduling queue to which this task was submitted is full; "
-                                  "currently 2 batches enqueued and max_enqueued_batches is 2")
+    assert info.value.message == (
+        "The batch scheduling queue to which this task was submitted is full; "
+        "currently 2 batches enqueued and max_enqueued_batches is 2"
+    )
     model.gate.set()
     await scheduler.drain()
     await asyncio.gather(running, *queued)
@@ -206,8 +230,14 @@ async def test_queue_capacity_with_splitting_counts_rows():
     batch (shared_batch_scheduler.h SchedulingCapacityInternal), and the refusal names the figures."""
     model = FakeModel()
     model.gate.clear()
-    params = BatchingParams(max_batch_size=16, batch_timeout_micros=10_000_000, max_enqueued_batches=2,
-                            num_batch_threads=1, enable_large_batch_splitting=True, max_execution_batch_size=4)
+    params = BatchingParams(
+        max_batch_size=16,
+        batch_timeout_micros=10_000_000,
+        max_enqueued_batches=2,
+        num_batch_threads=1,
+        enable_large_batch_splitting=True,
+        max_execution_batch_size=4,
+    )
     scheduler = BatchScheduler(model, params, Metrics())
     running = asyncio.ensure_future(scheduler.submit(_x(4), 4))
     await asyncio.sleep(0.02)  # the thread holds it; the queue is one empty open batch: capacity 2*4 - 4 + 4 = 8
@@ -225,8 +255,9 @@ async def test_queue_capacity_with_splitting_counts_rows():
 
 async def test_max_enqueued_batches_zero_means_one_without_splitting():
     """SharedBatchScheduler::AddQueue rewrites max_enqueued_batches 0 to 1 when splitting is off."""
-    scheduler = BatchScheduler(FakeModel(), BatchingParams(max_batch_size=4, max_enqueued_batches=0,
-                                                           num_batch_threads=1), Metrics())
+    scheduler = BatchScheduler(
+        FakeModel(), BatchingParams(max_batch_size=4, max_enqueued_batches=0, num_batch_threads=1), Metrics()
+    )
     result = await scheduler.submit(_x(2), 2)
     assert result["y"].shape == (2, 1)
     scheduler.close()
@@ -236,12 +267,16 @@ async def test_batching_metrics_as_batching_session_records_them():
     """input_batch_size once per input tensor (batching_session.cc:470-482 ComputeInputSize), queuing_latency
     per task with an empty thread-pool label (:765-768, CreateBatchingSession passes ""), padding and processed
     size before the merge (:494-506), wrapped_run_count after every Run, failed or not (:810)."""
+
     def two_inputs(inputs):
         return {"y": inputs["x"] + inputs["z"]}
 
     metrics = Metrics()
-    scheduler = BatchScheduler(two_inputs, BatchingParams(max_batch_size=8, batch_timeout_micros=20_000,
-                                                          num_batch_threads=1, allowed_batch_sizes=(4, 8)), metrics)
+    scheduler = BatchScheduler(
+        two_inputs,
+        BatchingParams(max_batch_size=8, batch_timeout_micros=20_000, num_batch_threads=1, allowed_batch_sizes=(4, 8)),
+        metrics,
+    )
     inputs = [{"x": np.ones((1, 1), np.float32) * i, "z": np.zeros((1, 1), np.float32)} for i in range(3)]
     await asyncio.gather(*(scheduler.submit(x, 1) for x in inputs))
     page = metrics.render()
@@ -270,8 +305,11 @@ async def test_padding_repeats_the_first_row_of_the_last_task():
         seen.append(inputs["x"].ravel().tolist())
         return {"y": inputs["x"]}
 
-    scheduler = BatchScheduler(model, BatchingParams(max_batch_size=8, batch_timeout_micros=20_000,
-                                                     num_batch_threads=1, allowed_batch_sizes=(8,)), Metrics())
+    scheduler = BatchScheduler(
+        model,
+        BatchingParams(max_batch_size=8, batch_timeout_micros=20_000, num_batch_threads=1, allowed_batch_sizes=(8,)),
+        Metrics(),
+    )
     await asyncio.gather(scheduler.submit(_x(2, 0), 2), scheduler.submit(_x(3, 10), 3))
     assert seen == [[0.0, 1.0, 10.0, 11.0, 12.0, 10.0, 10.0, 10.0]]
     scheduler.close()
@@ -283,8 +321,9 @@ async def test_batch_timed_out_in_the_queue_is_not_run():
     A batch with one task still in time runs whole."""
     model = FakeModel()
     model.gate.clear()
-    scheduler = BatchScheduler(model, BatchingParams(max_batch_size=1, batch_timeout_micros=0, num_batch_threads=1),
-                               Metrics())
+    scheduler = BatchScheduler(
+        model, BatchingParams(max_batch_size=1, batch_timeout_micros=0, num_batch_threads=1), Metrics()
+    )
     blocker = asyncio.ensure_future(scheduler.submit(_x(1), 1))
     await asyncio.sleep(0.02)
     late = asyncio.ensure_future(scheduler.submit(_x(1), 1, timeout=0.01))
@@ -319,6 +358,7 @@ async def test_queues_share_one_pool_of_batch_threads_round_robin():
             order.append(name)
             running.release()
             return {"y": inputs["x"]}
+
         return run
 
     a = BatchScheduler(model("a"), params, Metrics(), threads)
@@ -343,15 +383,21 @@ async def test_variable_length_inputs_refused_or_padded_as_batching_session():
 
     short = {"x": np.array([[7.0, 8.0]], np.float32)}
     long = {"x": np.array([[1.0, 2.0, 3.0]], np.float32)}
-    strict = BatchScheduler(model, BatchingParams(max_batch_size=4, batch_timeout_micros=50_000,
-                                                  num_batch_threads=1), Metrics())
+    strict = BatchScheduler(
+        model, BatchingParams(max_batch_size=4, batch_timeout_micros=50_000, num_batch_threads=1), Metrics()
+    )
     results = await asyncio.gather(strict.submit(short, 1), strict.submit(long, 1), return_exceptions=True)
     assert all(isinstance(r, ServingError) and r.code == "FAILED_PRECONDITION" for r in results)
     assert "padding is turned off. Set pad_variable_length_inputs to true" in str(results[0])
     strict.close()
 
-    padding = BatchScheduler(model, BatchingParams(max_batch_size=4, batch_timeout_micros=50_000, num_batch_threads=1,
-                                                   pad_variable_length_inputs=True), Metrics())
+    padding = BatchScheduler(
+        model,
+        BatchingParams(
+            max_batch_size=4, batch_timeout_micros=50_000, num_batch_threads=1, pad_variable_length_inputs=True
+        ),
+        Metrics(),
+    )
     first, second = await asyncio.gather(padding.submit(short, 1), padding.submit(long, 1))
     assert seen[-1].tolist() == [[7.0, 8.0, 7.0], [1.0, 2.0, 3.0]]
     assert first["y"].tolist() == [[7.0]] and second["y"].tolist() == [[1.0]]

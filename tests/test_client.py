@@ -118,8 +118,12 @@ async def test_stream_results_in_order_and_in_flight_bounded(target, reference):
         # max_delay_ms long enough that only a full batch or the end of the stream sends one: with 20 ms a
         # stall of this process (a GC pass over TensorFlow's heap) legitimately sent a partial batch while a
         # slot was free. Partial batches while back-pressured are covered in test_pipeline_unit.py.
-        results = [r async for r in predict_stream(client, frames, batch_size=4, max_delay_ms=60_000,
-                                                  max_in_flight=3, stats=stats)]
+        results = [
+            r
+            async for r in predict_stream(
+                client, frames, batch_size=4, max_delay_ms=60_000, max_in_flight=3, stats=stats
+            )
+        ]
         assert [r.first_index for r in results] == list(range(0, 37, 4))
         features = np.concatenate([r.outputs["features"] for r in results])
         np.testing.assert_allclose(features, reference(np.stack(frames)), rtol=1e-5, atol=1e-6)
@@ -129,8 +133,9 @@ async def test_stream_results_in_order_and_in_flight_bounded(target, reference):
 def test_sync_wrapper(server, reference):
     with connect_sync(server.grpc_url, "tiny") as client:
         images = _images(2, seed=3)
-        np.testing.assert_allclose(client.predict({"images": images})["features"], reference(images),
-                                   rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            client.predict({"images": images})["features"], reference(images), rtol=1e-5, atol=1e-6
+        )
         assert client.status().versions == {1: "AVAILABLE"}
 
 
@@ -169,11 +174,15 @@ async def test_unknown_model(target):
         await connect(url, "no_such_model", **options)
 
 
-@pytest.mark.parametrize("inputs, words", [
-    ({"pixels": np.zeros((1, 64, 64, 3), np.float32)}, "pixels"),
-    ({"images": np.zeros((1, 64, 64, 3), np.float64)}, "float64"),
-    ({"images": np.zeros((1, 32, 32, 3), np.float32)}, "shape"),
-], ids=["name", "dtype", "shape"])
+@pytest.mark.parametrize(
+    "inputs, words",
+    [
+        ({"pixels": np.zeros((1, 64, 64, 3), np.float32)}, "pixels"),
+        ({"images": np.zeros((1, 64, 64, 3), np.float64)}, "float64"),
+        ({"images": np.zeros((1, 32, 32, 3), np.float32)}, "shape"),
+    ],
+    ids=["name", "dtype", "shape"],
+)
 async def test_wrong_inputs_refused_before_sending(server, inputs, words):
     async with connect(server.grpc_url, "tiny") as client:
         sent = []

@@ -41,9 +41,32 @@ def _stats(prefix: Path) -> dict[str, dict[str, str]]:
 def test_headless_run_has_requests_and_no_failures(server, tmp_path, protocol):
     host = server.grpc_url if protocol == "grpc" else server.rest_url
     prefix = tmp_path / protocol
-    result = _run(["-f", "loadtests/locustfile.py", "--headless", "-u", "2", "-r", "2", "-t", "4s", "--host", host,
-                   "--protocol", protocol, "--model", "tiny", "--batch-size", "2", "--csv", str(prefix),
-                   "--only-summary", "--stop-timeout", "5"])
+    result = _run(
+        [
+            "-f",
+            "loadtests/locustfile.py",
+            "--headless",
+            "-u",
+            "2",
+            "-r",
+            "2",
+            "-t",
+            "4s",
+            "--host",
+            host,
+            "--protocol",
+            protocol,
+            "--model",
+            "tiny",
+            "--batch-size",
+            "2",
+            "--csv",
+            str(prefix),
+            "--only-summary",
+            "--stop-timeout",
+            "5",
+        ]
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     rows = _stats(prefix)
     row = rows["predict tiny b2"]
@@ -54,8 +77,28 @@ def test_headless_run_has_requests_and_no_failures(server, tmp_path, protocol):
 
 def test_jpeg_payload(server, tmp_path):
     prefix = tmp_path / "jpeg"
-    result = _run(["-f", "loadtests/locustfile.py", "--headless", "-u", "1", "-r", "1", "-t", "3s", "--host",
-                   server.grpc_url, "--model", "tiny", "--payload", "jpeg", "--csv", str(prefix), "--only-summary"])
+    result = _run(
+        [
+            "-f",
+            "loadtests/locustfile.py",
+            "--headless",
+            "-u",
+            "1",
+            "-r",
+            "1",
+            "-t",
+            "3s",
+            "--host",
+            server.grpc_url,
+            "--model",
+            "tiny",
+            "--payload",
+            "jpeg",
+            "--csv",
+            str(prefix),
+            "--only-summary",
+        ]
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     row = _stats(prefix)["predict tiny b1"]
     assert int(row["Request Count"]) > 0 and int(row["Failure Count"]) == 0
@@ -63,9 +106,25 @@ def test_jpeg_payload(server, tmp_path):
 
 def test_step_shape_becomes_one_point_per_step(server, tmp_path):
     prefix = tmp_path / "steps"
-    result = _run(["-f", "loadtests/locustfile.py,loadtests/step_shape.py", "--headless", "--host", server.grpc_url,
-                   "--model", "tiny", "--steps", "1,3", "--step-seconds", "4", "--csv", str(prefix),
-                   "--only-summary"], timeout=120)
+    result = _run(
+        [
+            "-f",
+            "loadtests/locustfile.py,loadtests/step_shape.py",
+            "--headless",
+            "--host",
+            server.grpc_url,
+            "--model",
+            "tiny",
+            "--steps",
+            "1,3",
+            "--step-seconds",
+            "4",
+            "--csv",
+            str(prefix),
+            "--only-summary",
+        ],
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     out = tmp_path / "imported"
     assert main(["import-locust", str(prefix), "--out", str(out), "--url", server.grpc_url]) == 0
@@ -82,7 +141,10 @@ def _server_requests(server) -> float:
     total = 0.0
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name.startswith(":tensorflow:serving:request_count") and sample.labels.get("model_name") == "tiny":
+            if (
+                sample.name.startswith(":tensorflow:serving:request_count")
+                and sample.labels.get("model_name") == "tiny"
+            ):
                 total += sample.value
     return total
 
@@ -92,13 +154,45 @@ def test_distributed_master_and_two_workers(server, tmp_path):
     prefix = tmp_path / "distributed"
     common = ["-f", "loadtests/locustfile.py", "--host", server.grpc_url, "--model", "tiny", "--batch-size", "1"]
     before = _server_requests(server)
-    master = subprocess.Popen(LOCUST + common + [
-        "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port), "--headless",
-        "--expect-workers", "2", "--expect-workers-max-wait", "60", "-u", "4", "-r", "4", "-t", "6s",
-        "--csv", str(prefix), "--only-summary"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    master = subprocess.Popen(
+        LOCUST
+        + common
+        + [
+            "--master",
+            "--master-bind-host",
+            "127.0.0.1",
+            "--master-bind-port",
+            str(port),
+            "--headless",
+            "--expect-workers",
+            "2",
+            "--expect-workers-max-wait",
+            "60",
+            "-u",
+            "4",
+            "-r",
+            "4",
+            "-t",
+            "6s",
+            "--csv",
+            str(prefix),
+            "--only-summary",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     time.sleep(1)
-    workers = [subprocess.Popen(LOCUST + common + ["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
-                                cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for _ in range(2)]
+    workers = [
+        subprocess.Popen(
+            LOCUST + common + ["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(2)
+    ]
     try:
         output, _ = master.communicate(timeout=150)
         assert master.returncode == 0, output[-3000:]

@@ -27,10 +27,22 @@ def test_empty_page_is_a_valid_snapshot():
 
 
 def test_server_view_round_trips_through_json():
-    view = ServerView(entrypoint="GRPC", requests=4.0, errors=1.0, request_us_mean=10_000.0, runtime_us_mean=9_000.0,
-                      queue_us_mean=3_000.0, compute_us_mean=6_000.0, overhead_us_mean=1_000.0, batching=True,
-                      tf_calls=1.0, processed_batch_mean=8.0, padding_share=0.5, precision=0.02,
-                      notes=("request_latency: imprecise",))
+    view = ServerView(
+        entrypoint="GRPC",
+        requests=4.0,
+        errors=1.0,
+        request_us_mean=10_000.0,
+        runtime_us_mean=9_000.0,
+        queue_us_mean=3_000.0,
+        compute_us_mean=6_000.0,
+        overhead_us_mean=1_000.0,
+        batching=True,
+        tf_calls=1.0,
+        processed_batch_mean=8.0,
+        padding_share=0.5,
+        precision=0.02,
+        notes=("request_latency: imprecise",),
+    )
     again = ServerView.from_dict(json.loads(json.dumps(view.to_dict())))
     assert again == view
     assert again.flags() == ("server errors", "server metrics imprecise")
@@ -39,9 +51,19 @@ def test_server_view_round_trips_through_json():
 
 def test_server_view_reads_a_schema_1_server_object():
     """Old points held a free-form dict with 'available'; keys of the same meaning keep their names."""
-    old = {"available": True, "requests": 4.0, "errors": 0.0, "request_us_mean": 10.0, "queue_us_mean": None,
-           "compute_us_mean": 6.0, "overhead_us_mean": 4.0, "tf_calls": 4.0, "input_batch_mean": None,
-           "processed_batch_mean": None, "padding_share": None}
+    old = {
+        "available": True,
+        "requests": 4.0,
+        "errors": 0.0,
+        "request_us_mean": 10.0,
+        "queue_us_mean": None,
+        "compute_us_mean": 6.0,
+        "overhead_us_mean": 4.0,
+        "tf_calls": 4.0,
+        "input_batch_mean": None,
+        "processed_batch_mean": None,
+        "padding_share": None,
+    }
     view = ServerView.from_dict(old)
     assert view.requests == 4.0 and view.compute_us_mean == 6.0 and view.runtime_us_mean is None
 

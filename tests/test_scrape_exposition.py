@@ -42,8 +42,11 @@ TF_METRICS = {
     "/tensorflow/serving/model_warmup_records_read": ("counter", ("model_path", "status"), []),
     "/tensorflow/serving/request_log_count": ("counter", ("model_name", "status_code"), []),
 }
-LAZY = {"/tensorflow/serving/batching_session/input_batch_size", "/tensorflow/serving/batching_session/padding_size",
-        "/tensorflow/serving/batching_session/processed_batch_size"}
+LAZY = {
+    "/tensorflow/serving/batching_session/input_batch_size",
+    "/tensorflow/serving/batching_session/padding_size",
+    "/tensorflow/serving/batching_session/processed_batch_size",
+}
 
 
 class TfRegistry:
@@ -103,6 +106,7 @@ def _record_batched_point(tf: TfRegistry, local: Metrics | None = None) -> None:
     """Four gRPC predicts of one image batched into one Run of 4 padded to 8, one REST GET, one error."""
     both = [(tf, "/tensorflow/serving/", "/")] + ([(local, "", ":")] if local else [])
     for target, prefix, sep in both:
+
         def key(name: str) -> str:
             return prefix + name.replace("/", sep) if prefix else name.replace("/", sep)
 
@@ -137,12 +141,12 @@ def test_local_server_page_is_byte_for_byte_tf_servings():
     _record_batched_point(tf, local)
     local.observe("request_latency", 10, ("m", "Predict", "GRPC"))  # exactly on a limit: next bucket (upper_bound)
     tf.add("/tensorflow/serving/request_latency", 10, ("m", "Predict", "GRPC"))
-    local.observe("runtime_latency", 3_456_789_012, ("we\"ird\\name", "Predict", "TF1"))  # escaping, 6-digit sum
-    tf.add("/tensorflow/serving/runtime_latency", 3_456_789_012, ("we\"ird\\name", "Predict", "TF1"))
+    local.observe("runtime_latency", 3_456_789_012, ('we"ird\\name', "Predict", "TF1"))  # escaping, 6-digit sum
+    tf.add("/tensorflow/serving/runtime_latency", 3_456_789_012, ('we"ird\\name', "Predict", "TF1"))
     wanted = tf_page(tf)
     assert local.render() == wanted
-    assert ':tensorflow:serving:batching_session:wrapped_run_count{} 1' in wanted
-    assert ':tensorflow:serving:batching_session:input_batch_size_sum{} 4' in wanted
+    assert ":tensorflow:serving:batching_session:wrapped_run_count{} 1" in wanted
+    assert ":tensorflow:serving:batching_session:input_batch_size_sum{} 4" in wanted
     assert 'runtime_latency_sum{model_name="we\\"ird\\\\name",API="Predict",runtime="TF1"} 3.45679e+09' in wanted
     assert 'le="104.976"' in wanted and 'le="+Inf"' in wanted
 
@@ -241,8 +245,10 @@ def test_parser_ignores_foreign_and_odd_lines():
     tf = TfRegistry()
     tf.inc("/tensorflow/serving/request_count", ("m", "OK"))
     tf.add("/tensorflow/serving/request_latency", 500, ("m", "Predict", "GRPC"))
-    page = ("# TYPE :tensorflow:core:graph_runs counter\n:tensorflow:core:graph_runs{} 12\n"
-            "# TYPE :tensorflow:core:weird untyped\n:tensorflow:core:weird{x=\"unterminated} 1\n" + tf_page(tf))
+    page = (
+        "# TYPE :tensorflow:core:graph_runs counter\n:tensorflow:core:graph_runs{} 12\n"
+        '# TYPE :tensorflow:core:weird untyped\n:tensorflow:core:weird{x="unterminated} 1\n' + tf_page(tf)
+    )
     snapshot = parse(page, "m")
     assert snapshot.get("request_latency", "_count", ("Predict", "GRPC")) == 1
     assert snapshot.families == len(TF_METRICS) - len(LAZY)  # TF Serving families only

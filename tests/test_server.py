@@ -115,12 +115,15 @@ def test_grpc_serving_bytes_signature(server, tf, reference):
 def test_rest_row_and_columnar_equal_in_process(server, reference):
     images = _images(2, seed=1)
     expected = reference(images)
-    status, body = _http(f"{server.rest_url}/v1/models/tiny:predict",
-                         json.dumps({"instances": images.tolist()}).encode())
+    status, body = _http(
+        f"{server.rest_url}/v1/models/tiny:predict", json.dumps({"instances": images.tolist()}).encode()
+    )
     assert status == 200
     np.testing.assert_allclose(np.array(body["predictions"]), expected, rtol=1e-5, atol=1e-6)
-    status, body = _http(f"{server.rest_url}/v1/models/tiny/versions/1:predict",
-                         json.dumps({"signature_name": "serving_default", "inputs": {"images": images.tolist()}}).encode())
+    status, body = _http(
+        f"{server.rest_url}/v1/models/tiny/versions/1:predict",
+        json.dumps({"signature_name": "serving_default", "inputs": {"images": images.tolist()}}).encode(),
+    )
     assert status == 200
     np.testing.assert_allclose(np.array(body["outputs"]), expected, rtol=1e-5, atol=1e-6)
 
@@ -185,8 +188,11 @@ def test_grpc_metadata_and_status(server):
 def test_rest_metadata_and_status(server):
     status, body = _http(f"{server.rest_url}/v1/models/tiny")
     assert status == 200
-    assert body == {"model_version_status": [
-        {"version": "1", "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}]}
+    assert body == {
+        "model_version_status": [
+            {"version": "1", "state": "AVAILABLE", "status": {"error_code": "OK", "error_message": ""}}
+        ]
+    }
     status, body = _http(f"{server.rest_url}/v1/models/tiny/versions/1/metadata")
     assert status == 200
     assert body["model_spec"] == {"name": "tiny", "signature_name": "", "version": "1"}
@@ -207,16 +213,20 @@ def test_other_methods_are_unimplemented(server):
 # --- bad input, each as TF Serving reports it -------------------------------
 
 
-@pytest.mark.parametrize("mutate, code", [
-    (lambda r: setattr(r.model_spec, "name", "nope"), grpc.StatusCode.NOT_FOUND),
-    (lambda r: r.model_spec.version.__setattr__("value", 7), grpc.StatusCode.NOT_FOUND),
-    # model_servers/server_core.cc:890: an unknown label is INVALID_ARGUMENT
-    (lambda r: setattr(r.model_spec, "version_label", "stable"), grpc.StatusCode.INVALID_ARGUMENT),
-    (lambda r: setattr(r.model_spec, "signature_name", "nope"), grpc.StatusCode.FAILED_PRECONDITION),
-    (lambda r: r.inputs["pixels"].CopyFrom(r.inputs.pop("images")), grpc.StatusCode.INVALID_ARGUMENT),
-    (lambda r: setattr(r.inputs["images"], "dtype", 2), grpc.StatusCode.INVALID_ARGUMENT),  # bytes no longer match
-    (lambda r: r.inputs["images"].tensor_shape.dim[1].__setattr__("size", 32), grpc.StatusCode.INVALID_ARGUMENT),
-], ids=["model", "version", "label", "signature", "input-name", "dtype", "shape"])
+@pytest.mark.parametrize(
+    "mutate, code",
+    [
+        (lambda r: setattr(r.model_spec, "name", "nope"), grpc.StatusCode.NOT_FOUND),
+        (lambda r: r.model_spec.version.__setattr__("value", 7), grpc.StatusCode.NOT_FOUND),
+        # model_servers/server_core.cc:890: an unknown label is INVALID_ARGUMENT
+        (lambda r: setattr(r.model_spec, "version_label", "stable"), grpc.StatusCode.INVALID_ARGUMENT),
+        (lambda r: setattr(r.model_spec, "signature_name", "nope"), grpc.StatusCode.FAILED_PRECONDITION),
+        (lambda r: r.inputs["pixels"].CopyFrom(r.inputs.pop("images")), grpc.StatusCode.INVALID_ARGUMENT),
+        (lambda r: setattr(r.inputs["images"], "dtype", 2), grpc.StatusCode.INVALID_ARGUMENT),  # bytes no longer match
+        (lambda r: r.inputs["images"].tensor_shape.dim[1].__setattr__("size", 32), grpc.StatusCode.INVALID_ARGUMENT),
+    ],
+    ids=["model", "version", "label", "signature", "input-name", "dtype", "shape"],
+)
 def test_grpc_bad_requests(server, tf, mutate, code):
     request = _predict_request(_images(1), tf)
     if code == grpc.StatusCode.INVALID_ARGUMENT and "shape" in str(mutate):
@@ -241,18 +251,35 @@ def test_grpc_wrong_dtype_and_shape_with_consistent_bytes(server, tf):
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "shape" in info.value.details()
 
 
-@pytest.mark.parametrize("path, body, status, words", [
-    ("/v1/models/nope:predict", {"instances": [[0]]}, 404, "nope"),
-    ("/v1/models/tiny/versions/9:predict", {"instances": [[0]]}, 404, "9"),
-    ("/v1/models/tiny:predict", {"signature_name": "nope", "instances": [[0]]}, 400, "nope"),
-    ("/v1/models/tiny:predict", {"inputs": {"pixels": [[0]]}}, 400, "Missing named input: images in 'inputs' object."),
-    ("/v1/models/tiny:predict", {"inputs": {"images": [["a"]]}}, 400,
-     'JSON Value: "a" Type: String is not of expected type: float'),
-    ("/v1/models/tiny:predict", {"inputs": {"images": [[1.0, 2.0]]}}, 400, "shape"),
-    ("/v1/models/tiny:predict", {"instance": []}, 400, "instances"),
-    ("/v1/models/tiny:predict", {"signature_name": "serving_bytes", "instances": [{"b64": "not base64!"}]}, 400,
-     "base64"),
-], ids=["model", "version", "signature", "input-name", "dtype", "shape", "no-inputs", "b64"])
+@pytest.mark.parametrize(
+    "path, body, status, words",
+    [
+        ("/v1/models/nope:predict", {"instances": [[0]]}, 404, "nope"),
+        ("/v1/models/tiny/versions/9:predict", {"instances": [[0]]}, 404, "9"),
+        ("/v1/models/tiny:predict", {"signature_name": "nope", "instances": [[0]]}, 400, "nope"),
+        (
+            "/v1/models/tiny:predict",
+            {"inputs": {"pixels": [[0]]}},
+            400,
+            "Missing named input: images in 'inputs' object.",
+        ),
+        (
+            "/v1/models/tiny:predict",
+            {"inputs": {"images": [["a"]]}},
+            400,
+            'JSON Value: "a" Type: String is not of expected type: float',
+        ),
+        ("/v1/models/tiny:predict", {"inputs": {"images": [[1.0, 2.0]]}}, 400, "shape"),
+        ("/v1/models/tiny:predict", {"instance": []}, 400, "instances"),
+        (
+            "/v1/models/tiny:predict",
+            {"signature_name": "serving_bytes", "instances": [{"b64": "not base64!"}]},
+            400,
+            "base64",
+        ),
+    ],
+    ids=["model", "version", "signature", "input-name", "dtype", "shape", "no-inputs", "b64"],
+)
 def test_rest_bad_requests(server, path, body, status, words):
     code, answer = _http(server.rest_url + path, json.dumps(body).encode())
     assert code == status
@@ -282,9 +309,11 @@ async def _concurrent_grpc(target: str, requests: list, timeout: float = 60):
 
     response_type = _protos.message("tensorflow.serving.PredictResponse")
     async with grpc.aio.insecure_channel(target) as channel:
-        call = channel.unary_unary("/tensorflow.serving.PredictionService/Predict",
-                                   request_serializer=lambda m: m.SerializeToString(),
-                                   response_deserializer=response_type.FromString)
+        call = channel.unary_unary(
+            "/tensorflow.serving.PredictionService/Predict",
+            request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=response_type.FromString,
+        )
         return await asyncio.gather(*(call(r, timeout=timeout) for r in requests), return_exceptions=True)
 
 
@@ -298,16 +327,18 @@ def _metric(text: str, name: str, sample_suffix: str = "") -> dict:
 
 
 def test_concurrent_batch_one_requests_share_tensorflow_calls(models_dir, tf, reference):
-    params = BatchingParams(max_batch_size=16, batch_timeout_micros=200_000, max_enqueued_batches=10,
-                            num_batch_threads=1)
+    params = BatchingParams(
+        max_batch_size=16, batch_timeout_micros=200_000, max_enqueued_batches=10, num_batch_threads=1
+    )
     with local_server(models_dir, batching=params) as running:
         images = _images(16, seed=4)
-        requests = [_predict_request(images[i:i + 1], tf) for i in range(16)]
+        requests = [_predict_request(images[i : i + 1], tf) for i in range(16)]
         responses = asyncio.run(_concurrent_grpc(running.grpc_target, requests))
         for i, response in enumerate(responses):
             assert not isinstance(response, Exception), response
-            np.testing.assert_allclose(tf.make_ndarray(response.outputs["features"]), reference(images[i:i + 1]),
-                                       rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(
+                tf.make_ndarray(response.outputs["features"]), reference(images[i : i + 1]), rtol=1e-5, atol=1e-6
+            )
         stats = running.batch_stats()
         assert stats.tasks == 16 and stats.batches < 16
         text = _http_text(f"{running.rest_url}/monitoring/prometheus/metrics")
@@ -316,7 +347,10 @@ def test_concurrent_batch_one_requests_share_tensorflow_calls(models_dir, tf, re
         # every request passed through, in fewer (larger) TensorFlow calls than requests
         assert sum(processed_sum.values()) >= 16
         assert sum(processed.values()) == stats.batches < 16
-        assert _metric(text, ":tensorflow:serving:request_count", "_total")[(("model_name", "tiny"), ("status", "OK"))] >= 16
+        assert (
+            _metric(text, ":tensorflow:serving:request_count", "_total")[(("model_name", "tiny"), ("status", "OK"))]
+            >= 16
+        )
 
 
 def _http_text(url: str) -> str:
@@ -336,8 +370,9 @@ def test_full_queue_answers_unavailable(models_dir, tf):
 
 
 def test_padding_to_allowed_batch_sizes(models_dir, tf, reference):
-    params = BatchingParams(max_batch_size=8, batch_timeout_micros=0, num_batch_threads=1,
-                            allowed_batch_sizes=(2, 4, 8))
+    params = BatchingParams(
+        max_batch_size=8, batch_timeout_micros=0, num_batch_threads=1, allowed_batch_sizes=(2, 4, 8)
+    )
     with local_server(models_dir, batching=params) as running:
         images = _images(3, seed=2)
         response = _stub(running.grpc_target).Predict(_predict_request(images, tf), timeout=30)

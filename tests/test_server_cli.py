@@ -41,8 +41,19 @@ def test_empty_or_corrupt_version_directory_exits_2(tmp_path, capsys, damage):
     version.mkdir(parents=True)
     if damage == "corrupt":
         (version / "saved_model.pb").write_bytes(b"\x00\xffnot a protobuf" * 10)
-    code = main(["serve", "--model_name", "m", "--model_base_path", str(tmp_path / "m"), "--port", str(free_port()),
-                 "--rest_api_port", str(free_port())])
+    code = main(
+        [
+            "serve",
+            "--model_name",
+            "m",
+            "--model_base_path",
+            str(tmp_path / "m"),
+            "--port",
+            str(free_port()),
+            "--rest_api_port",
+            str(free_port()),
+        ]
+    )
     assert code == 2
     err = _one_line(capsys)
     assert str(version) in err and "'m'" in err
@@ -53,8 +64,18 @@ def test_models_config_resolves_container_paths(models_dir, capsys):
     # batching file then stops the start-up with the line it fails on.
     bad = models_dir.parent / "bad_batching.txt"
     bad.write_text("max_batch_size { value: 8 }\nbatch_timeout_micros { value: 0 }\nmax_batch_sise { value: 3 }\n")
-    code = main(["serve", "--model_config_file", str(models_dir / "models.config"), "--models_dir", str(models_dir),
-                 "--enable_batching", "--batching_parameters_file", str(bad)])
+    code = main(
+        [
+            "serve",
+            "--model_config_file",
+            str(models_dir / "models.config"),
+            "--models_dir",
+            str(models_dir),
+            "--enable_batching",
+            "--batching_parameters_file",
+            str(bad),
+        ]
+    )
     assert code == 2
     err = _one_line(capsys)
     assert "line 3" in err and "max_batch_sise" in err
@@ -63,8 +84,17 @@ def test_models_config_resolves_container_paths(models_dir, capsys):
 def test_bad_monitoring_config(models_dir, tmp_path, capsys):
     bad = tmp_path / "monitoring.config"
     bad.write_text("prometheus_config { enable: maybe }\n")
-    code = main(["serve", "--model_name", "tiny", "--model_base_path", str(models_dir / "tiny"),
-                 "--monitoring_config_file", str(bad)])
+    code = main(
+        [
+            "serve",
+            "--model_name",
+            "tiny",
+            "--model_base_path",
+            str(models_dir / "tiny"),
+            "--monitoring_config_file",
+            str(bad),
+        ]
+    )
     assert code == 2
     assert "line 1" in _one_line(capsys)
 
@@ -72,8 +102,18 @@ def test_bad_monitoring_config(models_dir, tmp_path, capsys):
 def test_allowed_batch_sizes_must_end_at_max(tmp_path, models_dir, capsys):
     params = tmp_path / "batching.txt"
     params.write_text("max_batch_size { value: 8 }\nallowed_batch_sizes: 2\nallowed_batch_sizes: 4\n")
-    code = main(["serve", "--model_name", "tiny", "--model_base_path", str(models_dir / "tiny"),
-                 "--enable_batching=true", "--batching_parameters_file", str(params)])
+    code = main(
+        [
+            "serve",
+            "--model_name",
+            "tiny",
+            "--model_base_path",
+            str(models_dir / "tiny"),
+            "--enable_batching=true",
+            "--batching_parameters_file",
+            str(params),
+        ]
+    )
     assert code == 2
     assert "max_batch_size" in _one_line(capsys)
 
@@ -95,13 +135,32 @@ def _wait_ready(url: str, process: subprocess.Popen, timeout: float = 90) -> Non
 def test_sigterm_finishes_in_flight_requests_and_exits_0(models_dir, tmp_path):
     # A 1.5 s batch timeout holds the request in the queue while SIGTERM arrives.
     params = tmp_path / "batching.txt"
-    params.write_text("max_batch_size { value: 8 }\nbatch_timeout_micros { value: 1500000 }\nnum_batch_threads { value: 1 }\n")
+    params.write_text(
+        "max_batch_size { value: 8 }\nbatch_timeout_micros { value: 1500000 }\nnum_batch_threads { value: 1 }\n"
+    )
     grpc_port, rest_port = free_port(), free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "serve_bench", "serve", "--model_name", "tiny",
-         "--model_base_path", str(models_dir / "tiny"), "--port", str(grpc_port), "--rest_api_port", str(rest_port),
-         "--enable_batching", "--batching_parameters_file", str(params)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=Path(__file__).parent.parent,
+        [
+            sys.executable,
+            "-m",
+            "serve_bench",
+            "serve",
+            "--model_name",
+            "tiny",
+            "--model_base_path",
+            str(models_dir / "tiny"),
+            "--port",
+            str(grpc_port),
+            "--rest_api_port",
+            str(rest_port),
+            "--enable_batching",
+            "--batching_parameters_file",
+            str(params),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=Path(__file__).parent.parent,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     try:
@@ -134,8 +193,10 @@ def test_version_policy_is_reported_not_silently_ignored(models_dir, tmp_path):
     from serve_bench.server import build_arg_parser, config_from_args
 
     config = tmp_path / "models.config"
-    config.write_text('model_config_list { config { name: "tiny" base_path: "/models/tiny" model_platform: '
-                      '"tensorflow" model_version_policy { all {} } } }\n')
+    config.write_text(
+        'model_config_list { config { name: "tiny" base_path: "/models/tiny" model_platform: '
+        '"tensorflow" model_version_policy { all {} } } }\n'
+    )
     args = build_arg_parser().parse_args(["--model_config_file", str(config), "--models_dir", str(models_dir)])
     server_config = config_from_args(args)
     assert any("model_version_policy" in n for n in server_config.notices)

@@ -54,9 +54,24 @@ def _post(rest_port: int, path: str, body: bytes) -> tuple[int, dict]:
 def served(models_dir) -> Iterator[_Served]:
     grpc_port, rest_port = free_port(), free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "serve_bench", "serve", "--model_name", "tiny",
-         "--model_base_path", str(models_dir / "tiny"), "--port", str(grpc_port), "--rest_api_port", str(rest_port)],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=Path(__file__).parent.parent,
+        [
+            sys.executable,
+            "-m",
+            "serve_bench",
+            "serve",
+            "--model_name",
+            "tiny",
+            "--model_base_path",
+            str(models_dir / "tiny"),
+            "--port",
+            str(grpc_port),
+            "--rest_api_port",
+            str(rest_port),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=Path(__file__).parent.parent,
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     try:
@@ -101,9 +116,11 @@ def _grpc_predict(port: int, request) -> grpc.RpcError | None:
 
     response_type = _protos.message("tensorflow.serving.PredictResponse")
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-        call = channel.unary_unary("/tensorflow.serving.PredictionService/Predict",
-                                   request_serializer=lambda m: m.SerializeToString(),
-                                   response_deserializer=response_type.FromString)
+        call = channel.unary_unary(
+            "/tensorflow.serving.PredictionService/Predict",
+            request_serializer=lambda m: m.SerializeToString(),
+            response_deserializer=response_type.FromString,
+        )
         try:
             call(request, timeout=60)
         except grpc.RpcError as exc:
@@ -119,8 +136,10 @@ def test_bad_requests_stay_within_twice_idle_plus_twice_the_body(served):
     - large REST bodies (two at once) are parsed at a small multiple of their size;
     - refused requests keep nothing alive: four more of each leave the peak where it was.
     """
-    assert served.post("/v1/models/tiny:predict",
-                       json.dumps({"instances": np.zeros((1, 64, 64, 3)).tolist()}).encode())[0] == 200
+    assert (
+        served.post("/v1/models/tiny:predict", json.dumps({"instances": np.zeros((1, 64, 64, 3)).tolist()}).encode())[0]
+        == 200
+    )
     idle_kb = served.status_kb("VmRSS")
     body = _image_rows_body(count=BODY_BYTES // (65 * 64 * 20), height=65)  # 65 rows: wrong shape, refused
     largest = len(body)
@@ -131,8 +150,9 @@ def test_bad_requests_stay_within_twice_idle_plus_twice_the_body(served):
         assert "incompatible with the signature" in error.details()
 
     answers: list[tuple[int, dict]] = []
-    senders = [threading.Thread(target=lambda: answers.append(served.post("/v1/models/tiny:predict", body)))
-               for _ in range(2)]
+    senders = [
+        threading.Thread(target=lambda: answers.append(served.post("/v1/models/tiny:predict", body))) for _ in range(2)
+    ]
     for sender in senders:
         sender.start()
     for sender in senders:
@@ -158,9 +178,11 @@ def test_bad_requests_stay_within_twice_idle_plus_twice_the_body(served):
     rss_after_kb = served.status_kb("VmRSS")
 
     bound_kb = 2 * idle_kb + 2 * largest // 1024
-    print(f"idle RSS {idle_kb / 1024:.0f} MiB, body {largest / 2**20:.0f} MiB, peak {peak_kb / 1024:.0f} MiB "
-          f"(after the two concurrent: {peak_after_two / 1024:.0f} MiB), RSS after {rss_after_kb / 1024:.0f} MiB, "
-          f"bound {bound_kb / 1024:.0f} MiB")
+    print(
+        f"idle RSS {idle_kb / 1024:.0f} MiB, body {largest / 2**20:.0f} MiB, peak {peak_kb / 1024:.0f} MiB "
+        f"(after the two concurrent: {peak_after_two / 1024:.0f} MiB), RSS after {rss_after_kb / 1024:.0f} MiB, "
+        f"bound {bound_kb / 1024:.0f} MiB"
+    )
     assert peak_kb <= bound_kb
     # Three more refused bodies raised the peak by less than one body's parse: none was kept.
     assert peak_kb - peak_after_two < largest // 1024

@@ -43,7 +43,7 @@ def test_resnet_client_rest(server, jpeg_path, reference):
     # -- the example, from here --
     jpeg_rgb = Image.open(io.BytesIO(content))
     jpeg_rgb = np.expand_dims(np.array(jpeg_rgb) / 255.0, 0).tolist()
-    predict_request = json.dumps({'instances': jpeg_rgb})
+    predict_request = json.dumps({"instances": jpeg_rgb})
 
     for _ in range(3):
         response = requests.post(SERVER_URL, data=predict_request)
@@ -55,7 +55,7 @@ def test_resnet_client_rest(server, jpeg_path, reference):
         response = requests.post(SERVER_URL, data=predict_request)
         response.raise_for_status()
         total_time += response.elapsed.total_seconds()
-        prediction = response.json()['predictions'][0]
+        prediction = response.json()["predictions"][0]
     # -- to here --
 
     want = reference(np.expand_dims(np.array(Image.open(jpeg_path)) / 255.0, 0).astype(np.float32))[0]
@@ -72,7 +72,7 @@ def test_resnet_client_grpc(server, jpeg_path, reference):
     from tensorflow_serving.apis import predict_pb2, prediction_service_pb2_grpc
 
     server_address = server.grpc_target  # FLAGS.server
-    with open(jpeg_path, 'rb') as f:  # FLAGS.image
+    with open(jpeg_path, "rb") as f:  # FLAGS.image
         data = f.read()
 
     # -- the example, from here --
@@ -84,12 +84,11 @@ def test_resnet_client_grpc(server, jpeg_path, reference):
     channel = grpc.insecure_channel(server_address)
     stub = prediction_service_pb2_grpc.PredictionServiceStub(channel)
     request = predict_pb2.PredictRequest()
-    request.model_spec.name = 'tiny'
-    request.model_spec.signature_name = 'serving_default'
-    request.inputs['images'].CopyFrom(
-        tf.make_tensor_proto(data))
+    request.model_spec.name = "tiny"
+    request.model_spec.signature_name = "serving_default"
+    request.inputs["images"].CopyFrom(tf.make_tensor_proto(data))
     result = stub.Predict(request, 10.0)
-    result = result.outputs['features'].float_val
+    result = result.outputs["features"].float_val
     # -- to here --
 
     channel.close()
@@ -105,9 +104,9 @@ def test_resnet_client_rest_jpeg_variant(server, jpeg_path, reference):
     it (the only change beyond names and image source)."""
     import requests
 
-    jpeg_bytes = base64.b64encode(jpeg_path.read_bytes()).decode('utf-8')
+    jpeg_bytes = base64.b64encode(jpeg_path.read_bytes()).decode("utf-8")
     predict_request = '{"signature_name": "serving_bytes", "instances" : [{"b64": "%s"}]}' % jpeg_bytes  # noqa: UP031 (as the example writes it)
     response = requests.post(f"{server.rest_url}/v1/models/tiny:predict", data=predict_request)
     response.raise_for_status()
-    prediction = response.json()['predictions'][0]
+    prediction = response.json()["predictions"][0]
     assert len(prediction) == 32 and np.all(np.isfinite(prediction))

@@ -59,10 +59,14 @@ def test_response_uses_typed_fields_and_echoes_model_spec(server, tf, reference)
     out = response.outputs["features"]
     assert out.dtype == tf.float32.as_datatype_enum and not out.tensor_content
     assert [d.size for d in out.tensor_shape.dim] == [2, 32]
-    np.testing.assert_allclose(np.array(out.float_val, np.float32).reshape(2, 32), reference(_images(2)),
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        np.array(out.float_val, np.float32).reshape(2, 32), reference(_images(2)), rtol=1e-5, atol=1e-6
+    )
     assert (response.model_spec.name, response.model_spec.signature_name, response.model_spec.version.value) == (
-        "tiny", "serving_default", 1)
+        "tiny",
+        "serving_default",
+        1,
+    )
 
 
 def test_serving_bytes_spec_and_string_inputs(server, tf):
@@ -78,31 +82,56 @@ def test_serving_bytes_spec_and_string_inputs(server, tf):
     assert len(response.outputs["features"].float_val) == 3 * 32
 
 
-@pytest.mark.parametrize("change, code, message", [
-    # core/basic_manager.cc (GetServableHandle) via server_core.cc: unknown model / version / label
-    (lambda r: setattr(r.model_spec, "name", "nope"), "NOT_FOUND", "Servable not found for request: Latest(nope)"),
-    (lambda r: r.model_spec.version.__setattr__("value", 7), "NOT_FOUND",
-     "Servable not found for request: Specific(tiny, 7)"),
-    # model_servers/server_core.cc:873-891: an unknown label is INVALID_ARGUMENT
-    (lambda r: setattr(r.model_spec, "version_label", "canary"), "INVALID_ARGUMENT",
-     "Unrecognized servable version label: canary"),
-    # predict_util.cc:86-94
-    (lambda r: setattr(r.model_spec, "signature_name", "nope"), "FAILED_PRECONDITION",
-     'Serving signature key "nope" not found.'),
-    # predict_util.cc:51-74 VerifyRequestInputsSize
-    (lambda r: r.inputs["extra"].CopyFrom(r.inputs["images"]), "INVALID_ARGUMENT",
-     "input size does not match signature: 2!=1 len({extra,images}) != len({images}). Sent extra: {extra}. "
-     "Missing but required: {}."),
-    # tensorflow/cc/saved_model/util.cc GetInputValues: same count, another name
-    (lambda r: r.inputs["pixels"].CopyFrom(r.inputs.pop("images")), "INVALID_ARGUMENT",
-     "Signature input alias: images(feed name: serving_default_images:0) not found in request and no default "
-     "value provided. Inputs expected to be in the request {pixels}, or default input alias set: "),
-    # predict_util.cc:135-149: output_filter naming no output, or one twice
-    (lambda r: r.output_filter.append("nope"), "INVALID_ARGUMENT",
-     "output tensor alias not found in signature: nope Outputs expected to be in the set {features}."),
-    (lambda r: r.output_filter.extend(["features", "features"]), "INVALID_ARGUMENT",
-     "duplicate output tensor alias: features"),
-], ids=["model", "version", "label", "signature", "extra-input", "renamed-input", "output-filter", "duplicate-output"])
+@pytest.mark.parametrize(
+    "change, code, message",
+    [
+        # core/basic_manager.cc (GetServableHandle) via server_core.cc: unknown model / version / label
+        (lambda r: setattr(r.model_spec, "name", "nope"), "NOT_FOUND", "Servable not found for request: Latest(nope)"),
+        (
+            lambda r: r.model_spec.version.__setattr__("value", 7),
+            "NOT_FOUND",
+            "Servable not found for request: Specific(tiny, 7)",
+        ),
+        # model_servers/server_core.cc:873-891: an unknown label is INVALID_ARGUMENT
+        (
+            lambda r: setattr(r.model_spec, "version_label", "canary"),
+            "INVALID_ARGUMENT",
+            "Unrecognized servable version label: canary",
+        ),
+        # predict_util.cc:86-94
+        (
+            lambda r: setattr(r.model_spec, "signature_name", "nope"),
+            "FAILED_PRECONDITION",
+            'Serving signature key "nope" not found.',
+        ),
+        # predict_util.cc:51-74 VerifyRequestInputsSize
+        (
+            lambda r: r.inputs["extra"].CopyFrom(r.inputs["images"]),
+            "INVALID_ARGUMENT",
+            "input size does not match signature: 2!=1 len({extra,images}) != len({images}). Sent extra: {extra}. "
+            "Missing but required: {}.",
+        ),
+        # tensorflow/cc/saved_model/util.cc GetInputValues: same count, another name
+        (
+            lambda r: r.inputs["pixels"].CopyFrom(r.inputs.pop("images")),
+            "INVALID_ARGUMENT",
+            "Signature input alias: images(feed name: serving_default_images:0) not found in request and no default "
+            "value provided. Inputs expected to be in the request {pixels}, or default input alias set: ",
+        ),
+        # predict_util.cc:135-149: output_filter naming no output, or one twice
+        (
+            lambda r: r.output_filter.append("nope"),
+            "INVALID_ARGUMENT",
+            "output tensor alias not found in signature: nope Outputs expected to be in the set {features}.",
+        ),
+        (
+            lambda r: r.output_filter.extend(["features", "features"]),
+            "INVALID_ARGUMENT",
+            "duplicate output tensor alias: features",
+        ),
+    ],
+    ids=["model", "version", "label", "signature", "extra-input", "renamed-input", "output-filter", "duplicate-output"],
+)
 def test_errors_with_tf_serving_codes_and_words(server, tf, change, code, message):
     request = _request(tf, _images(1))
     change(request)
@@ -115,13 +144,16 @@ def test_dtype_and_shape_mismatches(server, tf):
     ("Expects arg[0] to be float but double is provided"); tensor_content of the wrong size:
     Tensor::FromProto fails, "tensor parsing error: images" (tensorflow/cc/saved_model/util.cc)."""
     error = _fails(server, _request(tf, _images(1).astype(np.float64)))
-    assert (error.code(), error.details()) == (grpc.StatusCode.INVALID_ARGUMENT,
-                                               "Expects arg[0] to be float but double is provided")
+    assert (error.code(), error.details()) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "Expects arg[0] to be float but double is provided",
+    )
     request = _request(tf, _images(1))
     request.inputs["images"].tensor_content = request.inputs["images"].tensor_content[:-4]
     error = _fails(server, request)
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and error.details().startswith(
-        "tensor parsing error: images")
+        "tensor parsing error: images"
+    )
     error = _fails(server, _request(tf, np.zeros((1, 32, 32, 3), np.float32)))
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and "shape [1, 32, 32, 3]" in error.details()
 
@@ -184,15 +216,18 @@ def test_metadata_answers_the_whole_signature_map(server, models_dir):
     response = _stub(server).GetModelMetadata(request, timeout=60)
     signature_map = _protos.message("tensorflow.serving.SignatureDefMap")()
     response.metadata["signature_def"].Unpack(signature_map)
-    saved = _protos.message("tensorflow.SavedModel").FromString((models_dir / "tiny" / "1" / "saved_model.pb")
-                                                                  .read_bytes())
+    saved = _protos.message("tensorflow.SavedModel").FromString(
+        (models_dir / "tiny" / "1" / "saved_model.pb").read_bytes()
+    )
     assert dict(signature_map.signature_def) == dict(saved.meta_graphs[0].signature_def)
     assert (response.model_spec.name, response.model_spec.version.value) == ("tiny", 1)
     request.metadata_field.append("graph")
     with pytest.raises(grpc.RpcError) as info:
         _stub(server).GetModelMetadata(request, timeout=60)
-    assert (info.value.code(), info.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT,
-                                                         "Metadata field graph is not supported")
+    assert (info.value.code(), info.value.details()) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "Metadata field graph is not supported",
+    )
 
 
 def test_requests_without_model_spec(server, tf):

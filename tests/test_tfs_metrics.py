@@ -149,8 +149,9 @@ def test_batching_runtime_includes_the_queue(models_dir, tf):
         view = breakdown(before, _snapshot(running), entrypoint="GRPC")
     runs = _value(page, ":tensorflow:serving:batching_session:wrapped_run_count{}")
     assert runs == stats.batches < 4
-    assert _value(page, ':tensorflow:serving:runtime_latency_count{model_name="tiny",API="Predict",runtime="TF1"}') \
-        == 4  # one per request, not one per batch
+    assert (
+        _value(page, ':tensorflow:serving:runtime_latency_count{model_name="tiny",API="Predict",runtime="TF1"}') == 4
+    )  # one per request, not one per batch
     assert view.batching and view.tf_calls == stats.batches and view.requests == 4
     assert view.queue_us_mean is not None and view.runtime_us_mean is not None and view.compute_us_mean is not None
     assert view.runtime_us_mean >= view.queue_us_mean > 0
@@ -162,8 +163,13 @@ def test_batching_runtime_includes_the_queue(models_dir, tf):
 def test_large_request_is_split_and_answered_whole(models_dir, tf, reference):
     """enable_large_batch_splitting with max_execution_batch_size 4: a request of 10 runs as batches of
     4, 4 and 2 (input_split_metadata.cc) and its answer is the pieces concatenated in order."""
-    params = BatchingParams(max_batch_size=16, batch_timeout_micros=0, num_batch_threads=1,
-                            enable_large_batch_splitting=True, max_execution_batch_size=4)
+    params = BatchingParams(
+        max_batch_size=16,
+        batch_timeout_micros=0,
+        num_batch_threads=1,
+        enable_large_batch_splitting=True,
+        max_execution_batch_size=4,
+    )
     with local_server(models_dir, batching=params, warmup=False) as running:
         before = _snapshot(running)
         images = _images(10, seed=7)

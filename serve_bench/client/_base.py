@@ -7,7 +7,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["TensorInfo", "SignatureInfo", "PreparedRequest", "ModelStatus", "Transport"]
+__all__ = ["ModelStatus", "PreparedRequest", "SignatureInfo", "TensorInfo", "Transport"]
 
 
 @dataclass(frozen=True)
@@ -59,11 +59,8 @@ class Transport(Protocol):
     def encode(self, inputs: dict[str, np.ndarray], signature: str) -> Any:
         """Encode inputs into this transport's wire payload."""
 
-    async def metadata(self, timeout: float | None) -> dict[str, SignatureInfo]:
-        ...
+    async def metadata(self, timeout: float | None) -> dict[str, SignatureInfo]: ...
 
-    async def status(self, timeout: float | None) -> ModelStatus:
-        ...
+    async def status(self, timeout: float | None) -> ModelStatus: ...
 
-    async def aclose(self) -> None:
-        ...
+    async def aclose(self) -> None: ...

@@ -11,8 +11,8 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo, Transport
-from serve_bench.codec import DT_STRING, DTYPE_TO_NUMPY, dtype_name
 from serve_bench.client._errors import ConnectError, InvalidArgument, NotFound, ServeBenchError
+from serve_bench.codec import DT_STRING, DTYPE_TO_NUMPY, dtype_name
 
 __all__ = ["Client", "Response", "connect", "parse_target"]
 
@@ -32,9 +32,7 @@ def parse_target(url: str) -> tuple[str, str, int]:
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme not in ("grpc", "http", "https"):
-        raise ServeBenchError(
-            f"unknown scheme in target {url!r}; use grpc://host:8500 or http://host:8501", url=url
-        )
+        raise ServeBenchError(f"unknown scheme in target {url!r}; use grpc://host:8500 or http://host:8501", url=url)
     if not parts.hostname:
         raise ServeBenchError(f"target {url!r} has no host; use e.g. grpc://localhost:8500", url=url)
     try:
@@ -52,8 +50,14 @@ class Client:
     again and again, reporting send and decode times apart.
     """
 
-    def __init__(self, transport: Transport, model: str, signature: str = "serving_default",
-                 version: int | None = None, timeout: float | None = DEFAULT_TIMEOUT) -> None:
+    def __init__(
+        self,
+        transport: Transport,
+        model: str,
+        signature: str = "serving_default",
+        version: int | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
+    ) -> None:
         self.transport = transport
         self.url = transport.url
         self.model = model
@@ -62,7 +66,7 @@ class Client:
         self.timeout = timeout
         self.signatures: dict[str, SignatureInfo] = {}
 
-    async def open(self, fetch_metadata: bool = True) -> "Client":
+    async def open(self, fetch_metadata: bool = True) -> Client:
         """Check the target answers (within the timeout) and learn the signature."""
         if fetch_metadata:
             try:
@@ -83,7 +87,9 @@ class Client:
         if self.signatures and self.signature not in self.signatures:
             raise InvalidArgument(
                 f"{self.url}: model {self.model!r} has no signature {self.signature!r}; "
-                f"it has {', '.join(sorted(self.signatures))}", url=self.url)
+                f"it has {', '.join(sorted(self.signatures))}",
+                url=self.url,
+            )
         info = self.signatures.get(self.signature)
         if info is not None:
             self.transport.output_dtypes = {k: v.dtype for k, v in info.outputs.items()}
@@ -101,7 +107,9 @@ class Client:
             if set(inputs) != set(info.inputs):
                 raise InvalidArgument(
                     f"inputs {sorted(inputs)} do not match signature {self.signature!r} of {self.model!r}, "
-                    f"which takes {sorted(info.inputs)}", url=self.url)
+                    f"which takes {sorted(info.inputs)}",
+                    url=self.url,
+                )
             for alias, array in inputs.items():
                 spec = info.inputs[alias]
                 if spec.dtype == DT_STRING:
@@ -109,15 +117,16 @@ class Client:
                 else:
                     ok = array.dtype == DTYPE_TO_NUMPY.get(spec.dtype)
                 if not ok:
-                    raise InvalidArgument(f"input {alias!r} is {array.dtype}; the signature wants "
-                                          f"{dtype_name(spec.dtype)}", url=self.url)
+                    raise InvalidArgument(
+                        f"input {alias!r} is {array.dtype}; the signature wants {dtype_name(spec.dtype)}", url=self.url
+                    )
                 if spec.shape is not None and (
-                    len(spec.shape) != array.ndim
-                    or any(w not in (-1, g) for w, g in zip(spec.shape, array.shape))
+                    len(spec.shape) != array.ndim or any(w not in (-1, g) for w, g in zip(spec.shape, array.shape))
                 ):
                     want = ["?" if d == -1 else d for d in spec.shape]
-                    raise InvalidArgument(f"input {alias!r} has shape {list(array.shape)}; the signature wants "
-                                          f"{want}", url=self.url)
+                    raise InvalidArgument(
+                        f"input {alias!r} has shape {list(array.shape)}; the signature wants {want}", url=self.url
+                    )
         sizes = {np.shape(a)[0] if np.ndim(a) else 1 for a in inputs.values()}
         if len(sizes) != 1:
             raise InvalidArgument(f"inputs disagree on the batch size: {sorted(sizes)}", url=self.url)
@@ -150,7 +159,7 @@ class Client:
     async def aclose(self) -> None:
         await self.transport.aclose()
 
-    async def __aenter__(self) -> "Client":
+    async def __aenter__(self) -> Client:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -174,9 +183,17 @@ class _Connecting:
         await self._client.aclose()
 
 
-def connect(url: str, model: str, signature: str = "serving_default", version: int | None = None,
-            timeout: float | None = DEFAULT_TIMEOUT, *, row_format: bool = False, connection_limit: int = 100,
-            fetch_metadata: bool = True) -> _Connecting:
+def connect(
+    url: str,
+    model: str,
+    signature: str = "serving_default",
+    version: int | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    *,
+    row_format: bool = False,
+    connection_limit: int = 100,
+    fetch_metadata: bool = True,
+) -> _Connecting:
     """A client for ``model`` at ``grpc://host:port`` or ``http(s)://host:port``.
 
     Opening fetches the model's signatures (NotFound for an unknown model,
@@ -191,6 +208,7 @@ def connect(url: str, model: str, signature: str = "serving_default", version: i
     else:
         from serve_bench.client._rest import RestTransport
 
-        transport = RestTransport(f"{scheme}://{host}:{port}", model, version, row_format=row_format,
-                                  connection_limit=connection_limit)
+        transport = RestTransport(
+            f"{scheme}://{host}:{port}", model, version, row_format=row_format, connection_limit=connection_limit
+        )
     return _Connecting(Client(transport, model, signature, version, timeout), fetch_metadata)

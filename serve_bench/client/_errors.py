@@ -17,13 +17,13 @@ Each carries ``status`` (the gRPC code name or the HTTP status as text) and
 from __future__ import annotations
 
 __all__ = [
-    "ServeBenchError",
     "ConnectError",
-    "RequestTimeout",
-    "NotFound",
     "InvalidArgument",
-    "Unavailable",
+    "NotFound",
+    "RequestTimeout",
+    "ServeBenchError",
     "ServerError",
+    "Unavailable",
     "error_for_grpc",
     "error_for_http",
 ]
@@ -69,8 +69,17 @@ _GRPC = {
     "RESOURCE_EXHAUSTED": Unavailable,
     "DEADLINE_EXCEEDED": RequestTimeout,
 }
-_CONNECT_HINTS = ("failed to connect", "connection refused", "dns resolution failed", "name resolution",
-                  "no address", "connect failed", "socket closed", "connection reset", "ssl")
+_CONNECT_HINTS = (
+    "failed to connect",
+    "connection refused",
+    "dns resolution failed",
+    "name resolution",
+    "no address",
+    "connect failed",
+    "socket closed",
+    "connection reset",
+    "ssl",
+)
 
 
 def error_for_grpc(code_name: str, details: str, url: str) -> ServeBenchError:

@@ -18,8 +18,14 @@ Handler = Callable[[dict[str, np.ndarray]], "dict[str, np.ndarray] | Awaitable[d
 class FakeTransport:
     """Calls ``handler(inputs)`` for each request; counts calls and the peak in flight."""
 
-    def __init__(self, handler: Handler, *, delay: float = 0.0, url: str = "fake://local",
-                 signatures: dict[str, SignatureInfo] | None = None) -> None:
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        delay: float = 0.0,
+        url: str = "fake://local",
+        signatures: dict[str, SignatureInfo] | None = None,
+    ) -> None:
         self.url = url
         self.handler = handler
         self.delay = delay
@@ -32,8 +38,9 @@ class FakeTransport:
 
     def encode(self, inputs: dict[str, np.ndarray], signature: str) -> Any:
         # a real byte count, so size bookkeeping behaves as with the real transports
-        return _Payload({k: np.array(v, copy=True) for k, v in inputs.items()},
-                        sum(np.asarray(v).nbytes for v in inputs.values()))
+        return _Payload(
+            {k: np.array(v, copy=True) for k, v in inputs.items()}, sum(np.asarray(v).nbytes for v in inputs.values())
+        )
 
     async def send(self, request: PreparedRequest, timeout: float | None) -> Any:
         self.calls += 1
@@ -74,6 +81,10 @@ class _Payload:
 
 def image_signature(height: int, width: int, features: int) -> dict[str, SignatureInfo]:
     """The signature every serve-bench export has, for fakes that mimic one."""
-    return {"serving_default": SignatureInfo("serving_default",
-                                             {"images": TensorInfo(1, (-1, height, width, 3))},
-                                             {"features": TensorInfo(1, (-1, features))})}
+    return {
+        "serving_default": SignatureInfo(
+            "serving_default",
+            {"images": TensorInfo(1, (-1, height, width, 3))},
+            {"features": TensorInfo(1, (-1, features))},
+        )
+    }

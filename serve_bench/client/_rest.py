@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import aiohttp
@@ -11,8 +10,8 @@ import orjson
 
 from serve_bench import _protos
 from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo, TensorInfo
-from serve_bench.codec import array_to_json_value, gc_paused, json_value_to_array
 from serve_bench.client._errors import ConnectError, RequestTimeout, ServeBenchError, error_for_http
+from serve_bench.codec import array_to_json_value, gc_paused, json_value_to_array
 
 __all__ = ["RestTransport", "encode_rest_body"]
 
@@ -34,16 +33,18 @@ def encode_rest_body(inputs: dict[str, np.ndarray], signature: str, row_format: 
             body["instances"] = array_to_json_value(array, binary=True)
         else:
             count = len(next(iter(inputs.values())))
-            body["instances"] = [{alias: array_to_json_value(a[i], binary=True) for alias, a in inputs.items()}
-                                 for i in range(count)]
+            body["instances"] = [
+                {alias: array_to_json_value(a[i], binary=True) for alias, a in inputs.items()} for i in range(count)
+            ]
     else:
         body["inputs"] = {alias: array_to_json_value(array, binary=True) for alias, array in inputs.items()}
     return orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
 class RestTransport:
-    def __init__(self, base_url: str, model: str, version: int | None, *, row_format: bool = False,
-                 connection_limit: int = 100) -> None:
+    def __init__(
+        self, base_url: str, model: str, version: int | None, *, row_format: bool = False, connection_limit: int = 100
+    ) -> None:
         self.url = base_url
         self.model = model
         self.version = version
@@ -64,8 +65,13 @@ class RestTransport:
     async def _request(self, method: str, url: str, data: bytes | None, timeout: float | None) -> bytes:
         client_timeout = aiohttp.ClientTimeout(total=timeout)
         try:
-            async with self._session.request(method, url, data=data, timeout=client_timeout,
-                                             headers={"Content-Type": "application/json"} if data else None) as resp:
+            async with self._session.request(
+                method,
+                url,
+                data=data,
+                timeout=client_timeout,
+                headers={"Content-Type": "application/json"} if data else None,
+            ) as resp:
                 body = await resp.read()
                 if data is None:  # metadata and status calls: note who answered
                     self.server_identity = resp.headers.get("Server", "")
@@ -80,7 +86,7 @@ class RestTransport:
             raise
         except aiohttp.ClientConnectorError as exc:
             raise ConnectError(f"cannot reach {self.url}: {exc.os_error or exc}", url=self.url) from exc
-        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
+        except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
             raise RequestTimeout(f"{self.url}: no answer within {timeout} s", url=self.url) from exc
         except aiohttp.ClientError as exc:
             raise ConnectError(f"{self.url}: connection failed: {exc}", url=self.url) from exc
@@ -96,7 +102,9 @@ class RestTransport:
         body = orjson.loads(raw)
         if "outputs" in body:
             outputs = body["outputs"]
-            if not isinstance(outputs, dict) or len(self.output_dtypes) == 1 and set(outputs) != set(self.output_dtypes):
+            if not isinstance(outputs, dict) or (
+                len(self.output_dtypes) == 1 and set(outputs) != set(self.output_dtypes)
+            ):
                 name = next(iter(self.output_dtypes), "output")
                 outputs = {name: outputs}
             columns = outputs
@@ -115,8 +123,11 @@ class RestTransport:
         defs = body.get("metadata", {}).get("signature_def", {}).get("signature_def", {})
         result = {}
         for key, value in defs.items():
-            result[key] = SignatureInfo(key, {k: _tensor_info(v) for k, v in value.get("inputs", {}).items()},
-                                        {k: _tensor_info(v) for k, v in value.get("outputs", {}).items()})
+            result[key] = SignatureInfo(
+                key,
+                {k: _tensor_info(v) for k, v in value.get("inputs", {}).items()},
+                {k: _tensor_info(v) for k, v in value.get("outputs", {}).items()},
+            )
         return result
 
     async def status(self, timeout: float | None) -> ModelStatus:

@@ -18,8 +18,15 @@ T = TypeVar("T")
 
 
 class SyncClient:
-    def __init__(self, url: str, model: str, signature: str = "serving_default", version: int | None = None,
-                 timeout: float | None = DEFAULT_TIMEOUT, **options: Any) -> None:
+    def __init__(
+        self,
+        url: str,
+        model: str,
+        signature: str = "serving_default",
+        version: int | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        **options: Any,
+    ) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="serve-bench-client", daemon=True)
         self._thread.start()
@@ -58,14 +65,20 @@ class SyncClient:
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
 
-    def __enter__(self) -> "SyncClient":
+    def __enter__(self) -> SyncClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def connect_sync(url: str, model: str, signature: str = "serving_default", version: int | None = None,
-                 timeout: float | None = DEFAULT_TIMEOUT, **options: Any) -> SyncClient:
+def connect_sync(
+    url: str,
+    model: str,
+    signature: str = "serving_default",
+    version: int | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT,
+    **options: Any,
+) -> SyncClient:
     """Blocking ``connect``: ``with connect_sync("grpc://localhost:8500", "inception_v3") as c: c.predict(...)``."""
     return SyncClient(url, model, signature, version, timeout, **options)

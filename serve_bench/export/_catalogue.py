@@ -48,9 +48,7 @@ def _inception_v3(tf: Any, weights: str | None) -> Any:
 
 
 def _resnet50(tf: Any, weights: str | None) -> Any:
-    return tf.keras.applications.ResNet50(
-        include_top=False, weights=weights, pooling="avg", input_shape=(224, 224, 3)
-    )
+    return tf.keras.applications.ResNet50(include_top=False, weights=weights, pooling="avg", input_shape=(224, 224, 3))
 
 
 def _mobilenet_v2(tf: Any, weights: str | None) -> Any:
@@ -74,14 +72,30 @@ def _tiny(tf: Any, weights: str | None) -> Any:
 CATALOGUE: dict[str, ModelSpec] = {
     spec.name: spec
     for spec in (
-        ModelSpec("inception_v3", 299, 299, 2048, "InceptionV3 feature extractor (no top, average pooling)",
-                  _inception_v3, _scale_minus_one_to_one),
-        ModelSpec("resnet50", 224, 224, 2048, "ResNet50 feature extractor (no top, average pooling)",
-                  _resnet50, _caffe),
-        ModelSpec("mobilenet_v2", 224, 224, 1280, "MobileNetV2 feature extractor (no top, average pooling)",
-                  _mobilenet_v2, _scale_minus_one_to_one),
-        ModelSpec("tiny", 64, 64, 32, "small CNN for tests (random weights only)",
-                  _tiny, _unit, has_imagenet_weights=False),
+        ModelSpec(
+            "inception_v3",
+            299,
+            299,
+            2048,
+            "InceptionV3 feature extractor (no top, average pooling)",
+            _inception_v3,
+            _scale_minus_one_to_one,
+        ),
+        ModelSpec(
+            "resnet50", 224, 224, 2048, "ResNet50 feature extractor (no top, average pooling)", _resnet50, _caffe
+        ),
+        ModelSpec(
+            "mobilenet_v2",
+            224,
+            224,
+            1280,
+            "MobileNetV2 feature extractor (no top, average pooling)",
+            _mobilenet_v2,
+            _scale_minus_one_to_one,
+        ),
+        ModelSpec(
+            "tiny", 64, 64, 32, "small CNN for tests (random weights only)", _tiny, _unit, has_imagenet_weights=False
+        ),
     )
 }
 
@@ -92,6 +106,4 @@ def get_spec(name: str) -> ModelSpec:
     try:
         return CATALOGUE[name]
     except KeyError:
-        raise UserError(
-            f"unknown model {name!r}; choose one of: {', '.join(CATALOGUE)}"
-        ) from None
+        raise UserError(f"unknown model {name!r}; choose one of: {', '.join(CATALOGUE)}") from None

@@ -38,4 +38,3 @@ def write_models_config(out: Path) -> Path:
     tmp.write_text(models_config_text(list_models(out)))
     os.replace(tmp, path)
     return path
-

@@ -44,11 +44,21 @@ DEFAULT_PATH = "/monitoring/prometheus/metrics"
 _MODEL_LABEL = {"request_count": "model_name", "request_latency": "model_name", "runtime_latency": "model_name"}
 # Labels kept in the snapshot key, by metric (others are summed over).
 _KEPT = {"request_count": ("status",), "request_latency": ("API", "entrypoint"), "runtime_latency": ("API",)}
-_WANTED = ("request_count", "request_latency", "runtime_latency", "batching_session:queuing_latency",
-           "batching_session:wrapped_run_count", "batching_session:input_batch_size",
-           "batching_session:processed_batch_size", "batching_session:padding_size")
-_PREDICT = {"GRPC": (("Predict", "GRPC"),), "REST": (("predict", "REST"),),
-            "": (("Predict", "GRPC"), ("predict", "REST"))}
+_WANTED = (
+    "request_count",
+    "request_latency",
+    "runtime_latency",
+    "batching_session:queuing_latency",
+    "batching_session:wrapped_run_count",
+    "batching_session:input_batch_size",
+    "batching_session:processed_batch_size",
+    "batching_session:padding_size",
+)
+_PREDICT = {
+    "GRPC": (("Predict", "GRPC"),),
+    "REST": (("predict", "REST"),),
+    "": (("Predict", "GRPC"), ("predict", "REST")),
+}
 
 _SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
 _LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
@@ -114,12 +124,13 @@ def parse(text: str, model: str | None) -> MetricsSnapshot:
         if match is None:
             continue
         name, label_text, raw = match.groups()
-        short, suffix = name[len(PREFIX):], ""
+        short, suffix = name[len(PREFIX) :], ""
         for candidate in ("_sum", "_count"):
             if short.endswith(candidate) and short[: -len(candidate)] in _WANTED:
                 short, suffix = short[: -len(candidate)], candidate
-        if short not in _WANTED or (suffix == "" and short not in ("request_count",
-                                                                   "batching_session:wrapped_run_count")):
+        if short not in _WANTED or (
+            suffix == "" and short not in ("request_count", "batching_session:wrapped_run_count")
+        ):
             continue  # buckets and other metrics are not needed
         labels = _labels(label_text or "")
         if labels is None:
@@ -190,7 +201,7 @@ class _Delta:
         if cells is None:
             sums = [(self.before.total(metric, "_sum"), self.after.total(metric, "_sum"))]
         else:
-            sums = [(self.before.get(metric, "_sum", c), self.after.get(metric, "_sum", c)) for c in chosen]
+            sums = [(self.before.get(metric, "_sum", c), self.after.get(metric, "_sum", c)) for c in cells]
         error = sum(sum_resolution(b) + sum_resolution(a) for b, a in sums)
         if error == 0:
             return total / count
@@ -202,7 +213,8 @@ class _Delta:
                 f"{metric}: the server's running sum ({running:.6g} {unit}) is written with 6 significant digits, "
                 f"so this point's share ({total:.6g} {unit} over {count:.0f}) is known only to "
                 + (f"±{relative:.0%}" if math.isfinite(relative) else "no digit at all (mean not reported)")
-                + "; restart the server or run longer points")
+                + "; restart the server or run longer points"
+            )
         return total / count if total > 0 else None
 
 
@@ -250,13 +262,16 @@ def breakdown(before: MetricsSnapshot, after: MetricsSnapshot, entrypoint: str =
     if d.went_down:
         return ServerView.unavailable(
             f"the server's counters went down during the point ({', '.join(sorted(set(d.went_down)))}): "
-            "it restarted, so this point has no server-side figures")
+            "it restarted, so this point has no server-side figures"
+        )
     return view
 
 
 def _context_notes(entrypoint: str, ok: float, all_predicts: float) -> tuple[str, ...]:
     if entrypoint and all_predicts > ok:
         other = "REST" if entrypoint == "GRPC" else "gRPC"
-        return (f"{all_predicts - ok:.0f} predicts came over {other} during the point: runtime, queueing and "
-                "batch figures include them (TF Serving does not label those by entrypoint)",)
+        return (
+            f"{all_predicts - ok:.0f} predicts came over {other} during the point: runtime, queueing and "
+            "batch figures include them (TF Serving does not label those by entrypoint)",
+        )
     return ()

@@ -82,17 +82,24 @@ class LocalServer:
         await self._grpc.start()
         rest_port = 0
         if self.config.rest_api_port:
-            self._runner = web.AppRunner(make_app(self.core, self.config.metrics_path), access_log=None,
-                                         handle_signals=False, shutdown_timeout=60)
+            self._runner = web.AppRunner(
+                make_app(self.core, self.config.metrics_path),
+                access_log=None,
+                handle_signals=False,
+                shutdown_timeout=60,
+            )
             await self._runner.setup()
-            site = web.TCPSite(self._runner, self.config.host, self.config.rest_api_port
-                               if self.config.rest_api_port > 0 else 0)
+            site = web.TCPSite(
+                self._runner, self.config.host, self.config.rest_api_port if self.config.rest_api_port > 0 else 0
+            )
             try:
                 await site.start()
             except OSError as exc:
                 await self._grpc.stop(None)
-                raise UserError(f"cannot bind REST to {self.config.host}:{self.config.rest_api_port} "
-                                f"({exc.strerror}); choose --rest_api_port") from exc
+                raise UserError(
+                    f"cannot bind REST to {self.config.host}:{self.config.rest_api_port} "
+                    f"({exc.strerror}); choose --rest_api_port"
+                ) from exc
             rest_port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         self.ports = BoundPorts(grpc_port, rest_port)
         return self.ports
@@ -116,14 +123,22 @@ class LocalServer:
         ports = await self.start()
         names = ", ".join(self.core.registry.models) if self.core else ""
         rest = f"http://{self.config.host}:{ports.rest}" if ports.rest else "disabled"
-        print(f"serve-bench local server ({SERVER_KIND}) serving {names}: grpc://{self.config.host}:{ports.grpc}, "
-              f"REST {rest}" + (f", metrics {self.config.metrics_path}" if self.config.metrics_path else "")
-              + (f", batching {self.config.batching}" if self.config.batching else ""), flush=True)
+        print(
+            f"serve-bench local server ({SERVER_KIND}) serving {names}: grpc://{self.config.host}:{ports.grpc}, "
+            f"REST {rest}"
+            + (f", metrics {self.config.metrics_path}" if self.config.metrics_path else "")
+            + (f", batching {self.config.batching}" if self.config.batching else ""),
+            flush=True,
+        )
         for notice in self.config.notices:
             print(notice, file=sys.stderr, flush=True)
         if self.config.ignored_flags:
-            print("accepted but not acted on by the local server: "
-                  + ", ".join(f"--{f}" for f in self.config.ignored_flags), file=sys.stderr, flush=True)
+            print(
+                "accepted but not acted on by the local server: "
+                + ", ".join(f"--{f}" for f in self.config.ignored_flags),
+                file=sys.stderr,
+                flush=True,
+            )
         await stop.wait()
         print("shutting down: finishing in-flight requests", flush=True)
         await self.stop()

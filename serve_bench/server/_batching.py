@@ -135,8 +135,9 @@ class BatchThreads:
 class BatchScheduler:
     """One queue: TF Serving's per-signature queue on the shared batch threads (its own when none given)."""
 
-    def __init__(self, run: RunFn, params: BatchingParams, metrics: Metrics,
-                 threads: BatchThreads | None = None) -> None:
+    def __init__(
+        self, run: RunFn, params: BatchingParams, metrics: Metrics, threads: BatchThreads | None = None
+    ) -> None:
         self._run = run
         self.params = params.validate()
         self._limit = params.execution_batch_size
@@ -151,8 +152,9 @@ class BatchScheduler:
         self._closing = False
         self.stats = BatchStats()
 
-    async def submit(self, inputs: dict[str, np.ndarray], size: int,
-                     timeout: float | None = None) -> dict[str, np.ndarray]:
+    async def submit(
+        self, inputs: dict[str, np.ndarray], size: int, timeout: float | None = None
+    ) -> dict[str, np.ndarray]:
         """Queue one request of ``size`` rows; its outputs come back when its batch (or batches) ran.
 
         ``timeout`` (seconds; the gRPC deadline TF Serving passes as RunOptions.timeout_in_ms): a batch whose
@@ -176,7 +178,7 @@ class BatchScheduler:
         tasks: list[_Task] = []
         offset = 0
         for piece in pieces:
-            part = inputs if len(pieces) == 1 else {k: v[offset:offset + piece] for k, v in inputs.items()}
+            part = inputs if len(pieces) == 1 else {k: v[offset : offset + piece] for k, v in inputs.items()}
             offset += piece
             task = _Task(part, piece, now, loop.create_future(), deadline)
             tail = self._batches[-1]
@@ -203,7 +205,8 @@ class BatchScheduler:
                     f"The batch scheduling queue to which this task was submitted is full; task size is {size} but "
                     f"scheduling capacity is only {free} (num_enqueued_batches={len(self._batches)}, "
                     f"max_enqueued_batches={self._capacity}, open_batch_size={tail.size}, "
-                    f"max_execution_batch_size={self._limit})")
+                    f"max_execution_batch_size={self._limit})",
+                )
             return
         # TF keeps this looser check (against max_batch_size) for backward compatibility
         if tail.size + size > self.params.max_batch_size and len(self._batches) >= self._capacity:
@@ -211,7 +214,8 @@ class BatchScheduler:
             raise ServingError(
                 "UNAVAILABLE",
                 f"The batch scheduling queue to which this task was submitted is full; currently "
-                f"{len(self._batches)} batches enqueued and max_enqueued_batches is {self._capacity}")
+                f"{len(self._batches)} batches enqueued and max_enqueued_batches is {self._capacity}",
+            )
 
     def _start_new_batch(self) -> _Batch:
         batch = _Batch()
@@ -255,8 +259,9 @@ class BatchScheduler:
         try:
             dequeued = time.perf_counter()
             for task in batch.tasks:  # BatchingSession::ProcessBatch, per task, whole microseconds
-                self._metrics.observe("batching_session:queuing_latency", int((dequeued - task.enqueued) * 1e6),
-                                      (QUEUING_LABEL,))
+                self._metrics.observe(
+                    "batching_session:queuing_latency", int((dequeued - task.enqueued) * 1e6), (QUEUING_LABEL,)
+                )
             if all(task.deadline is not None and task.deadline <= dequeued for task in batch.tasks):
                 # batching_session.cc:744-775: not run when every task timed out in the queue
                 _fail(batch, "RESOURCE_EXHAUSTED", "Run() timeout exceeded while waiting in batching queue")
@@ -272,7 +277,7 @@ class BatchScheduler:
             offset = 0
             for task in batch.tasks:
                 if not task.future.done():  # the client may have gone away
-                    task.future.set_result({k: v[offset:offset + task.size] for k, v in outputs.items()})
+                    task.future.set_result({k: v[offset : offset + task.size] for k, v in outputs.items()})
                 offset += task.size
         finally:
             self._threads.idle += 1
@@ -298,8 +303,9 @@ class BatchScheduler:
                 raise invalid("requests in one batch must send the same inputs")
         merged: dict[str, np.ndarray] = {}
         for name in names:
-            parts = _same_shapes(name, [task.inputs[name] for task in batch.tasks],
-                                 self.params.pad_variable_length_inputs)
+            parts = _same_shapes(
+                name, [task.inputs[name] for task in batch.tasks], self.params.pad_variable_length_inputs
+            )
             if padding:
                 parts.append(np.repeat(parts[-1][:1], padding, axis=0))
             merged[name] = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=0)
@@ -341,7 +347,8 @@ def _same_shapes(name: str, parts: list[np.ndarray], pad: bool) -> list[np.ndarr
             "FAILED_PRECONDITION",
             f"Tensors with name '{name}' from different tasks have different shapes and padding is turned off. "
             "Set pad_variable_length_inputs to true, or ensure that all tensors with the same name have equal "
-            "dimensions starting with the first dim.")
+            "dimensions starting with the first dim.",
+        )
     if any(p.ndim != parts[0].ndim for p in parts):
         raise invalid(f"input '{name}': tasks disagree on the rank; only dimension sizes can be padded")
     if not 1 <= parts[0].ndim <= 6:

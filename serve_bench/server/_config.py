@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -74,6 +75,7 @@ class BatchingParams:
         Checks follow shared_batch_scheduler.h (Create, AddQueueAfterRewritingOptions) and
         bundle_factory_util.cc WrapSessionForBatching. Raises BatchingParametersError.
         """
+
         def fail(message: str) -> None:
             raise BatchingParametersError(message)
 
@@ -90,18 +92,22 @@ class BatchingParams:
             if self.execution_batch_size < 1:
                 fail(f"max_execution_batch_size must be positive; was {self.execution_batch_size}")
             if self.max_batch_size < self.execution_batch_size:
-                fail("When enable_large_batch_splitting is true, input_batch_size_limit must be greater than or "
-                     f"equal to max_execution_batch_size. (max_batch_size {self.max_batch_size}, "
-                     f"max_execution_batch_size {self.execution_batch_size})")
+                fail(
+                    "When enable_large_batch_splitting is true, input_batch_size_limit must be greater than or "
+                    f"equal to max_execution_batch_size. (max_batch_size {self.max_batch_size}, "
+                    f"max_execution_batch_size {self.execution_batch_size})"
+                )
         allowed = self.allowed_batch_sizes
         if allowed:
             if any(size < 1 for size in allowed):
                 fail(f"allowed_batch_sizes entries must be positive; got {list(allowed)}")
-            if any(b <= a for a, b in zip(allowed, allowed[1:])):
+            if any(b <= a for a, b in itertools.pairwise(allowed)):
                 fail("allowed_batch_sizes entries must be monotonically increasing")
             if allowed[-1] != self.max_batch_size:
-                fail("Last entry in allowed_batch_sizes must match max_batch_size; last entry was "
-                     f"{allowed[-1]}; expected {self.max_batch_size}")
+                fail(
+                    "Last entry in allowed_batch_sizes must match max_batch_size; last entry was "
+                    f"{allowed[-1]}; expected {self.max_batch_size}"
+                )
         return self
 
     def warnings(self) -> tuple[str, ...]:
@@ -113,8 +119,10 @@ class BatchingParams:
             limit = self.execution_batch_size
             fitting = [s for s in self.allowed_batch_sizes if s >= limit]
             if fitting and fitting[0] != limit:
-                notes.append(f"batches of up to {limit} (max_execution_batch_size) are padded to the next allowed "
-                             f"size; a batch of {limit} becomes {fitting[0]}: add {limit} to allowed_batch_sizes")
+                notes.append(
+                    f"batches of up to {limit} (max_execution_batch_size) are padded to the next allowed "
+                    f"size; a batch of {limit} becomes {fitting[0]}: add {limit} to allowed_batch_sizes"
+                )
         return tuple(notes)
 
     @classmethod
@@ -128,10 +136,18 @@ class BatchingParams:
         except text_format.ParseError as exc:
             # ParseError's text starts with "line:column : problem"
             raise BatchingParametersError(
-                f"{source} does not parse at line {exc.GetLine()}: {str(exc).split(' : ', 1)[-1]}") from exc
+                f"{source} does not parse at line {exc.GetLine()}: {str(exc).split(' : ', 1)[-1]}"
+            ) from exc
         values: dict[str, Any] = {}
-        for name in ("max_batch_size", "batch_timeout_micros", "max_enqueued_batches", "num_batch_threads",
-                     "thread_pool_name", "enable_large_batch_splitting", "max_execution_batch_size"):
+        for name in (
+            "max_batch_size",
+            "batch_timeout_micros",
+            "max_enqueued_batches",
+            "num_batch_threads",
+            "thread_pool_name",
+            "enable_large_batch_splitting",
+            "max_execution_batch_size",
+        ):
             if proto.HasField(name):
                 values[name] = getattr(proto, name).value
         values["allowed_batch_sizes"] = tuple(proto.allowed_batch_sizes)
@@ -144,10 +160,12 @@ class BatchingParams:
 
     def to_text(self) -> str:
         """Text-format BatchingParameters for ``--batching_parameters_file`` (TF Serving parses it as is)."""
-        lines = [f"max_batch_size {{ value: {self.max_batch_size} }}",
-                 f"batch_timeout_micros {{ value: {self.batch_timeout_micros} }}",
-                 f"max_enqueued_batches {{ value: {self.max_enqueued_batches} }}",
-                 f"num_batch_threads {{ value: {self.num_batch_threads} }}"]
+        lines = [
+            f"max_batch_size {{ value: {self.max_batch_size} }}",
+            f"batch_timeout_micros {{ value: {self.batch_timeout_micros} }}",
+            f"max_enqueued_batches {{ value: {self.max_enqueued_batches} }}",
+            f"num_batch_threads {{ value: {self.num_batch_threads} }}",
+        ]
         if self.thread_pool_name != BatchingParams.thread_pool_name:
             escaped = self.thread_pool_name.replace("\\", "\\\\").replace('"', '\\"')
             lines.append(f'thread_pool_name {{ value: "{escaped}" }}')
@@ -194,7 +212,9 @@ def _parse_text(path: str, message_name: str, what: str) -> Any:
         return text_format.Parse(text, _protos.message(message_name)())
     except text_format.ParseError as exc:
         # ParseError's text starts with "line:column : problem"
-        raise UserError(f"{what} {path} does not parse at line {exc.GetLine()}: {str(exc).split(' : ', 1)[-1]}") from exc
+        raise UserError(
+            f"{what} {path} does not parse at line {exc.GetLine()}: {str(exc).split(' : ', 1)[-1]}"
+        ) from exc
 
 
 def parse_batching_parameters(path: str) -> BatchingParams:
@@ -291,19 +311,40 @@ def build_arg_parser(parser: argparse.ArgumentParser | None = None) -> argparse.
     flag("--model_name", default=None, help="serve one model under this name")
     flag("--model_base_path", default=None, help="that model's base path (holding version directories)")
     flag("--model_config_file", default=None, help="text model_config_list (e.g. exported_models/models.config)")
-    flag("--models_dir", default="exported_models",
-         help="where /models/<name> base paths resolve when /models does not exist (default exported_models/)")
+    flag(
+        "--models_dir",
+        default="exported_models",
+        help="where /models/<name> base paths resolve when /models does not exist (default exported_models/)",
+    )
     flag("--enable_batching", type=_bool, nargs="?", const=True, default=False, help="batch concurrent requests")
     flag("--batching_parameters_file", default=None, help="TF Serving batching_parameters.txt")
     flag("--monitoring_config_file", default=None, help="text MonitoringConfig enabling Prometheus metrics")
-    flag("--enable_model_warmup", type=_bool, nargs="?", const=True, default=True,
-         help="replay assets.extra/tf_serving_warmup_requests at load (default true)")
-    flag("--tensorflow_intra_op_parallelism", type=int, default=0,
-         help="threads TensorFlow uses inside one op (default 0: auto)")
-    flag("--tensorflow_inter_op_parallelism", type=int, default=0,
-         help="ops TensorFlow runs at the same time (default 0: auto)")
-    flag("--tensorflow_session_parallelism", type=int, default=0,
-         help="both of the above at once, when neither is given (default 0: auto)")
+    flag(
+        "--enable_model_warmup",
+        type=_bool,
+        nargs="?",
+        const=True,
+        default=True,
+        help="replay assets.extra/tf_serving_warmup_requests at load (default true)",
+    )
+    flag(
+        "--tensorflow_intra_op_parallelism",
+        type=int,
+        default=0,
+        help="threads TensorFlow uses inside one op (default 0: auto)",
+    )
+    flag(
+        "--tensorflow_inter_op_parallelism",
+        type=int,
+        default=0,
+        help="ops TensorFlow runs at the same time (default 0: auto)",
+    )
+    flag(
+        "--tensorflow_session_parallelism",
+        type=int,
+        default=0,
+        help="both of the above at once, when neither is given (default 0: auto)",
+    )
     flag("--max_body_bytes", type=int, default=256 * 1024 * 1024, help="largest REST request body (default 256 MiB)")
     for name in _ACCEPTED_IGNORED:
         # nargs="?": TF's boolean flags may be given bare (--enable_profiler)
@@ -315,13 +356,18 @@ def _parallelism(args: argparse.Namespace) -> tuple[int, int]:
     """(intra, inter) op threads from the three flags, as model_servers/server.cc:256-279 combines them."""
     intra, inter = args.tensorflow_intra_op_parallelism, args.tensorflow_inter_op_parallelism
     session = args.tensorflow_session_parallelism
-    for name, value in (("tensorflow_intra_op_parallelism", intra), ("tensorflow_inter_op_parallelism", inter),
-                        ("tensorflow_session_parallelism", session)):
+    for name, value in (
+        ("tensorflow_intra_op_parallelism", intra),
+        ("tensorflow_inter_op_parallelism", inter),
+        ("tensorflow_session_parallelism", session),
+    ):
         if value < 0:
             raise UserError(f"--{name} must be 0 (auto) or a number of threads; got {value}")
     if intra > 0 and inter > 0 and session > 0:
-        raise UserError("Either configure --tensorflow_session_parallelism or (--tensorflow_intra_op_parallelism, "
-                        "--tensorflow_inter_op_parallelism) separately. You cannot configure all.")
+        raise UserError(
+            "Either configure --tensorflow_session_parallelism or (--tensorflow_intra_op_parallelism, "
+            "--tensorflow_inter_op_parallelism) separately. You cannot configure all."
+        )
     if intra > 0 or inter > 0:
         return intra, inter
     return session, session
@@ -338,12 +384,19 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         for entry in proto.model_config_list.config:
             platform = entry.model_platform or "tensorflow"
             if platform != "tensorflow":
-                raise UserError(f"model {entry.name!r}: model_platform {platform!r} is not served here (tensorflow only)")
+                raise UserError(
+                    f"model {entry.name!r}: model_platform {platform!r} is not served here (tensorflow only)"
+                )
             if entry.HasField("model_version_policy") and not entry.model_version_policy.HasField("latest"):
-                notices.append(f"model {entry.name!r}: model_version_policy is not honoured by the local server; "
-                               "it serves the latest version only")
-            entries.append(ModelEntry(entry.name, _resolve_base_path(entry.base_path, models_dir, entry.name),
-                                      dict(entry.version_labels)))
+                notices.append(
+                    f"model {entry.name!r}: model_version_policy is not honoured by the local server; "
+                    "it serves the latest version only"
+                )
+            entries.append(
+                ModelEntry(
+                    entry.name, _resolve_base_path(entry.base_path, models_dir, entry.name), dict(entry.version_labels)
+                )
+            )
         if not entries:
             raise UserError(f"model config file {args.model_config_file} lists no models; export one first")
     elif args.model_base_path:
@@ -355,8 +408,11 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     batching = None
     if args.enable_batching:
         # without a file TF Serving only names the pool (model_servers/server.cc:229-231)
-        batching = parse_batching_parameters(args.batching_parameters_file) if args.batching_parameters_file \
+        batching = (
+            parse_batching_parameters(args.batching_parameters_file)
+            if args.batching_parameters_file
             else BatchingParams(thread_pool_name="model_server_batch_threads")
+        )
     elif args.batching_parameters_file:
         raise UserError("--batching_parameters_file needs --enable_batching=true")
     metrics_path = parse_monitoring_config(args.monitoring_config_file) if args.monitoring_config_file else None
@@ -370,8 +426,16 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     ignored = tuple(name for name in _ACCEPTED_IGNORED if getattr(args, name) is not None)
     intra, inter = _parallelism(args)
     return ServerConfig(
-        models=tuple(entries), host=args.host, port=args.port, rest_api_port=args.rest_api_port,
-        batching=batching, metrics_path=metrics_path, enable_model_warmup=args.enable_model_warmup,
-        max_body_bytes=args.max_body_bytes, intra_op_threads=intra,
-        inter_op_threads=inter, ignored_flags=ignored, notices=tuple(notices),
+        models=tuple(entries),
+        host=args.host,
+        port=args.port,
+        rest_api_port=args.rest_api_port,
+        batching=batching,
+        metrics_path=metrics_path,
+        enable_model_warmup=args.enable_model_warmup,
+        max_body_bytes=args.max_body_bytes,
+        intra_op_threads=intra,
+        inter_op_threads=inter,
+        ignored_flags=ignored,
+        notices=tuple(notices),
     )

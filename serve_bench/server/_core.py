@@ -47,12 +47,16 @@ class ServingCore:
         if scheduler is None:
             scheduler = BatchScheduler(
                 lambda inputs: self._timed_run(servable, signature, inputs),
-                self.config.batching, self.metrics, self._batch_threads,
+                self.config.batching,
+                self.metrics,
+                self._batch_threads,
             )
             self._schedulers[key] = scheduler
         return scheduler
 
-    def _timed_run(self, servable: Servable, signature: Signature, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def _timed_run(
+        self, servable: Servable, signature: Signature, inputs: dict[str, np.ndarray]
+    ) -> dict[str, np.ndarray]:
         started = time.perf_counter()
         outputs = servable.run(signature, inputs)
         if self.config.batching is None:  # with batching, predict() times the batching session's Run instead

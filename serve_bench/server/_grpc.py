@@ -94,8 +94,15 @@ class _Service:
             inputs = self._decode_inputs(request, signature)
             reached_core = True  # ServingCore.predict counts the request from here on
             servable, outputs = await self.core.predict(
-                spec.name, version, label, spec.signature_name, inputs, list(request.output_filter), "GRPC",
-                started=started, timeout=timeout,  # the deadline, as TF Serving's RunOptions timeout
+                spec.name,
+                version,
+                label,
+                spec.signature_name,
+                inputs,
+                list(request.output_filter),
+                "GRPC",
+                started=started,
+                timeout=timeout,  # the deadline, as TF Serving's RunOptions timeout
             )
         except ServingError as exc:
             status = exc.code
@@ -124,8 +131,10 @@ class _Service:
             tensor = request.inputs[alias]
             want = signature.inputs[alias].dtype
             if tensor.dtype != want:
-                raise ServingError("INVALID_ARGUMENT", f"Expects arg[{position}] to be {tf_type_name(want)} but "
-                                                       f"{tf_type_name(tensor.dtype)} is provided")
+                raise ServingError(
+                    "INVALID_ARGUMENT",
+                    f"Expects arg[{position}] to be {tf_type_name(want)} but {tf_type_name(tensor.dtype)} is provided",
+                )
             try:
                 shape = proto_shape(tensor)
             except CodecError:
@@ -147,8 +156,9 @@ class _Service:
             _require_spec(request)  # get_model_metadata_impl.cc:70-74
             # servables/tensorflow/get_model_metadata_impl.cc:31-44 ValidateGetModelMetadataRequest
             if not fields:
-                raise ServingError("INVALID_ARGUMENT",
-                                   "GetModelMetadataRequest must specify at least one metadata_field")
+                raise ServingError(
+                    "INVALID_ARGUMENT", "GetModelMetadataRequest must specify at least one metadata_field"
+                )
             for field in fields:
                 if field != "signature_def":
                     raise ServingError("INVALID_ARGUMENT", f"Metadata field {field} is not supported")
@@ -191,13 +201,27 @@ def add_services(server: aio.Server, core: ServingCore) -> None:
             response_serializer=_protos.message(response_name).SerializeToString,
         )
 
-    prediction = grpc.method_handlers_generic_handler("tensorflow.serving.PredictionService", {
-        "Predict": handler(service.predict, "tensorflow.serving.PredictRequest", "tensorflow.serving.PredictResponse"),
-        "GetModelMetadata": handler(service.get_model_metadata, "tensorflow.serving.GetModelMetadataRequest",
-                                    "tensorflow.serving.GetModelMetadataResponse"),
-    })
-    model = grpc.method_handlers_generic_handler("tensorflow.serving.ModelService", {
-        "GetModelStatus": handler(service.get_model_status, "tensorflow.serving.GetModelStatusRequest",
-                                  "tensorflow.serving.GetModelStatusResponse"),
-    })
+    prediction = grpc.method_handlers_generic_handler(
+        "tensorflow.serving.PredictionService",
+        {
+            "Predict": handler(
+                service.predict, "tensorflow.serving.PredictRequest", "tensorflow.serving.PredictResponse"
+            ),
+            "GetModelMetadata": handler(
+                service.get_model_metadata,
+                "tensorflow.serving.GetModelMetadataRequest",
+                "tensorflow.serving.GetModelMetadataResponse",
+            ),
+        },
+    )
+    model = grpc.method_handlers_generic_handler(
+        "tensorflow.serving.ModelService",
+        {
+            "GetModelStatus": handler(
+                service.get_model_status,
+                "tensorflow.serving.GetModelStatusRequest",
+                "tensorflow.serving.GetModelStatusResponse",
+            ),
+        },
+    )
     server.add_generic_rpc_handlers((prediction, model))

@@ -50,7 +50,7 @@ class Run:
 
     @property
     def text(self) -> memoryview:
-        return memoryview(self.raw)[self.start:self.end]
+        return memoryview(self.raw)[self.start : self.end]
 
     def has_any(self, chars: bytes) -> bool:
         return any(self.raw.find(bytes([c]), self.start, self.end) >= 0 for c in chars)
@@ -60,12 +60,9 @@ class Run:
         return match.group().decode(errors="replace") if match else ""
 
 
-
 def type_error(shown: str, json_type: str, dtype: int) -> Exception:
     """TypeError() in json_tensor.cc:262."""
     return invalid(f"JSON Value: {shown} Type: {json_type} is not of expected type: {tf_type_name(dtype)}")
-
-
 
 
 def cut_runs(raw: bytes | bytearray) -> tuple[bytes | bytearray, list[Run]]:
@@ -138,8 +135,9 @@ def _collapse_numbers(text: memoryview) -> bytes:
     pieces: list[bytes] = []
     previous_zero = False
     for start in range(0, len(text), _SLICE_BYTES):
-        chars = np.frombuffer(bytes(text[start:start + _SLICE_BYTES]).translate(_NUMBER_TO_ZEROS, _WHITESPACE),
-                              np.uint8)
+        chars = np.frombuffer(
+            bytes(text[start : start + _SLICE_BYTES]).translate(_NUMBER_TO_ZEROS, _WHITESPACE), np.uint8
+        )
         if not chars.size:
             continue
         zero = chars == 48
@@ -164,18 +162,19 @@ def run_values(run: Run, dtype: int) -> np.ndarray:
     while start < len(text):
         stop = min(start + _SLICE_BYTES, len(text))
         if stop < len(text):  # cut at a comma so no number is split
-            comma = bytes(text[stop - 256:stop]).rfind(b",")
+            comma = bytes(text[stop - 256 : stop]).rfind(b",")
             stop = stop - 256 + comma if comma >= 0 else stop
         piece = b"[" + bytes(text[start:stop]).translate(_BRACKETS_TO_SPACES) + b"]"
         try:
             values = np.asarray(orjson.loads(piece), dtype=parse_as)
         except (orjson.JSONDecodeError, ValueError, TypeError, OverflowError) as exc:
-            raise invalid(f"JSON Parse error: {str(exc).splitlines()[0]} (in an array of numbers at byte {start} "
-                          "of it)") from None
+            raise invalid(
+                f"JSON Parse error: {str(exc).splitlines()[0]} (in an array of numbers at byte {start} of it)"
+            ) from None
         del piece
         if filled + values.size > count:
             raise invalid("JSON Parse error: Invalid value. (more numbers than the brackets hold)")
-        out[filled:filled + values.size] = values
+        out[filled : filled + values.size] = values
         filled += values.size
         start = stop + 1
     if filled != count:

@@ -28,7 +28,6 @@ __all__ = ["ParseBudgetExceeded", "PredictBody", "object_cost", "parse_predict_b
 _KIND_OK = {"f": "iuf", "i": "iu", "u": "iu", "b": "b"}
 
 
-
 @dataclass(frozen=True)
 class PredictBody:
     """A parsed predict body: which signature, which format, the inputs as arrays."""
@@ -53,8 +52,9 @@ def object_cost(text: bytes | bytearray) -> int:
     return (text.count(b",") + text.count(b":") + 1) * 72 + len(text)
 
 
-def parse_predict_body(raw: bytes | bytearray, get_signature: Callable[[str], Signature],
-                       reserve: Callable[[int], bool] = lambda n: True) -> PredictBody:
+def parse_predict_body(
+    raw: bytes | bytearray, get_signature: Callable[[str], Signature], reserve: Callable[[int], bool] = lambda n: True
+) -> PredictBody:
     """Parse ``raw`` as FillPredictRequestFromJson (util/json_tensor.cc:656-705) does.
 
     ``get_signature(name)`` resolves the signature (raising the ServingError for an unknown
@@ -78,15 +78,18 @@ def parse_predict_body(raw: bytes | bytearray, get_signature: Callable[[str], Si
             raise invalid(f"JSON Value: {_debug(doc, runs)} Is not object")  # json_tensor.cc:499
         name = doc.get("signature_name", "")
         if not isinstance(name, str):  # json_tensor.cc:281 FormatSignatureError
-            raise invalid(f"JSON Value: {_debug(doc, runs)} not formatted correctly. "
-                          "'signature_name' key must be a string value.")
+            raise invalid(
+                f"JSON Value: {_debug(doc, runs)} not formatted correctly. 'signature_name' key must be a string value."
+            )
         signature = get_signature(name)
         if not signature.inputs:
             raise invalid(f"Failed to get input map for signature: {name or 'DEFAULT'}")
         if "instances" in doc:
             if "inputs" in doc:
-                raise invalid(f"JSON Value: {_debug(doc, runs)} Not formatted correctly expecting only one of "
-                              "'inputs' or 'instances' keys to exist ")
+                raise invalid(
+                    f"JSON Value: {_debug(doc, runs)} Not formatted correctly expecting only one of "
+                    "'inputs' or 'instances' keys to exist "
+                )
             instances = _resolve(doc["instances"], runs)
             if not isinstance(instances, (list, Run)):
                 raise invalid(f"JSON Value: {_debug(doc, runs)} Expecting 'instances' to be an list/array")
@@ -118,6 +121,7 @@ def _length(value: Any) -> int:
 
 def _debug(value: Any, runs: list[Run]) -> str:
     """JsonValueToDebugString (json_tensor.cc:230): compact JSON, cut near 256 bytes."""
+
     def default(obj: Any) -> Any:
         if isinstance(obj, Run):
             return "[...]"
@@ -234,21 +238,26 @@ def _fill(value: Any, level: int, dims: list[int], dtype: int, out: list[Any], r
     rank = len(dims)
     if isinstance(value, Run):
         if level + len(value.shape) != rank or list(value.shape) != dims[level:]:
-            raise invalid(f"Encountered list at unexpected size: {value.shape[0]} at level: {level} "
-                          f"expected size: {dims[level] if level < rank else 0}")
+            raise invalid(
+                f"Encountered list at unexpected size: {value.shape[0]} at level: {level} "
+                f"expected size: {dims[level] if level < rank else 0}"
+            )
         out.extend(run_values(value, dtype).reshape(-1).tolist())
         return
     if not isinstance(value, list):
         if level != rank:
-            raise invalid(f"JSON Value: {_debug(value, runs)} found at incorrect level: {level + 1} in the JSON DOM. "
-                          f"Expected at level: {rank}")
+            raise invalid(
+                f"JSON Value: {_debug(value, runs)} found at incorrect level: {level + 1} in the JSON DOM. "
+                f"Expected at level: {rank}"
+            )
         out.append(_scalar(value, dtype, runs))
         return
     if level >= rank:
         raise invalid(f"Encountered list at unexpected level: {level} expected < {rank}")
     if len(value) != dims[level]:
-        raise invalid(f"Encountered list at unexpected size: {len(value)} at level: {level} "
-                      f"expected size: {dims[level]}")
+        raise invalid(
+            f"Encountered list at unexpected size: {len(value)} at level: {level} expected size: {dims[level]}"
+        )
     for item in value:
         _fill(item, level + 1, dims, dtype, out, runs)
 
@@ -294,9 +303,11 @@ def _from_inputs(value: Any, signature: Signature, runs: list[Run]) -> dict[str,
     specs = signature.inputs
     if not isinstance(value, dict) or _is_b64(value):
         if len(specs) > 1:
-            raise invalid("inputs is a plain value/list, but expecting an object as multiple input tensors "
-                          "required as per tensorinfo_map")
-        (alias, spec), = specs.items()
+            raise invalid(
+                "inputs is a plain value/list, but expecting an object as multiple input tensors "
+                "required as per tensorinfo_map"
+            )
+        ((alias, spec),) = specs.items()
         return {alias: _to_array(value, alias, spec.dtype, runs)}
     arrays: dict[str, np.ndarray] = {}
     for alias in sorted(specs):
@@ -312,14 +323,18 @@ def _from_instances(instances: Any, signature: Signature, runs: list[Run]) -> di
     specs = signature.inputs
     if isinstance(instances, Run):
         if len(specs) > 1:
-            raise invalid("instances is a plain list, but expecting list of objects as multiple input tensors "
-                          "required as per tensorinfo_map")
-        (alias, spec), = specs.items()
+            raise invalid(
+                "instances is a plain list, but expecting list of objects as multiple input tensors "
+                "required as per tensorinfo_map"
+            )
+        ((alias, spec),) = specs.items()
         return {alias: _to_array(instances, alias, spec.dtype, runs)}
     first = _resolve(instances[0], runs)
     if not isinstance(first, dict) and len(specs) > 1:
-        raise invalid("instances is a plain list, but expecting list of objects as multiple input tensors "
-                      "required as per tensorinfo_map")
+        raise invalid(
+            "instances is a plain list, but expecting list of objects as multiple input tensors "
+            "required as per tensorinfo_map"
+        )
     objects = isinstance(first, dict) and not _is_b64(first)
     names = sorted(specs)
     rows: dict[str, list[np.ndarray]] = {}
@@ -332,8 +347,10 @@ def _from_instances(instances: Any, signature: Signature, runs: list[Run]) -> di
             for name, item in element.items():
                 _add_item(rows, item, name, specs, index, runs, named=True)
             if sorted(element) != names:
-                raise invalid(f"Failed to process element: {index} of 'instances' list. JSON object: "
-                              f"{_debug(element, runs)} keys must be equal to: {','.join(names)}")
+                raise invalid(
+                    f"Failed to process element: {index} of 'instances' list. JSON object: "
+                    f"{_debug(element, runs)} keys must be equal to: {','.join(names)}"
+                )
         else:
             if is_object:
                 raise invalid(f"Expecting value/list but got object at item {index} of input list")
@@ -341,11 +358,22 @@ def _from_instances(instances: Any, signature: Signature, runs: list[Run]) -> di
     return {name: np.stack(items) for name, items in rows.items()}
 
 
-def _add_item(rows: dict[str, list[np.ndarray]], item: Any, name: str, specs: dict[str, Any], index: int,
-              runs: list[Run], *, named: bool) -> None:
+def _add_item(
+    rows: dict[str, list[np.ndarray]],
+    item: Any,
+    name: str,
+    specs: dict[str, Any],
+    index: int,
+    runs: list[Run],
+    *,
+    named: bool,
+) -> None:
     """AddInstanceItem (json_tensor.cc:441-470): each instance of a name has the first one's shape."""
-    where = f"Failed to process element: {index} key: {name} of 'instances' list." if named else \
-        f"Failed to process element: {index} of 'instances' list."
+    where = (
+        f"Failed to process element: {index} key: {name} of 'instances' list."
+        if named
+        else f"Failed to process element: {index} of 'instances' list."
+    )
     try:
         if name not in specs:
             raise invalid(f"JSON object: does not have named input: {name}")

@@ -78,31 +78,41 @@ _BATCH = exponential_buckets(1, 2, 14)
 # Keyed by the short name the server records under ("batching_session:input_batch_size").
 DEFINITIONS: dict[str, Definition] = {
     "request_count": Definition("/tensorflow/serving/request_count", "counter", ("model_name", "status")),
-    "request_latency": Definition("/tensorflow/serving/request_latency", "histogram",
-                                  ("model_name", "API", "entrypoint"), _LATENCY),
-    "runtime_latency": Definition("/tensorflow/serving/runtime_latency", "histogram",
-                                  ("model_name", "API", "runtime"), _LATENCY),
-    "request_example_counts": Definition("/tensorflow/serving/request_example_counts", "histogram", ("model",),
-                                         exponential_buckets(1, 2, 15)),
-    "request_example_count_total": Definition("/tensorflow/serving/request_example_count_total", "counter",
-                                              ("model",)),
-    "model_warmup_latency": Definition("/tensorflow/serving/model_warmup_latency", "histogram",
-                                       ("model_path", "status"), _LATENCY),
-    "model_warmup_records_read": Definition("/tensorflow/serving/model_warmup_records_read", "counter",
-                                            ("model_path", "status")),
-    "request_log_count": Definition("/tensorflow/serving/request_log_count", "counter",
-                                    ("model_name", "status_code")),
-    "batching_session:queuing_latency": Definition("/tensorflow/serving/batching_session/queuing_latency",
-                                                   "histogram", ("thread_pool_name",),
-                                                   exponential_buckets(100, 1.2, 52)),
-    "batching_session:wrapped_run_count": Definition("/tensorflow/serving/batching_session/wrapped_run_count",
-                                                     "counter", ()),
-    "batching_session:input_batch_size": Definition("/tensorflow/serving/batching_session/input_batch_size",
-                                                    "histogram", (), _BATCH, lazy=True),
+    "request_latency": Definition(
+        "/tensorflow/serving/request_latency", "histogram", ("model_name", "API", "entrypoint"), _LATENCY
+    ),
+    "runtime_latency": Definition(
+        "/tensorflow/serving/runtime_latency", "histogram", ("model_name", "API", "runtime"), _LATENCY
+    ),
+    "request_example_counts": Definition(
+        "/tensorflow/serving/request_example_counts", "histogram", ("model",), exponential_buckets(1, 2, 15)
+    ),
+    "request_example_count_total": Definition("/tensorflow/serving/request_example_count_total", "counter", ("model",)),
+    "model_warmup_latency": Definition(
+        "/tensorflow/serving/model_warmup_latency", "histogram", ("model_path", "status"), _LATENCY
+    ),
+    "model_warmup_records_read": Definition(
+        "/tensorflow/serving/model_warmup_records_read", "counter", ("model_path", "status")
+    ),
+    "request_log_count": Definition("/tensorflow/serving/request_log_count", "counter", ("model_name", "status_code")),
+    "batching_session:queuing_latency": Definition(
+        "/tensorflow/serving/batching_session/queuing_latency",
+        "histogram",
+        ("thread_pool_name",),
+        exponential_buckets(100, 1.2, 52),
+    ),
+    "batching_session:wrapped_run_count": Definition(
+        "/tensorflow/serving/batching_session/wrapped_run_count", "counter", ()
+    ),
+    "batching_session:input_batch_size": Definition(
+        "/tensorflow/serving/batching_session/input_batch_size", "histogram", (), _BATCH, lazy=True
+    ),
     "batching_session:processed_batch_size": Definition(
-        "/tensorflow/serving/batching_session/processed_batch_size", "histogram", (), _BATCH, lazy=True),
-    "batching_session:padding_size": Definition("/tensorflow/serving/batching_session/padding_size", "histogram",
-                                                ("execution_batch_size",), _BATCH, lazy=True),
+        "/tensorflow/serving/batching_session/processed_batch_size", "histogram", (), _BATCH, lazy=True
+    ),
+    "batching_session:padding_size": Definition(
+        "/tensorflow/serving/batching_session/padding_size", "histogram", ("execution_batch_size",), _BATCH, lazy=True
+    ),
 }
 
 

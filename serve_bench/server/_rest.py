@@ -37,17 +37,22 @@ __all__ = ["PARSE_BUDGET", "make_app", "parse_model_info"]
 # case-insensitively; \d is ASCII only there (RE2), hence re.ASCII.
 _PREDICT_PATH = re.compile(
     r"/v1/models/(?P<name>[^/:]+)(?:(?:/versions/(?P<version>\d+))|(?:/labels/(?P<label>[^/:]+)))?"
-    r":(?P<verb>classify|regress|predict)", re.IGNORECASE | re.ASCII)
+    r":(?P<verb>classify|regress|predict)",
+    re.IGNORECASE | re.ASCII,
+)
 _STATUS_PATH = re.compile(
     r"/v1/models(?:/(?P<name>[^/:]+))?(?:(?:/versions/(?P<version>\d+))|(?:/labels/(?P<label>[^/:]+)))?"
-    r"(?:/(?P<metadata>metadata))?", re.IGNORECASE | re.ASCII)
+    r"(?:/(?P<metadata>metadata))?",
+    re.IGNORECASE | re.ASCII,
+)
 _JSON = "application/json"
 _INT64_MAX = 2**63 - 1
 
 
 def _json_response(payload: Any, status: int = 200) -> web.Response:
-    return web.Response(body=orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY), status=status,
-                        content_type=_JSON)
+    return web.Response(
+        body=orjson.dumps(payload, option=orjson.OPT_SERIALIZE_NUMPY), status=status, content_type=_JSON
+    )
 
 
 def _error(status: int, message: str) -> web.Response:
@@ -89,7 +94,7 @@ def parse_model_info(method: str, path: str) -> _ModelInfo | None:
     label = match["label"]
     if label is not None and "%" in label:
         label = unquote(label, errors="strict")
-    verb = (match.groupdict().get("verb") or "")
+    verb = match.groupdict().get("verb") or ""
     return _ModelInfo(name, version, label, verb, bool(match.groupdict().get("metadata")))
 
 
@@ -162,8 +167,9 @@ class _Handlers:
             if info.verb == "predict":
                 return await self.predict(request, info)
             if info.verb in ("classify", "regress"):
-                raise ServingError("UNIMPLEMENTED", f"{info.verb} is not implemented by the serve-bench local server "
-                                                    "(only predict)")
+                raise ServingError(
+                    "UNIMPLEMENTED", f"{info.verb} is not implemented by the serve-bench local server (only predict)"
+                )
             raise invalid(malformed)  # e.g. ":PREDICT": the path matches case-insensitively, the verb does not
         except ServingError as exc:
             code, status, message = exc.code, exc.http_status, exc.message
@@ -175,22 +181,31 @@ class _Handlers:
     def status(self, name: str, version: int | None, label: str | None) -> web.Response:
         """GetModelStatus as JSON, as ToJsonString prints it (http_rest_api_util.cc:133-145)."""
         states = self.core.status(name, version, label)
-        return _json_response({"model_version_status": [
-            {"version": str(v), "state": state, "status": {"error_code": "OK", "error_message": ""}}
-            for v, state in states
-        ]})
+        return _json_response(
+            {
+                "model_version_status": [
+                    {"version": str(v), "state": state, "status": {"error_code": "OK", "error_message": ""}}
+                    for v, state in states
+                ]
+            }
+        )
 
     def metadata(self, name: str, version: int | None, label: str | None) -> web.Response:
         """GetModelMetadata as JSON (http_rest_api_util.cc:147-201): model_spec, then the SignatureDefMap
         under metadata.signature_def, proto field names kept, fields without presence printed."""
         servable, defs = self.core.signature_defs(name, version, label)
-        signature_def = {key: json_format.MessageToDict(sig, preserving_proto_field_name=True,
-                                                        always_print_fields_with_no_presence=True)
-                         for key, sig in defs.items()}
-        return _json_response({
-            "model_spec": {"name": name, "signature_name": "", "version": str(servable.version)},
-            "metadata": {"signature_def": {"signature_def": signature_def}},
-        })
+        signature_def = {
+            key: json_format.MessageToDict(
+                sig, preserving_proto_field_name=True, always_print_fields_with_no_presence=True
+            )
+            for key, sig in defs.items()
+        }
+        return _json_response(
+            {
+                "model_spec": {"name": name, "signature_name": "", "version": str(servable.version)},
+                "metadata": {"signature_def": {"signature_def": signature_def}},
+            }
+        )
 
     async def predict(self, request: web.Request, info: _ModelInfo) -> web.Response:
         """ProcessPredictRequest (http_rest_api_handler.cc:152-178)."""
@@ -198,10 +213,12 @@ class _Handlers:
         limit = self.core.config.max_body_bytes
         declared = request.content_length
         if declared is not None and declared > limit:
-            return _error(413, f"request body is larger than the limit of {limit} bytes "
-                               "(serve-bench serve --max_body_bytes)")
-        too_large = _error(413, f"request body is larger than the limit of {limit} bytes "
-                                "(serve-bench serve --max_body_bytes)")
+            return _error(
+                413, f"request body is larger than the limit of {limit} bytes (serve-bench serve --max_body_bytes)"
+            )
+        too_large = _error(
+            413, f"request body is larger than the limit of {limit} bytes (serve-bench serve --max_body_bytes)"
+        )
         raw: bytes | bytearray | None = None
         if declared is None:  # chunked: its size is known once read (aiohttp caps it at the limit)
             try:
@@ -239,15 +256,19 @@ class _Handlers:
             del raw
         finally:
             self.budget.give(reserved + sum(lent))
-        _, outputs = await self.core.predict(info.name, info.version, info.label, body.signature_name, body.inputs,
-                                             [], "REST", started=started)
+        _, outputs = await self.core.predict(
+            info.name, info.version, info.label, body.signature_name, body.inputs, [], "REST", started=started
+        )
         return _json_response(_outputs_json(outputs, body.row_format))
 
     def _over_budget(self, needed: int, declared: int | None) -> web.Response:
         """413 when the body could never be parsed within the budget, else 503 (retry later)."""
         if needed > self.budget.total:
-            return _error(413, f"request body of {declared} bytes would need more than the "
-                               f"{self.budget.total} bytes this server allows for parsing")
+            return _error(
+                413,
+                f"request body of {declared} bytes would need more than the "
+                f"{self.budget.total} bytes this server allows for parsing",
+            )
         return _error(503, "too many large request bodies are being parsed at once; retry shortly")
 
     async def metrics(self, request: web.Request) -> web.Response:
@@ -264,7 +285,7 @@ async def _read_body(request: web.Request, declared: int) -> bytearray:
         if not chunk:
             break
         size = min(len(chunk), declared - filled)
-        view[filled:filled + size] = chunk[:size]
+        view[filled : filled + size] = chunk[:size]
         filled += size
     del view
     if filled < declared:
@@ -287,7 +308,7 @@ def _outputs_json(outputs: dict[str, np.ndarray], row_format: bool) -> dict[str,
     binary = {alias: alias.endswith("_bytes") for alias in outputs}
     if row_format:
         if len(outputs) == 1:
-            (alias, array), = outputs.items()
+            ((alias, array),) = outputs.items()
             return {"predictions": _json_value(array, binary[alias])}
         count = len(next(iter(outputs.values())))
         for alias, array in outputs.items():
@@ -295,10 +316,14 @@ def _outputs_json(outputs: dict[str, np.ndarray], row_format: bool) -> dict[str,
                 raise invalid(f"Tensor name: {alias} has no shape information ")
             if len(array) != count:
                 raise invalid(f"Tensor name: {alias} has inconsistent batch size: {len(array)} expecting: {count}")
-        return {"predictions": [{alias: _json_value(array[i], binary[alias])
-                                 for alias, array in sorted(outputs.items())} for i in range(count)]}
+        return {
+            "predictions": [
+                {alias: _json_value(array[i], binary[alias]) for alias, array in sorted(outputs.items())}
+                for i in range(count)
+            ]
+        }
     if len(outputs) == 1:
-        (alias, array), = outputs.items()
+        ((alias, array),) = outputs.items()
         return {"outputs": _json_value(array, binary[alias])}
     return {"outputs": {alias: _json_value(a, binary[alias]) for alias, a in sorted(outputs.items())}}
 
@@ -307,14 +332,26 @@ _METRICS = web.AppKey("metrics", Metrics)
 PARSE_BUDGET = web.AppKey("parse_budget", _ParseBudget)  # tests read and shrink it
 _TF_STATUS = web.RequestKey("tf_status", str)
 # TF Serving's canonical code for an HTTP status (the inverse of http_server.cc:46 ToHTTPStatusCode).
-_CODE_OF_HTTP = {200: "OK", 400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
-                 409: "ABORTED", 413: "RESOURCE_EXHAUSTED", 429: "RESOURCE_EXHAUSTED", 499: "CANCELLED",
-                 501: "UNIMPLEMENTED", 503: "UNAVAILABLE", 504: "DEADLINE_EXCEEDED"}
+_CODE_OF_HTTP = {
+    200: "OK",
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    409: "ABORTED",
+    413: "RESOURCE_EXHAUSTED",
+    429: "RESOURCE_EXHAUSTED",
+    499: "CANCELLED",
+    501: "UNIMPLEMENTED",
+    503: "UNAVAILABLE",
+    504: "DEADLINE_EXCEEDED",
+}
 
 
 @web.middleware
-async def _count_requests(request: web.Request,
-                          handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+async def _count_requests(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
     """request_count for every /v1/ request (GETs too), request_latency for OK ones with the URL verb
     as API ("" for GETs), as model_servers/http_server.cc:152-201 records them."""
     if not request.path.lower().startswith("/v1/"):  # TF Serving matches "(?i)/v1/.*"

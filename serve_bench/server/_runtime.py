@@ -24,8 +24,21 @@ DEFAULT_SIGNATURE = "serving_default"
 MAX_RANK = 254
 
 # DataTypeString (tensorflow/core/framework/types.cc): the names TF's own messages use.
-_TF_TYPE_NAMES = {1: "float", 2: "double", 3: "int32", 4: "uint8", 5: "int16", 6: "int8", 7: "string",
-                  9: "int64", 10: "bool", 17: "uint16", 19: "half", 22: "uint32", 23: "uint64"}
+_TF_TYPE_NAMES = {
+    1: "float",
+    2: "double",
+    3: "int32",
+    4: "uint8",
+    5: "int16",
+    6: "int8",
+    7: "string",
+    9: "int64",
+    10: "bool",
+    17: "uint16",
+    19: "half",
+    22: "uint32",
+    23: "uint64",
+}
 
 
 def tf_type_name(dtype: int) -> str:
@@ -134,8 +147,10 @@ class Signature:
         seen: set[str] = set()
         for alias in output_filter:  # servables/tensorflow/predict_util.cc:135-153
             if alias not in self.outputs:
-                raise invalid(f"output tensor alias not found in signature: {alias} Outputs expected to be in the "
-                              f"set {{{','.join(sorted(self.outputs))}}}.")
+                raise invalid(
+                    f"output tensor alias not found in signature: {alias} Outputs expected to be in the "
+                    f"set {{{','.join(sorted(self.outputs))}}}."
+                )
             if alias in seen:
                 raise invalid(f"duplicate output tensor alias: {alias}")
             seen.add(alias)

@@ -11,7 +11,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ServerView", "IMPRECISE"]
+__all__ = ["IMPRECISE", "ServerView"]
 
 IMPRECISE = 0.01  # a mean known to worse than ±1% (from 6-significant-digit sums) is flagged
 
@@ -83,9 +83,15 @@ class ServerView:
         parts: list[str] = []
         if self.request_us_mean is not None:
             text = f"server {self.request_us_mean / 1000:.1f} ms"
-            pieces = [(name, value) for name, value in (("queue", self.queue_us_mean),
-                                                         ("compute", self.compute_us_mean),
-                                                         ("overhead", self.overhead_us_mean)) if value is not None]
+            pieces = [
+                (name, value)
+                for name, value in (
+                    ("queue", self.queue_us_mean),
+                    ("compute", self.compute_us_mean),
+                    ("overhead", self.overhead_us_mean),
+                )
+                if value is not None
+            ]
             if pieces:
                 text += " = " + " + ".join(f"{name} {value / 1000:.1f}" for name, value in pieces)
             parts.append(text)
