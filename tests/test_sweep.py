@@ -329,13 +329,14 @@ metrics = ""
     for point in searched:
         assert point.load.rate == round((low + high) / 2, 3)
         low, high = (point.load.rate, high) if meets(point) else (low, point.load.rate)
-    # The bracket ends near the server's capacity as measured above (about 90 req/s here, 10 ms of
-    # service one at a time): no rate above capacity meets the SLO (so low <= capacity, +10% for the
-    # two measurements' spread, 3-5% over 5 runs), and a search that halves 20..300 three times cannot
-    # stop below capacity by more than one final halving of the bracket (35 req/s) plus that spread.
-    rate = capacity.throughput.requests_per_s
-    assert low <= 1.1 * rate
-    assert high >= 0.5 * rate
+    # The bracket ends near the server's capacity. Above: the delay server sleeps 10 ms per request,
+    # one at a time, so no rate above 100 req/s can meet the SLO on any machine (a bound set by the
+    # server's design, not by this machine's speed; +5% for the schedule's granularity). Below: the
+    # capacity measured above on this machine, in this run (it reads low on a busy machine, 79 req/s
+    # with a core kept busy, so it is a conservative floor); three halvings of 20..300 cannot stop
+    # further below it than one final halving of the bracket (35 req/s).
+    assert low <= 1.05 * 100
+    assert high >= 0.5 * capacity.throughput.requests_per_s
     assert same.measured == [] and same.skipped == 2
     (fourth,) = extended.measured
     assert fourth.load.rate == round((low + high) / 2, 3) and "slo-search step 4" in fourth.notes
