@@ -117,12 +117,15 @@ def test_refused_as_tf_serving_refuses(text, message):
 
 
 def test_zero_enqueued_batches_is_accepted_without_splitting():
-    """SharedBatchScheduler::AddQueue turns max_enqueued_batches 0 into 1 when splitting is off."""
+    """SharedBatchScheduler::AddQueue (called from servables/tensorflow/bundle_factory_util.cc:151)
+    turns max_enqueued_batches 0 into 1 when splitting is off."""
     params = BatchingParams.from_text("max_enqueued_batches { value: 0 }")
     assert params.max_enqueued_batches == 0 and params.queue_capacity_batches == 1
 
 
 def test_unknown_field_and_bad_text_name_the_line(tmp_path):
+    """TF Serving refuses a file that is not BatchingParameters text (model_servers/server.cc:233,
+    ParseProtoTextFile); serve-bench names the file and the line instead of a protobuf dump."""
     path = tmp_path / "b.txt"
     path.write_text("max_batch_size { value: 8 }\nmax_batch { value: 8 }\n")
     with pytest.raises(UserError, match=r"b.txt does not parse at line 2: .*max_batch"):

@@ -133,6 +133,8 @@ def test_serving_bytes_spec_and_string_inputs(server, tf):
     ids=["model", "version", "label", "signature", "extra-input", "renamed-input", "output-filter", "duplicate-output"],
 )
 def test_errors_with_tf_serving_codes_and_words(server, tf, change, code, message):
+    """Each bad request gets the code and message that the TF Serving file named beside its case
+    (model_servers/server_core.cc, servables/tensorflow/predict_util.cc) gives it."""
     request = _request(tf, _images(1))
     change(request)
     error = _fails(server, request)
