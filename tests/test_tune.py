@@ -18,7 +18,7 @@ from google.protobuf import text_format
 
 from serve_bench import _protos
 from serve_bench.stats import Target, read_points
-from serve_bench.tune import TuneConfig, TuneEvent, parse_tune_spec, run_tune, run_tune_command
+from serve_bench.tune import TuneConfig, TuneEvent, parse_tune_spec, run_tune, run_tune_command, search_budget
 
 
 def spec_text(models_dir: Path, max_ms: float = 2000.0) -> str:
@@ -129,7 +129,19 @@ def test_tune_tiny_on_the_local_server(models_dir: Path, tmp_path: Path, capsys:
 
     assert parse_batching_parameters(str(run_dir / "configs" / "mbs4" / "batching_parameters.txt")).max_batch_size == 4
 
-    # 5. an SLO no configuration meets: the closest is named, exit 1, nothing re-measured
+    # 5. `serve-bench report` on the tune run: the answer as a section, the knob table, the two tune plots
+    from serve_bench.report import build_report
+
+    report = build_report(run_dir, models_dir=models_dir)
+    page = report.html.read_text()
+    assert "<h2>Tune</h2>" in page and f"<b>{answer['best']['config']}</b>" in page
+    for row in answer["knobs"]:
+        assert f"<td class=l>{row['knob']}</td><td class=l>{row['value']}</td><td>{row['configs']}</td>" in page
+    assert (run_dir / "best_batching_parameters.txt").read_text().splitlines()[0] in page
+    assert {"tune_pareto", "tune_knobs"} <= set(report.plots)
+    assert page.count("data:image/png;base64,") == len(report.plots)
+
+    # 6. an SLO no configuration meets: the closest is named, exit 1, nothing re-measured
     spec_path.write_text(spec_text(models_dir, max_ms=0.01))
     assert run_tune_command(_args(spec_path, run_dir, resume=True)) == 1
     out = capsys.readouterr().out
@@ -156,8 +168,16 @@ class SameServer:
         return None
 
 
-def test_coordinate_search_resumes_where_it_stopped(models_dir: Path, tmp_path: Path) -> None:
-    """Also sends real images (input_data): every point records the input set."""
+@pytest.mark.parametrize(
+    ("method", "first_two"),
+    [
+        ("coordinate", ["mbs2-to0-th1", "mbs2-to0-th2"]),  # the recipe's order: threads first
+        ("bayesian", ["mbs2-to0-th1", "mbs8-to500-th2"]),  # the recipe's start, then the farthest corner
+    ],
+)
+def test_a_search_resumes_where_it_stopped(models_dir: Path, tmp_path: Path, method: str, first_two: list[str]) -> None:
+    """Interrupted after two configurations and resumed, the search measures neither again and ends
+    within its budget. Also sends real images (input_data): every point records the input set."""
     import numpy as np
 
     from tests._clips import write_image
@@ -172,7 +192,7 @@ def test_coordinate_search_resumes_where_it_stopped(models_dir: Path, tmp_path: 
         "batching = [false, true]\nmax_batch_size = [4]",
         "max_batch_size = [2, 4, 8]\nbatch_timeout_micros = [0, 500]\nnum_batch_threads = [1, 2]",
     )
-    text = text.replace('method = "grid"', 'method = "coordinate"').replace(
+    text = text.replace('method = "grid"', f'method = "{method}"').replace(
         'baselines = ["no_batching"]', "baselines = []"
     )
     text = text.replace('model = "tiny"\n', f'model = "tiny"\ninput_data = "{photos}"\n', 1)
@@ -190,10 +210,10 @@ def test_coordinate_search_resumes_where_it_stopped(models_dir: Path, tmp_path: 
             asyncio.run(run_tune(spec, run_dir, restarter=first, on_event=stop_after_two))
         second = SameServer(server.grpc_url, metrics)
         outcome = asyncio.run(run_tune(spec, run_dir, resume=True, restarter=second))
-    assert first.started == ["mbs2-to0-th1", "mbs2-to0-th2"]  # the recipe's order: threads first
+    assert first.started == first_two
     assert outcome.skipped == first.started and not set(second.started) & set(first.started)
     ids = [e["config"] for e in _entries(run_dir)]
-    assert len(ids) == len(set(ids)) == len(outcome.evaluated) <= 0.4 * len(spec.configs) + 1
+    assert len(ids) == len(set(ids)) == len(outcome.evaluated) <= search_budget(spec)
     assert outcome.answer is not None and outcome.answer.best is not None
     assert outcome.answer.best.config in ids
     recorded = {(p.inputs.kind, p.inputs.count) if p.inputs else None for p in read_points(run_dir)}

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from google.protobuf import text_format
 
@@ -25,12 +26,13 @@ from serve_bench.tune import (
     StartFailed,
     TuneConfig,
     answer,
+    bayesian_search,
     coordinate_search,
     grid_search,
     parse_tune_spec,
 )
 from serve_bench.tune._cli import restart_commands
-from serve_bench.tune._spec import ServerSpec
+from serve_bench.tune._spec import ServerSpec, TuneSpec
 from tests._points import make_point
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -312,6 +314,162 @@ def test_coordinate_search_finds_the_grid_best_with_fewer_configurations() -> No
     assert calls[:2] == ["mbs4-to0-th1", "mbs4-to0-th2"]  # threads first, as the batching guide says
 
 
+RECORDED = json.loads((ROOT / "tests" / "data" / "tune_grid_tiny_2core.json").read_text())
+TABLES = [table["scores"] for table in RECORDED["tables"]]
+NOISE = 0.08  # sd of the log-normal noise a replay puts on every figure (see the test below)
+
+
+def recorded_spec(method: str) -> TuneSpec:
+    space = "\n".join(f"{knob} = {values}" for knob, values in RECORDED["space"].items())
+    return parse_tune_spec(spec_with(space, extra=f'[search]\nmethod = "{method}"'))
+
+
+def recorded_evaluate(calls: list[str], noise: float = 0.0, seed: int = 0, table: int = 0):  # type: ignore[no-untyped-def]
+    """Scores from a grid measured on a 2-core VM (tests/data), each times log-normal noise when asked."""
+    scores = TABLES[table]
+    rng = np.random.default_rng(seed)
+    factors = {config: float(np.exp(rng.normal(0.0, noise))) for config in scores}
+
+    async def evaluate(config: TuneConfig) -> Score:
+        calls.append(config.id)
+        row = scores[config.id]
+        return Score(config.id, row["feasible"], row["items_per_s"] * factors[config.id], latency_ms=row["p99_ms"])
+
+    return evaluate
+
+
+def replay(method: str, table: int, noise: float = 0.0, seed: int = 0) -> tuple[float, list[str]]:
+    """One search over a recorded grid: its pick's recorded value over the recorded best, and its calls."""
+    from serve_bench.tune import search_budget
+
+    spec = recorded_spec(method)
+    budget = search_budget(spec)
+    calls: list[str] = []
+    evaluate = recorded_evaluate(calls, noise, seed, table)
+    if method == "bayesian":
+        found = asyncio.run(bayesian_search(spec.space, evaluate, "throughput", budget))
+    else:
+        found = asyncio.run(coordinate_search(spec.space, evaluate, "throughput", budget=budget))
+    assert len(calls) == len(set(calls)) == len(found) <= budget == int(0.4 * len(spec.configs))
+    pick = max(found, key=lambda s: s.rank("throughput"))
+    best = max(row["items_per_s"] for row in TABLES[table].values())
+    return TABLES[table][pick.config]["items_per_s"] / best, calls
+
+
+def test_bayesian_search_reaches_each_recorded_grid_best_in_40_percent_of_it() -> None:
+    """Issue 12's bar, within 5% of the grid's best in at most 40% of its configurations, on three grids of
+    24 configurations measured on the same 2-core VM at different times (tests/data). The knobs interact,
+    and not the same way each time: one batch thread was best at max_batch_size 16 in the first grid, two
+    in the others. The batching guide's one-knob-at-a-time order keeps two threads on the first grid (they
+    won at max_batch_size 1) and never comes back to them."""
+    for table in range(len(TABLES)):
+        share, calls = replay("bayesian", table)
+        assert share >= 0.95, (table, calls)
+    share, calls = replay("coordinate", 0)
+    assert share < 0.6, calls
+
+
+def test_bayesian_search_holds_up_under_noise_better_than_the_recipe_and_than_luck() -> None:
+    """Single measurements mislead. Each replay multiplies every figure by log-normal noise of sd 8% (the
+    recorded points' 95% intervals are about +-8%, so about 4% sd, and the same configuration drifted
+    more than that between runs), lets the search pick by the noisy figures, and judges the pick by the
+    recorded one. Over 100 replays of each grid the Bayesian search lands within 5% of the best at least
+    as often as the coordinate search and as a random search of the same 9 configurations on the same
+    noisy figures; on the first grid (the interacting one), in at least 90% of them. Measured: 97, 66 and 51 of 100
+    for the three grids; coordinate 0, 37, 6; random 73, 51, 31."""
+    rng = np.random.default_rng(0)
+    for table, scores in enumerate(TABLES):
+        best = max(row["items_per_s"] for row in scores.values())
+        hits = {"bayesian": 0, "coordinate": 0, "random": 0.0}
+        for seed in range(1, 101):
+            for method in ("bayesian", "coordinate"):
+                hits[method] += replay(method, table, NOISE, seed)[0] >= 0.95
+            noisy = {c: row["items_per_s"] * float(np.exp(rng.normal(0.0, NOISE))) for c, row in scores.items()}
+            for _ in range(50):
+                draw = list(rng.choice(list(scores), 9, replace=False))
+                hits["random"] += scores[max(draw, key=lambda c: noisy[c])]["items_per_s"] >= 0.95 * best
+        hits["random"] /= 50
+        assert hits["bayesian"] >= max(hits["coordinate"], hits["random"]), (table, hits)
+        if table == 0:
+            assert hits["bayesian"] >= 90, hits
+
+
+def test_bayesian_search_starts_at_the_recipe_and_spreads_its_first_configurations() -> None:
+    spec = recorded_spec("bayesian")
+    calls: list[str] = []
+    asyncio.run(bayesian_search(spec.space, recorded_evaluate(calls), "throughput", 4))
+    # the first value of every knob, then the farthest corner, then each time the configuration whose
+    # nearest chosen neighbour is farthest (knob values placed at 0..1 by their position in the list)
+    assert calls == ["mbs1-to0-th2", "mbs16-to5000-th1", "mbs16-to1000-th2", "mbs1-to1000-th1"]
+
+
+def test_bayesian_search_is_a_function_of_the_scores_so_resume_replays_it() -> None:
+    """``--resume`` answers finished configurations from disk and lets the search run again; the search
+    must then ask for the same configurations in the same order."""
+    first = replay("bayesian", 1, NOISE, 3)[1]
+    again = replay("bayesian", 1, NOISE, 3)[1]
+    assert again == first and len(first) == 9
+
+
+def test_bayesian_search_steers_around_failed_and_infeasible_configurations() -> None:
+    """A server that did not start, and configurations missing the SLO, rank below every one that meets
+    it; the search still finds the best feasible configuration and never measures one twice."""
+    spec = parse_tune_spec(
+        spec_with("max_batch_size = [4, 8, 16, 32]\nbatch_timeout_micros = [0, 1000, 5000]\nnum_batch_threads = [1, 2]")
+    )
+    calls: list[str] = []
+
+    async def evaluate(config: TuneConfig) -> Score:
+        calls.append(config.id)
+        if config.max_batch_size == 32 and config.num_batch_threads == 2:
+            return Score(config.id, False, failed="out of memory")
+        if config.max_batch_size == 32:
+            return Score(config.id, False, items_per_s=900.0, latency_ms=180.0)  # misses a 100 ms SLO
+        return dataclasses.replace(surface(config), latency_ms=40.0)
+
+    found = asyncio.run(bayesian_search(spec.space, evaluate, "throughput", 12))
+    assert len(calls) == len(set(calls)) == 12
+    pick = max(found, key=lambda s: s.rank("throughput"))
+    grid_best = max((surface(c) for c in spec.configs if c.max_batch_size != 32), key=lambda s: s.items_per_s)
+    assert pick.feasible and pick.items_per_s >= 0.95 * grid_best.items_per_s, calls
+
+
+def test_before_anything_meets_the_slo_the_search_avoids_servers_that_do_not_start() -> None:
+    """Nothing meets the SLO yet and large batches do not start (out of memory): after its initial design
+    the search heads for lower latency among configurations that start, not into the failing region."""
+    spec = parse_tune_spec(
+        spec_with("max_batch_size = [1, 2, 4, 8, 16, 32, 64]\nbatch_timeout_micros = [0, 1000, 5000]")
+    )
+    calls: list[str] = []
+
+    async def evaluate(config: TuneConfig) -> Score:
+        calls.append(config.id)
+        size = config.max_batch_size or 1
+        if size >= 16:
+            return Score(config.id, False, failed="out of memory")
+        return Score(config.id, False, items_per_s=100.0 * size, latency_ms=300.0 / size**0.5)  # all miss 100 ms
+
+    found = asyncio.run(bayesian_search(spec.space, evaluate, "throughput", 8))
+    design = 3  # one more than the varied knobs
+    chosen = found[design:]
+    assert sum(bool(s.failed) for s in chosen) <= 1, calls
+    assert min(s.latency_ms for s in found) == pytest.approx(300.0 / 8**0.5), calls  # it reached mbs 8
+
+
+def test_the_modelled_objective_is_log_throughput_or_minus_log_latency() -> None:
+    from serve_bench.tune._bayes import objective_of
+
+    fast, slow = (
+        Score("a", True, items_per_s=200.0, latency_ms=80.0),
+        Score("b", True, items_per_s=100.0, latency_ms=40.0),
+    )
+    assert objective_of(fast, "throughput") - objective_of(slow, "throughput") == pytest.approx(math.log(2.0))  # type: ignore[operator]
+    assert objective_of(slow, "latency") - objective_of(fast, "latency") == pytest.approx(math.log(2.0))  # type: ignore[operator]
+    missing = Score("c", False, items_per_s=300.0, latency_ms=150.0)
+    assert objective_of(missing, "throughput") == pytest.approx(-math.log(150.0))  # heads for the SLO
+    assert objective_of(Score("d", False, failed="did not start"), "throughput") is None
+
+
 def test_budget_caps_the_search() -> None:
     spec = parse_tune_spec(spec_with("max_batch_size = [4, 8, 16, 32]\nnum_batch_threads = [1, 2, 4]"))
 
@@ -460,17 +618,19 @@ def test_tune_and_the_local_server_agree_on_what_tf_serving_accepts(config: Tune
         assert params.allowed_batch_sizes == config.allowed_batch_sizes
 
 
-def test_coordinate_budget_is_40_percent_of_the_grid_but_at_least_one_pass() -> None:
-    from serve_bench.tune import coordinate_budget
+def test_search_budget_is_40_percent_of_the_grid_but_never_less_than_the_search_needs() -> None:
+    from serve_bench.tune import search_budget
 
-    big = parse_tune_spec(
-        spec_with("max_batch_size = [4, 8, 16, 32]\nbatch_timeout_micros = [0, 1000, 5000]\nnum_batch_threads = [1, 2]")
-    )
-    assert coordinate_budget(big) == 9  # 40% of 24; one pass is 1 + 3 + 2 + 1 = 7
-    small = parse_tune_spec(spec_with("max_batch_size = [4, 8]\nbatch_timeout_micros = [0, 1000]"))
-    assert coordinate_budget(small) == 3  # one pass (3) is more than 40% of 4
+    space = "max_batch_size = [4, 8, 16, 32]\nbatch_timeout_micros = [0, 1000, 5000]\nnum_batch_threads = [1, 2]"
+    coordinate = parse_tune_spec(spec_with(space, extra='[search]\nmethod = "coordinate"'))
+    assert search_budget(coordinate) == 9  # 40% of 24; one pass is 1 + 3 + 2 + 1 = 7
+    bayesian = parse_tune_spec(spec_with(space, extra='[search]\nmethod = "bayesian"'))
+    assert search_budget(bayesian) == 9  # 40% of 24; the design (4) and one chosen point are less
+    small = "max_batch_size = [4, 8]\nbatch_timeout_micros = [0, 1000]"
+    assert search_budget(parse_tune_spec(spec_with(small, extra='[search]\nmethod = "coordinate"'))) == 3  # one pass
+    assert search_budget(parse_tune_spec(spec_with(small, extra='[search]\nmethod = "bayesian"'))) == 4  # all of it
     capped = parse_tune_spec(spec_with("max_batch_size = [4, 8]", extra="[search]\nmax_configs = 1"))
-    assert coordinate_budget(capped) == 1
+    assert search_budget(capped) == 1
 
 
 def test_a_zero_timeout_is_written_out_and_read_back_as_set() -> None:

@@ -8,8 +8,8 @@ from serve_bench.tune._answer import Gain, KnobRow, ParetoPoint, Score, TuneAnsw
 from serve_bench.tune._cli import add_tune_arguments, run_tune_command
 from serve_bench.tune._config import TuneConfig
 from serve_bench.tune._restart import CommandRestarter, ComposeRestarter, LocalRestarter, StartFailed, make_restarter
-from serve_bench.tune._run import TuneEvent, TuneOutcome, coordinate_budget, latest_tune_dir, new_tune_dir, run_tune
-from serve_bench.tune._search import coordinate_search, grid_search
+from serve_bench.tune._run import TuneEvent, TuneOutcome, latest_tune_dir, new_tune_dir, run_tune, search_budget
+from serve_bench.tune._search import bayesian_search, coordinate_search, grid_search
 from serve_bench.tune._spec import BASELINES, ServerSpec, TuneSpec, load_tune_spec, parse_tune_spec
 
 __all__ = [
@@ -30,7 +30,7 @@ __all__ = [
     "TuneSpec",
     "add_tune_arguments",
     "answer",
-    "coordinate_budget",
+    "bayesian_search",
     "coordinate_search",
     "grid_search",
     "latest_tune_dir",
@@ -42,4 +42,5 @@ __all__ = [
     "run_tune",
     "run_tune_command",
     "score_config",
+    "search_budget",
 ]

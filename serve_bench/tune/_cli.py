@@ -11,7 +11,7 @@ from serve_bench.errors import UserError
 from serve_bench.tune._answer import TuneAnswer
 from serve_bench.tune._restart import CommandRestarter, ComposeRestarter, LocalRestarter
 from serve_bench.tune._run import TuneEvent, latest_tune_dir, new_tune_dir, planned_configs, run_tune
-from serve_bench.tune._spec import BASELINES, TuneSpec, load_tune_spec
+from serve_bench.tune._spec import BASELINES, METHODS, TuneSpec, load_tune_spec
 
 __all__ = ["add_tune_arguments", "print_answer", "restart_commands", "run_tune_command"]
 
@@ -31,7 +31,7 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> None:
         metavar="DIR|VIDEO",
         help="send these images (a directory of JPEG/PNG files or a video's frames) instead of synthetic ones",
     )
-    p.add_argument("--method", choices=("grid", "coordinate"), default=None, help="override the spec's search.method")
+    p.add_argument("--method", choices=METHODS, default=None, help="override the spec's search.method")
     p.add_argument(
         "--dry-run",
         action="store_true",

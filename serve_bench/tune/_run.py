@@ -22,29 +22,37 @@ from typing import Any
 
 from serve_bench.client import Client, ServeBenchError, connect
 from serve_bench.load import InputSet, image_size_of, load_input_data, signature_for_payload
-from serve_bench.stats import LoadInfo, Point, ResultsWriter, collect_run_metadata, read_points
+from serve_bench.stats import (
+    BEST_BATCHING_FILE,
+    TUNE_ANSWER_FILE,
+    LoadInfo,
+    Point,
+    ResultsWriter,
+    collect_run_metadata,
+    read_points,
+)
 from serve_bench.sweep import PointPlan, measure_point
 from serve_bench.tune._answer import Score, TuneAnswer, answer, config_id_of, score_config
 from serve_bench.tune._config import TuneConfig
 from serve_bench.tune._restart import Restarter, StartFailed, make_restarter
-from serve_bench.tune._search import coordinate_search, grid_search
+from serve_bench.tune._search import bayesian_search, coordinate_search, grid_search
 from serve_bench.tune._spec import BASELINES, TuneSpec
 
 __all__ = [
     "CONFIGS_FILE",
     "TuneEvent",
     "TuneOutcome",
-    "coordinate_budget",
     "latest_tune_dir",
     "new_tune_dir",
     "planned_configs",
     "run_tune",
+    "search_budget",
     "workload_levels",
 ]
 
 CONFIGS_FILE = "configs.jsonl"
-BEST_FILE = "best_batching_parameters.txt"
-ANSWER_FILE = "answer.json"
+BEST_FILE = BEST_BATCHING_FILE
+ANSWER_FILE = TUNE_ANSWER_FILE
 
 
 @dataclass(frozen=True)
@@ -88,23 +96,25 @@ def workload_levels(spec: TuneSpec) -> list[LoadInfo]:
 
 
 def planned_configs(spec: TuneSpec) -> int:
-    """How many configurations the search should measure (the coordinate search's first pass), with baselines."""
+    """How many configurations the search should measure (the coordinate search: its first pass), with baselines."""
     if spec.method == "grid":
-        count = len(spec.configs)
+        count = min(len(spec.configs), spec.max_configs or len(spec.configs))
+    elif spec.method == "bayesian":
+        count = search_budget(spec)
     else:
-        count = 1 + sum(len(values) - 1 for _, values in spec.space)
-    if spec.max_configs:
-        count = min(count, spec.max_configs)
+        count = min(1 + sum(len(values) - 1 for _, values in spec.space), search_budget(spec))
     extra = {BASELINES[b].id for b in spec.baselines} - {c.id for c in spec.configs}
     return count + len(extra)
 
 
-def coordinate_budget(spec: TuneSpec) -> int:
-    """The coordinate search's cap: ``max_configs``, else 40% of the grid, but never less than one full pass."""
+def search_budget(spec: TuneSpec) -> int:
+    """The smarter searches' cap: ``max_configs``, else 40% of the grid, but never less than the coordinate
+    search's full pass or the Bayesian search's initial design and one configuration it chose."""
     if spec.max_configs:
-        return spec.max_configs
-    first_pass = 1 + sum(len(values) - 1 for _, values in spec.space)
-    return max(first_pass, int(0.4 * len(spec.configs)))
+        return min(spec.max_configs, len(spec.configs))
+    varied = sum(len(values) > 1 for _, values in spec.space)
+    floor = 1 + sum(len(values) - 1 for _, values in spec.space) if spec.method == "coordinate" else varied + 2
+    return min(len(spec.configs), max(floor, int(0.4 * len(spec.configs))))
 
 
 def _config_from(data: dict[str, Any]) -> TuneConfig:
@@ -284,10 +294,12 @@ class _Tuner:
             mode = "latency" if spec.at_rate is not None else "throughput"
             if spec.method == "grid":
                 await grid_search(spec.configs, self.evaluate, spec.max_configs)
+            elif spec.method == "bayesian":
+                budget = search_budget(spec)
+                await bayesian_search(spec.space, self.evaluate, mode, budget, source=spec.name)
             else:
-                await coordinate_search(
-                    spec.space, self.evaluate, mode, spec.order, coordinate_budget(spec), source=spec.name
-                )
+                budget = search_budget(spec)
+                await coordinate_search(spec.space, self.evaluate, mode, spec.order, budget, source=spec.name)
         except BaseException:
             self.outcome.interrupted = True
             raise

@@ -1,4 +1,5 @@
-"""Which configurations to measure: the exhaustive grid, or a coordinate search along the batching guide's recipe.
+"""Which configurations to measure: the exhaustive grid, a Bayesian search (``_bayes.py``, the default smarter
+search, chosen by measurement), or a coordinate search along the batching guide's recipe.
 
 The coordinate search starts from the first value listed for every knob, then, knob by knob in the
 guide's order (batch threads and TensorFlow threads, then max_batch_size, then the timeout, then the
@@ -13,10 +14,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from serve_bench.tune._answer import Score
+from serve_bench.tune._bayes import Candidate, candidates_of, initial_design, next_candidate
 from serve_bench.tune._config import TuneConfig
 from serve_bench.tune._spec import RECIPE_ORDER, config_of
 
-__all__ = ["Evaluate", "coordinate_order", "coordinate_search", "grid_search"]
+__all__ = ["Evaluate", "bayesian_search", "coordinate_order", "coordinate_search", "grid_search"]
 
 Evaluate = Callable[[TuneConfig], Awaitable[Score]]
 
@@ -77,4 +79,30 @@ async def coordinate_search(
                 break
     except BudgetSpent:
         pass
+    return scores
+
+
+async def bayesian_search(
+    space: Sequence[tuple[str, tuple[Any, ...]]],
+    evaluate: Evaluate,
+    mode: str,
+    budget: int,
+    source: str = "spec",
+) -> list[Score]:
+    """Gaussian-process search over the grid (see _bayes.py); returns the scores it measured, in order."""
+    candidates = candidates_of(space, source)
+    varied = sum(len(values) > 1 for _, values in space)
+    scores: list[Score] = []
+    done: list[tuple[Candidate, Score]] = []
+
+    async def measure(candidate: Candidate) -> None:
+        score = await evaluate(candidate.config)
+        scores.append(score)
+        done.append((candidate, score))
+
+    for candidate in initial_design(candidates, min(budget, varied + 1)):
+        await measure(candidate)
+    while len(done) < min(budget, len(candidates)):
+        measured = [c for c, _ in done]
+        await measure(next_candidate(done, [c for c in candidates if c not in measured], mode))
     return scores

@@ -25,7 +25,9 @@
     max_ms = 100
     at_rate = 40                   # optional: objective = lowest latency at this rate
     [search]
-    method = "coordinate"          # grid | coordinate
+    method = "bayesian"            # grid | bayesian | coordinate (see _search.py)
+    max_configs = 9                # optional cap; default: the grid, or 40% of it for bayesian/coordinate
+    order = ["max_batch_size"]     # optional: the coordinate search's knob order (the guide's by default)
     baselines = ["defaults", "no_batching"]
 
 Every key is checked: an unknown or mistyped key is an error naming it.
@@ -50,6 +52,7 @@ from serve_bench.tune._config import BATCHING_KNOBS, FLAG_KNOBS, KNOBS, TuneConf
 
 __all__ = [
     "BASELINES",
+    "METHODS",
     "RECIPE_ORDER",
     "ServerSpec",
     "TuneSpec",
@@ -61,7 +64,7 @@ __all__ = [
 
 BASELINES = {"defaults": TuneConfig(), "no_batching": TuneConfig(batching=False)}
 SERVER_KINDS = ("local", "compose", "command")
-METHODS = ("grid", "coordinate")
+METHODS = ("grid", "bayesian", "coordinate")
 # the compose file's tensorflow_model_server flags (docker/compose.yaml, x-tfserving-flags) minus batching
 DEFAULT_COMPOSE_FLAGS = (
     "--port=8500",
