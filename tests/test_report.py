@@ -284,3 +284,41 @@ def test_no_latency_model_when_latency_does_not_grow_with_the_batch():
     points = [make_point("cpu", "cpu", 1, 5_000), make_point("cpu", "cpu", 4, 4_000)]
     target = analyze_run(points).targets[0]
     assert target.model is None and model_line(target) == ""
+
+
+def test_a_damaged_tune_answer_is_a_one_line_error(tmp_path):
+    from serve_bench.errors import UserError
+
+    run_dir = tmp_path / "run"
+    with ResultsWriter(run_dir) as writer:
+        for point in synthetic_run():
+            writer.append(point)
+    (run_dir / "answer.json").write_text('{"mode": "throughput", "sco')  # a tune killed while writing it
+    with pytest.raises(UserError, match=r"answer.json is not a tune answer .*--resume") as caught:
+        build_report(run_dir, models_dir=tmp_path, plots=False)
+    assert "\n" not in str(caught.value)
+
+
+def test_tune_section_shows_failed_and_missing_configurations(tmp_path):
+    """A configuration whose server did not start and one missing the SLO are rows that say so."""
+    from serve_bench.report._tune import tune_html
+
+    answer = {
+        "mode": "throughput",
+        "percentile": "p99",
+        "max_ms": 100.0,
+        "best": None,
+        "closest": {"config": "mbs8", "feasible": False, "items_per_s": 90.0, "latency_ms": 140.0},
+        "scores": [
+            {"config": "mbs8", "feasible": False, "items_per_s": 90.0, "latency_ms": 140.0, "load": "rate 80"},
+            {"config": "mbs64", "feasible": False, "failed": "out of <memory>"},
+        ],
+        "knobs": [],
+        "gains": [],
+        "evaluated": ["mbs8", "mbs64"],
+    }
+    page = tune_html(answer, tmp_path, "")
+    assert "No configuration meets p99 ≤ 100 ms; the closest is <b>mbs8</b>" in page
+    assert "<td class=l>misses p99</td>" in page
+    assert "did not start: out of &lt;memory&gt;" in page
+    assert "in this order: mbs8, mbs64" in page

@@ -10,6 +10,7 @@ from serve_bench.errors import UserError
 from serve_bench.export import latest_metadata
 from serve_bench.report._analysis import Analysis, analyze_run
 from serve_bench.report._decision import cost_energy_ratios
+from serve_bench.report._tune import draw_tune_plots, read_tune_answer
 from serve_bench.stats import Point, Slo, read_points, read_run
 
 __all__ = ["Comparison", "ReportOutput", "build_report", "compare_runs", "find_model_facts", "load_run_metadata"]
@@ -52,15 +53,20 @@ def build_report(
         metadata["model_facts"] = facts
     flops = float(facts["flops_per_image"]) if facts and facts.get("flops_per_image") else None
     analysis = analyze_run(points, slo, flops)
-    drawn = {}
+    tune = read_tune_answer(run_dir)
+    drawn: dict[str, Path] = {}
+    tune_drawn: dict[str, Path] = {}
     if plots:
         from serve_bench.report._plots import draw_plots
 
         drawn = draw_plots(analysis, run_dir / "plots", points[0].model)
+        if tune is not None:
+            tune_drawn = draw_tune_plots(tune, points, run_dir / "plots")
     csv_path = write_summary_csv(points, run_dir / "summary.csv")
-    html_path = write_html(
-        analysis, points, drawn, metadata, run_dir / "report.html", f"serve-bench: {points[0].model} — {run_dir.name}"
-    )
+    title = f"serve-bench: {points[0].model} — {run_dir.name}"
+    tune_part = (run_dir, tune, tune_drawn) if tune is not None else None
+    html_path = write_html(analysis, points, drawn, metadata, run_dir / "report.html", title, tune=tune_part)
+    drawn.update(tune_drawn)
     return ReportOutput(analysis, points, html_path, csv_path, drawn)
 
 

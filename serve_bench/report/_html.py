@@ -12,6 +12,7 @@ from serve_bench.report._analysis import Analysis, format_ratio
 from serve_bench.report._decision import decide
 from serve_bench.report._decision_table import decision_html
 from serve_bench.report._tables import CELL_COLUMNS, cell_rows, model_line
+from serve_bench.report._tune import tune_html
 from serve_bench.stats import Point
 
 __all__ = ["write_html"]
@@ -65,14 +66,27 @@ def _ratios(analysis: Analysis) -> str:
     )
 
 
-def write_html(
-    analysis: Analysis, points: list[Point], plots: dict[str, Path], metadata: dict[str, Any], path: Path, title: str
-) -> Path:
-    images = "".join(
+def _figures(plots: dict[str, Path]) -> str:
+    return "".join(
         f'<figure><img alt="{_e(name)}" src="data:image/png;base64,{base64.b64encode(p.read_bytes()).decode()}">'
         f"</figure>"
         for name, p in plots.items()
     )
+
+
+def write_html(
+    analysis: Analysis,
+    points: list[Point],
+    plots: dict[str, Path],
+    metadata: dict[str, Any],
+    path: Path,
+    title: str,
+    *,
+    tune: tuple[Path, dict[str, Any], dict[str, Path]] | None = None,
+) -> Path:
+    """``tune``: a tune run's directory, its answer.json and the tune plots: a Tune section comes first."""
+    images = _figures(plots)
+    tune_part = tune_html(tune[1], tune[0], _figures(tune[2])) if tune is not None else ""
     warnings = "".join(f"<li class=warn>{_e(w)}</li>" for w in analysis.warnings) or "<li>none</li>"
     verdict = "".join(f"<li>{_e(line)}</li>" for line in analysis.verdict_lines)
     weights = (metadata.get("model_facts") or {}).get("weights")
@@ -83,6 +97,7 @@ def write_html(
     )
     page = f"""<!doctype html><html><head><meta charset="utf-8"><title>{_e(title)}</title><style>{_STYLE}</style></head>
 <body><h1>{_e(title)}</h1>
+{tune_part}
 {decision_html(decide(analysis, points))}
 <div class="verdict"><h2>Verdict</h2><ul>{verdict}</ul></div>{weights_note}
 <p>Each verdict line names the points (target, batch size, load) its numbers come from; they are rows below.

@@ -26,8 +26,10 @@ from serve_bench.stats._metadata import collect_run_metadata, config_hash, cpu_m
 from serve_bench.stats._point import SCHEMA_VERSION, LoadInfo, Point, Target, point_key
 from serve_bench.stats._records import OK, RequestRecord
 from serve_bench.stats._results import (
+    BEST_BATCHING_FILE,
     POINTS_FILE,
     RUN_FILE,
+    TUNE_ANSWER_FILE,
     ResultsFileError,
     ResultsWriter,
     read_points,
@@ -38,6 +40,7 @@ from serve_bench.stats._server_view import IMPRECISE, ServerView
 from serve_bench.stats._slo import Slo
 
 __all__ = [
+    "BEST_BATCHING_FILE",
     "IMPRECISE",
     "NOT_MEASURED",
     "OK",
@@ -47,6 +50,7 @@ __all__ = [
     "RUN_SCHEMA_VERSION",
     "SCHEMA_HISTORY",
     "SCHEMA_VERSION",
+    "TUNE_ANSWER_FILE",
     "ClientView",
     "Codec",
     "Counts",

@@ -11,10 +11,22 @@ from serve_bench.errors import UserError
 from serve_bench.stats._point import Point
 from serve_bench.stats._schema import RUN_SCHEMA_VERSION, migrate_run, point_from_data, point_to_data
 
-__all__ = ["POINTS_FILE", "RUN_FILE", "ResultsFileError", "ResultsWriter", "read_points", "read_run"]
+__all__ = [
+    "BEST_BATCHING_FILE",
+    "POINTS_FILE",
+    "RUN_FILE",
+    "TUNE_ANSWER_FILE",
+    "ResultsFileError",
+    "ResultsWriter",
+    "read_points",
+    "read_run",
+]
 
 POINTS_FILE = "points.jsonl"
 RUN_FILE = "run.json"
+# a tune run also writes these (serve-bench tune); report reads them
+TUNE_ANSWER_FILE = "answer.json"
+BEST_BATCHING_FILE = "best_batching_parameters.txt"
 TORN_SUFFIX = ".torn"
 
 
