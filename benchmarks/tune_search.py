@@ -1,15 +1,16 @@
-"""Smarter search vs the exhaustive grid for `serve-bench tune` (issue 12), on the same server and grid.
+"""Smarter searches vs the exhaustive grid for `serve-bench tune` (issue 12), on the same server and grid.
 
-Runs the grid (every configuration) and the coordinate search (the batching guide's recipe) on the
-local server with the ``tiny`` model, one after the other, each measuring for itself. Prints, for each:
-configurations measured, wall time, and the best objective it found (most images/s with p99 under
-the SLO); then the coordinate search's pick as measured *by the grid run* (so its regret is not
-flattered by its own noise); replayed on the grid's table, a random search with the same budget
-(how often it lands within 5% of the grid's best), which says whether the recipe's order is worth
-anything over luck; and, when the two picks differ, both measured again in alternating rounds, so
-the difference can be compared with the run-to-run noise.
+Runs the grid (every configuration), the Bayesian search and the coordinate search (the batching
+guide's recipe) on the local server with the ``tiny`` model, one after the other, each measuring for
+itself. Prints, for each: configurations measured, wall time, and the best objective it found (most
+images/s with p99 under the SLO); then each search's pick as measured *by the grid run* (so its regret
+is not flattered by its own noise), and, when it differs from the grid's pick, both measured again in
+alternating rounds, so the difference can be compared with the run-to-run noise. Then, on the grid's
+table: how often a random search with the same budget lands within 5% of the grid's best (is a search
+worth anything over luck?), and each search replayed on the table as measured and with 8% noise
+added to every figure (does it hold when single measurements mislead?).
 
-    .venv/bin/python -m benchmarks.tune_search            # ~10 min on 2 cores
+    .venv/bin/python -m benchmarks.tune_search            # ~12 min on 2 cores (14 with --rounds 5)
     .venv/bin/python -m benchmarks.tune_search --quick    # a 2x2 grid, about 1 min, to try it
 """
 
@@ -30,10 +31,11 @@ from serve_bench.tune import (
     Score,
     TuneOutcome,
     TuneSpec,
-    coordinate_budget,
+    bayesian_search,
     coordinate_search,
     parse_tune_spec,
     run_tune,
+    search_budget,
 )
 
 SPACE = """
@@ -87,35 +89,75 @@ def _random_within(scores: dict[str, Score], budget: int, target: float, draws: 
     return hits / draws
 
 
-def _confirm(spec: TuneSpec, grid_pick: str, coord_pick: str, work: Path, rounds: int) -> dict[str, object]:
+def _confirm(spec: TuneSpec, grid_pick: str, pick: str, work: Path, rounds: int) -> dict[str, object]:
     """Both picks measured again, alternately, ``rounds`` times: whether the difference is more than the noise."""
     configs = {c.id: c for c in spec.configs}
-    pair = dataclasses.replace(spec, configs=(configs[grid_pick], configs[coord_pick]), method="grid", baselines=())
-    seen: dict[str, list[float]] = {grid_pick: [], coord_pick: []}
+    pair = dataclasses.replace(spec, configs=(configs[grid_pick], configs[pick]), method="grid", baselines=())
+    seen: dict[str, list[float]] = {grid_pick: [], pick: []}
     for round_ in range(rounds):
         outcome = asyncio.run(run_tune(pair, work / f"confirm-{round_}"))
         assert outcome.answer is not None
         for score in outcome.answer.scores:
             seen[score.config].append(score.items_per_s if score.feasible else 0.0)
-    ratios = [c / g for g, c in zip(seen[grid_pick], seen[coord_pick]) if g]
+    ratios = [c / g for g, c in zip(seen[grid_pick], seen[pick]) if g]
     mean = statistics.fmean(ratios) if ratios else math.nan
     sd = statistics.stdev(ratios) if len(ratios) > 1 else math.nan
     print(
         f"  confirmation, {rounds} alternating rounds: grid's pick {grid_pick} "
         + ", ".join(f"{v:.0f}" for v in seen[grid_pick])
-        + f" images/s; coordinate's pick {coord_pick} "
-        + ", ".join(f"{v:.0f}" for v in seen[coord_pick])
-        + f" images/s; coordinate/grid = {mean:.2f} ± {sd:.2f} (sd of {len(ratios)} rounds)"
+        + f" images/s; the search's pick {pick} "
+        + ", ".join(f"{v:.0f}" for v in seen[pick])
+        + f" images/s; search/grid = {mean:.2f} ± {sd:.2f} (sd of {len(ratios)} rounds)"
     )
-    return {"grid_pick": seen[grid_pick], "coordinate_pick": seen[coord_pick], "ratio_mean": mean, "ratio_sd": sd}
+    return {"grid_pick": seen[grid_pick], "search_pick": seen[pick], "ratio_mean": mean, "ratio_sd": sd}
+
+
+def _replays(
+    space: str, quick: bool, models_dir: Path, grid_scores: dict[str, Score], best: float
+) -> dict[str, object]:
+    """The smarter searches replayed on the grid's table: what each picks, noise-free and with noise."""
+    import numpy as np
+
+    out: dict[str, object] = {}
+    for method, search in (("coordinate", coordinate_search), ("bayesian", bayesian_search)):
+        spec = parse_tune_spec(spec_text(models_dir, method, space, quick))
+        budget = search_budget(spec)
+        picks = []
+        for seed in range(101):  # seed 0: the table as measured; then log-normal noise of sd 8%
+            rng = np.random.default_rng(seed)
+            factor = {k: float(np.exp(rng.normal(0.0, 0.08))) if seed else 1.0 for k in grid_scores}
+
+            async def replay(config, factor=factor):  # type: ignore[no-untyped-def]
+                score = grid_scores.get(config.id, Score(config.id, False, failed="not in the grid"))
+                return dataclasses.replace(score, items_per_s=score.items_per_s * factor[config.id])
+
+            if search is coordinate_search:
+                found = asyncio.run(coordinate_search(spec.space, replay, "throughput", budget=budget))
+            else:
+                found = asyncio.run(bayesian_search(spec.space, replay, "throughput", budget))
+            pick = max(found, key=lambda s: s.rank("throughput"))
+            picks.append((pick.config, len(found), grid_scores[pick.config].items_per_s / best))
+        within = sum(r >= 0.95 for _, _, r in picks[1:]) / (len(picks) - 1)
+        print(
+            f"  replayed on the grid's table, the {method} search picks {picks[0][0]} ({picks[0][2]:.1%} of the best) "
+            f"after {picks[0][1]} configurations; with 8% noise on every figure it lands within 5% of the "
+            f"best in {within:.0%} of 100 replays"
+        )
+        out[method] = {"pick": picks[0][0], "configs": picks[0][1], "of_best": picks[0][2], "within_5pct_noisy": within}
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--models-dir", default=None, help="a models directory holding tiny (default: export one)")
-    parser.add_argument("--out", default=None, help="where the two runs go (default: a temporary directory)")
+    parser.add_argument("--out", default=None, help="where the runs go (default: a temporary directory)")
     parser.add_argument("--quick", action="store_true", help="a 2x2 grid with short points")
-    parser.add_argument("--rounds", type=int, default=3, help="re-measurements of the two picks (default 3)")
+    parser.add_argument(
+        "--rounds", type=int, default=3, help="re-measurements of each pick against the grid's (default 3)"
+    )
+    parser.add_argument(
+        "--methods", default="bayesian,coordinate", help="smarter searches to run against the grid (default: both)"
+    )
     args = parser.parse_args()
     work = Path(args.out or tempfile.mkdtemp(prefix="bench-tune-"))
     models_dir = Path(args.models_dir) if args.models_dir else work / "models"
@@ -124,8 +166,9 @@ def main() -> None:
 
         export_model("tiny", weights="random", out=models_dir, warmup_batch_sizes=(1, 4))
     space = QUICK_SPACE if args.quick else SPACE
+    methods = ["grid", *(m for m in args.methods.split(",") if m)]
     results: dict[str, tuple[TuneOutcome, float]] = {}
-    for method in ("grid", "coordinate"):
+    for method in methods:
         spec = parse_tune_spec(spec_text(models_dir.resolve(), method, space, args.quick), f"bench-{method}")
         started = time.monotonic()
         outcome = asyncio.run(
@@ -140,69 +183,57 @@ def main() -> None:
             )
         )
         results[method] = (outcome, time.monotonic() - started)
-    grid, grid_s = results["grid"]
-    coord, coord_s = results["coordinate"]
-    assert grid.answer is not None and coord.answer is not None
+    grid, _ = results["grid"]
+    assert grid.answer is not None
     grid_scores = {s.config: s for s in grid.answer.scores}
-    grid_best, coord_best = _best(grid), _best(coord)
+    grid_best = _best(grid)
     total = len(grid.evaluated)
-    print(
-        f"\ngrid: {total} configurations; coordinate: {len(coord.evaluated)} "
-        f"({len(coord.evaluated) / total:.0%} of the grid)"
-    )
-    for name, outcome, seconds in (("grid", grid, grid_s), ("coordinate", coord, coord_s)):
+    print()
+    summary: dict[str, object] = {"grid_configs": total}
+    for method, (outcome, seconds) in results.items():
         best = _best(outcome)
         print(
-            f"  {name:10} measured {len(outcome.evaluated):3d} configurations in {seconds:5.0f} s; best: "
-            + (best.describe("p99") if best else "none meets the SLO")
+            f"  {method:10} measured {len(outcome.evaluated):3d} configurations ({len(outcome.evaluated) / total:.0%} "
+            f"of the grid) in {seconds:5.0f} s; best: " + (best.describe("p99") if best else "none meets the SLO")
         )
-    summary: dict[str, object] = {
-        "grid_configs": total,
-        "coordinate_configs": len(coord.evaluated),
-        "grid_s": grid_s,
-        "coordinate_s": coord_s,
-        "coordinate_order": coord.evaluated,
-    }
-    if grid_best is not None and coord_best is not None:
-        again = grid_scores[coord_best.config]
-        own = coord_best.items_per_s / grid_best.items_per_s
+        summary[method] = {
+            "configs": len(outcome.evaluated),
+            "seconds": seconds,
+            "order": outcome.evaluated,
+            "best": best.config if best else None,
+            "best_items": best.items_per_s if best else None,
+        }
+    if grid_best is None:
+        (work / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
+        return
+    spec = parse_tune_spec(spec_text(models_dir, "grid", space, args.quick))
+    for method in methods[1:]:
+        outcome, _ = results[method]
+        pick = _best(outcome)
+        if pick is None:
+            continue
+        again = grid_scores[pick.config]
         in_grid = (
             f"{again.items_per_s:.1f} images/s = {again.items_per_s / grid_best.items_per_s:.1%} of the grid's best"
             if again.feasible
             else "it missed the SLO there"
         )
         print(
-            f"  the coordinate search's pick {coord_best.config} as measured by the grid run: {in_grid} "
-            f"({grid_best.config}); as measured by itself: {own:.1%}"
+            f"  the {method} search's pick {pick.config} as measured by the grid run: {in_grid} "
+            f"({grid_best.config}); as measured by itself: {pick.items_per_s / grid_best.items_per_s:.1%}"
         )
-
-        async def replay(config):  # type: ignore[no-untyped-def]
-            return grid_scores.get(config.id, Score(config.id, False, failed="not in the grid"))
-
-        spec = parse_tune_spec(spec_text(models_dir, "coordinate", space, args.quick))
-        replayed = asyncio.run(coordinate_search(spec.space, replay, "throughput", budget=coordinate_budget(spec)))
-        replay_best = max(replayed, key=lambda s: s.rank("throughput"))
-        share = _random_within(grid_scores, len(coord.evaluated), grid_best.items_per_s)
-        print(
-            f"  replayed on the grid's table, the coordinate search picks {replay_best.config} "
-            f"({replay_best.items_per_s / grid_best.items_per_s:.1%} of the best) after {len(replayed)} configurations"
-        )
-        print(
-            f"  a random search of {len(coord.evaluated)} configurations lands within 5% of the grid's best "
-            f"in {share:.0%} of 10000 draws"
-        )
-        summary.update(
-            grid_best=grid_best.config,
-            grid_best_items=grid_best.items_per_s,
-            coordinate_best=coord_best.config,
-            coordinate_best_items=coord_best.items_per_s,
-            coordinate_pick_in_grid=again.items_per_s,
-            replay_best=replay_best.config,
-            replay_configs=len(replayed),
-            random_within_5pct=share,
-        )
-        if coord_best.config != grid_best.config:
-            summary["confirmation"] = _confirm(spec, grid_best.config, coord_best.config, work, args.rounds)
+        entry = summary[method]
+        assert isinstance(entry, dict)
+        entry["pick_in_grid"] = again.items_per_s
+        if pick.config != grid_best.config:
+            entry["confirmation"] = _confirm(spec, grid_best.config, pick.config, work / method, args.rounds)
+    budget = search_budget(parse_tune_spec(spec_text(models_dir, "bayesian", space, args.quick)))
+    share = _random_within(grid_scores, budget, grid_best.items_per_s)
+    print(
+        f"  a random search of {budget} configurations lands within 5% of the grid's best in {share:.0%} of 10000 draws"
+    )
+    summary["random_within_5pct"] = share
+    summary["replays"] = _replays(space, args.quick, models_dir, grid_scores, grid_best.items_per_s)
     (work / "summary.json").write_text(json.dumps(summary, indent=1) + "\n")
     print(f"\nruns and summary.json in {work}")
 

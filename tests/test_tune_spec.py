@@ -545,6 +545,25 @@ def test_answer_best_pareto_knobs_and_gains() -> None:
     assert gains["defaults"].latency_low is None  # synthetic points carry no p99 interval: none invented
 
 
+def test_when_a_baseline_wins_the_gain_says_how_far_behind_the_best_searched_configuration_is() -> None:
+    """TF Serving's defaults can be the best (they were on 2 cores for MobileNetV2, benchmarks/README.md):
+    "1.00x the defaults" says nothing, so the gain compares the best searched configuration with them."""
+    configs = {c.id: c for c in (TuneConfig(), TuneConfig(batching=False), TuneConfig(max_batch_size=8))}
+    points = {
+        "defaults": [with_ci(make_point("defaults", "cpu", 1, 8_000, 8), 10.0)],  # 1000/s
+        "nobatch": [with_ci(make_point("nobatch", "cpu", 1, 20_000, 8), 10.0)],  # 400/s
+        "mbs8": [with_ci(make_point("mbs8", "cpu", 1, 10_000, 8), 10.0)],  # 800/s
+    }
+    result = answer(points, configs, {}, Slo("p99", 50.0), {"defaults": "defaults", "no_batching": "nobatch"}, [])
+    assert result.best is not None and result.best.config == "defaults"
+    gains = {g.baseline: g for g in result.gains}
+    assert math.isclose(gains["defaults"].ratio or 0, 800 / 1000)
+    assert gains["defaults"].text.startswith(
+        "defaults is the best configuration; the best searched one, mbs8, is 0.80x"
+    )
+    assert math.isclose(gains["no_batching"].ratio or 0, 1000 / 400)  # the best (the defaults) vs no batching
+
+
 def test_no_configuration_meets_the_slo_names_the_closest() -> None:
     configs = {"mbs8": TuneConfig(max_batch_size=8), "mbs16": TuneConfig(max_batch_size=16)}
     points = {"mbs8": [make_point("mbs8", "cpu", 1, 30_000, 4)], "mbs16": [make_point("mbs16", "cpu", 1, 20_000, 4)]}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from serve_bench.stats import Point, Slo
 from serve_bench.tune._config import TuneConfig
@@ -320,12 +320,22 @@ def answer(
                 vs = (top.objective(mode) / best.objective(mode) - 1) * 100 if best.objective(mode) else 0.0
             rows.append(KnobRow(knob, value, len(group), top.config, top.feasible, top.items_per_s, top.latency_ms, vs))
     gains = []
+    searched = [s for s in scores if s.feasible and not s.failed and s.config not in baselines.values()]
     for name, cid in baselines.items():
         if best is None or cid not in by_id:
             continue
-        same = [p for p in points_by_config.get(cid, ()) if p.load.describe() == best.load and not p.needs_remeasure]
+        # a baseline that wins is compared with the best searched configuration: how far behind it is
+        top = searched[0] if best.config == cid and searched else best
+        if top.config == cid:
+            continue
+        same = [p for p in points_by_config.get(cid, ()) if p.load.describe() == top.load and not p.needs_remeasure]
         same_load = _score_of(cid, same[0], slo, _meets(same[0], slo)) if same else None
-        gains.append(_gain(name, best, by_id[cid], mode, same_load, slo.percentile))
+        gain = _gain(name, top, by_id[cid], mode, same_load, slo.percentile)
+        if top is not best:
+            gain = replace(
+                gain, text=f"{name} is the best configuration; the best searched one, {top.config}, is " + gain.text
+            )
+        gains.append(gain)
     return TuneAnswer(
         mode,
         slo.percentile,
