@@ -161,6 +161,15 @@ def test_bad_specs_are_one_line_errors(text: str, message: str) -> None:
     assert "\n" not in str(info.value)
 
 
+def test_durations_take_the_sweep_specs_keys() -> None:
+    """The tune spec's [durations] is documented as the sweep's: one parser serves both, so the open loop's
+    safety_cap is accepted here too, and a bad value is named where it was written."""
+    spec = parse_tune_spec(spec_with(extra="[durations]\nsafety_cap = 64\nwarmup_s = 0.5"))
+    assert spec.settings.safety_cap == 64 and spec.settings.warmup_s == 0.5
+    with pytest.raises(UserError, match=r"durations\.safety_cap"):
+        parse_tune_spec(spec_with(extra="[durations]\nsafety_cap = 0"))
+
+
 def test_shipped_specs_parse_and_say_what_they_search() -> None:
     from serve_bench.tune import load_tune_spec
 

@@ -10,7 +10,14 @@ from serve_bench.sweep._checks import check_batch_size, check_load, check_settin
 from serve_bench.sweep._measure import PointPlan, measure, measure_async, measure_point, metrics_url_of, server_kind
 from serve_bench.sweep._outcome import open_point_run, point_failure
 from serve_bench.sweep._runner import OnPoint, SweepOutcome, latest_run_dir, new_run_dir, plan_points, run_sweep
-from serve_bench.sweep._spec import SweepSpec, load_spec, parse_spec, target_pricing, target_telemetry
+from serve_bench.sweep._spec import (
+    SweepSpec,
+    load_spec,
+    parse_durations,
+    parse_spec,
+    target_pricing,
+    target_telemetry,
+)
 from serve_bench.sweep._toml import check_keys, checked, typed, typed_list
 
 __all__ = [
@@ -31,6 +38,7 @@ __all__ = [
     "metrics_url_of",
     "new_run_dir",
     "open_point_run",
+    "parse_durations",
     "parse_spec",
     "plan_points",
     "point_failure",

@@ -85,6 +85,18 @@ def _at(exc: InvalidValue, where: str, source: str) -> UserError:
     return UserError(f"{source}: {exc.named(where)}")
 
 
+def parse_durations(table: dict[str, Any], source: str, **defaults: Any) -> PointSettings:
+    """A spec's ``[durations]`` (sweep and tune alike): known keys, their types, then the settings' own checks."""
+    check_keys(table, _DURATIONS, "[durations]", source)
+    values = {**defaults, **{k: typed(v, _DURATIONS[k], f"durations.{k}", source) for k, v in table.items()}}
+    settings = PointSettings(**values)
+    try:
+        check_settings(settings)
+    except InvalidValue as exc:
+        raise _at(exc, f"durations.{exc.name}", source) from None
+    return settings
+
+
 def _positive_ints(value: Any, where: str, source: str) -> tuple[int, ...]:
     items = typed_list(value, int, where, source, positive=False)
     for i, item in enumerate(items):
@@ -189,15 +201,7 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
 
     load = data.get("load", {})
     check_keys(load, _LOAD, "[load]", source)
-    durations = data.get("durations", {})
-    check_keys(durations, _DURATIONS, "[durations]", source)
-    settings_values = {k: typed(v, _DURATIONS[k], f"durations.{k}", source) for k, v in durations.items()}
-    settings_values.setdefault("until_stable", SWEEP_UNTIL_STABLE)
-    settings = PointSettings(**settings_values)
-    try:
-        check_settings(settings)
-    except InvalidValue as exc:
-        raise _at(exc, f"durations.{exc.name}", source) from None
+    settings = parse_durations(data.get("durations", {}), source, until_stable=SWEEP_UNTIL_STABLE)
 
     concurrency = _positive_ints(load.get("concurrency", []), "load.concurrency", source)
     rates = typed_list(load.get("rates", []), (int, float), "load.rates", source, positive=False)

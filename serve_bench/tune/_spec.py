@@ -45,7 +45,7 @@ from serve_bench.errors import InvalidValue, UserError
 from serve_bench.load import ARRIVALS, PAYLOADS, PointSettings
 from serve_bench.stats import LoadInfo, Slo
 from serve_bench.sweep import check_keys as _check_keys
-from serve_bench.sweep import check_load, check_settings, target_pricing, target_telemetry
+from serve_bench.sweep import check_load, parse_durations, target_pricing, target_telemetry
 from serve_bench.sweep import typed as _typed
 from serve_bench.sweep import typed_list as _list
 from serve_bench.tune._config import BATCHING_KNOBS, FLAG_KNOBS, KNOBS, TuneConfig
@@ -167,17 +167,6 @@ _SERVER = {
 }
 _SPACE = {knob: list for knob in KNOBS}
 _WORKLOAD = {"rates": list, "concurrency": list, "arrival": str}
-_DURATIONS = {
-    "warmup_s": (int, float),
-    "min_duration_s": (int, float),
-    "min_requests": int,
-    "windows": int,
-    "tolerance": (int, float),
-    "until_stable": bool,
-    "max_duration_s": (int, float),
-    "timeout_s": (int, float),
-    "drain_s": (int, float),
-}
 _SLO = {"percentile": str, "max_ms": (int, float), "at_rate": (int, float)}
 _SEARCH = {"method": str, "max_configs": int, "order": list, "baselines": list}
 
@@ -300,18 +289,14 @@ def parse_tune_spec(text: str, source: str = "spec") -> TuneSpec:
     if batch_size < 1:
         raise UserError(f"{source}: batch_size must be at least 1")
 
-    durations = data.get("durations", {})
-    _check_keys(durations, _DURATIONS, "[durations]", source)
-    settings = PointSettings(**{k: _typed(v, _DURATIONS[k], f"durations.{k}", source) for k, v in durations.items()})
+    settings = parse_durations(data.get("durations", {}), source)
     try:
-        check_settings(settings)
         for level in [LoadInfo("closed", concurrency=c) for c in concurrency] + [
             LoadInfo("open", rate=float(r), arrival=arrival) for r in rates
         ]:
             check_load(level)
     except InvalidValue as exc:
-        where = f"durations.{exc.name}" if exc.name not in ("rate", "concurrency", "arrival") else "[workload]"
-        raise UserError(f"{source}: {exc.named(where)}") from None
+        raise UserError(f"{source}: {exc.named('[workload]')}") from None
 
     raw_slo = data.get("slo", {})
     _check_keys(raw_slo, _SLO, "[slo]", source)
