@@ -1,14 +1,23 @@
-"""Real servers on free ports for tests: the local server on a background event loop."""
+"""Real servers on free ports for tests: the local server on a background event loop, or as its own
+`serve-bench serve` process."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import threading
+import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from serve_bench.server import BatchingParams, LocalServer, ModelEntry, ServerConfig
+from tests.conftest import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 class ServerThread:
@@ -73,3 +82,64 @@ def _free() -> int:
     from tests.conftest import free_port
 
     return free_port()
+
+
+class ServeProcess:
+    """``serve-bench serve`` as its own process on free ports, started and ready to answer REST."""
+
+    def __init__(self, models_dir: Path, *flags: str, model: str = "tiny", timeout: float = 120) -> None:
+        self.model = model
+        self.grpc_port, self.rest_port = free_port(), free_port()
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "serve_bench",
+                "serve",
+                "--model_name",
+                model,
+                "--model_base_path",
+                str(models_dir / model),
+                "--port",
+                str(self.grpc_port),
+                "--rest_api_port",
+                str(self.rest_port),
+                *flags,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        try:
+            self._wait_ready(timeout)
+        except BaseException:
+            self.process.kill()
+            raise
+
+    @property
+    def rest_url(self) -> str:
+        return f"http://127.0.0.1:{self.rest_port}"
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                output = self.process.stdout.read() if self.process.stdout else ""
+                raise AssertionError(f"server exited early: {output}")
+            try:
+                with urllib.request.urlopen(f"{self.rest_url}/v1/models/{self.model}", timeout=2) as response:
+                    if response.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.2)
+        raise AssertionError("server did not become ready")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()

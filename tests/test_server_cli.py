@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 import urllib.request
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from serve_bench.cli import main
+from tests._servers import ServeProcess
 from tests.conftest import free_port
 
 
@@ -118,53 +115,15 @@ def test_allowed_batch_sizes_must_end_at_max(tmp_path, models_dir, capsys):
     assert "max_batch_size" in _one_line(capsys)
 
 
-def _wait_ready(url: str, process: subprocess.Popen, timeout: float = 90) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise AssertionError(f"server exited early: {process.stdout.read() if process.stdout else ''}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            time.sleep(0.2)
-    raise AssertionError("server did not become ready")
-
-
 def test_sigterm_finishes_in_flight_requests_and_exits_0(models_dir, tmp_path):
     # A 1.5 s batch timeout holds the request in the queue while SIGTERM arrives.
     params = tmp_path / "batching.txt"
     params.write_text(
         "max_batch_size { value: 8 }\nbatch_timeout_micros { value: 1500000 }\nnum_batch_threads { value: 1 }\n"
     )
-    grpc_port, rest_port = free_port(), free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "serve_bench",
-            "serve",
-            "--model_name",
-            "tiny",
-            "--model_base_path",
-            str(models_dir / "tiny"),
-            "--port",
-            str(grpc_port),
-            "--rest_api_port",
-            str(rest_port),
-            "--enable_batching",
-            "--batching_parameters_file",
-            str(params),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=Path(__file__).parent.parent,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    server = ServeProcess(models_dir, "--enable_batching", "--batching_parameters_file", str(params))
+    process, rest_port = server.process, server.rest_port
     try:
-        _wait_ready(f"http://127.0.0.1:{rest_port}/v1/models/tiny", process)
         result: dict = {}
 
         def send() -> None:

@@ -8,11 +8,7 @@ accepted, with idle measured in the same test.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -22,15 +18,12 @@ import grpc
 import numpy as np
 import pytest
 
-from tests.conftest import free_port
+from tests._servers import ServeProcess
 
 BODY_BYTES = 64 << 20  # dwarfs every other allocation of a request, yet parses in seconds on 2 busy cores
 
 
-class _Served:
-    def __init__(self, process: subprocess.Popen, grpc_port: int, rest_port: int) -> None:
-        self.process, self.grpc_port, self.rest_port = process, grpc_port, rest_port
-
+class _Served(ServeProcess):
     def status_kb(self, field: str) -> int:
         for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines():
             if line.startswith(field + ":"):
@@ -52,42 +45,11 @@ def _post(rest_port: int, path: str, body: bytes) -> tuple[int, dict]:
 
 @pytest.fixture(scope="module")
 def served(models_dir) -> Iterator[_Served]:
-    grpc_port, rest_port = free_port(), free_port()
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "serve_bench",
-            "serve",
-            "--model_name",
-            "tiny",
-            "--model_base_path",
-            str(models_dir / "tiny"),
-            "--port",
-            str(grpc_port),
-            "--rest_api_port",
-            str(rest_port),
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=Path(__file__).parent.parent,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    server = _Served(models_dir)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert process.poll() is None, process.stdout.read() if process.stdout else ""
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{rest_port}/v1/models/tiny", timeout=2):
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, "server did not start"
-                time.sleep(0.2)
-        yield _Served(process, grpc_port, rest_port)
+        yield server
     finally:
-        process.terminate()
-        process.wait(timeout=60)
+        server.stop()
 
 
 def _image_rows_body(count: int, height: int) -> bytes:
