@@ -75,12 +75,16 @@ def _distance2(a: tuple[float, ...], b: tuple[float, ...]) -> float:
     return sum((x - y) ** 2 for x, y in zip(a, b))
 
 
+def _farthest(rest: Sequence[Candidate], chosen: Sequence[Candidate]) -> Candidate:
+    """The candidate whose nearest chosen neighbour is farthest away (the first of equals)."""
+    return max(rest, key=lambda c: min(_distance2(c.position, o.position) for o in chosen))
+
+
 def initial_design(candidates: Sequence[Candidate], size: int) -> list[Candidate]:
     """The first candidate (the recipe's start), then greedily the one farthest from those chosen."""
     chosen = [candidates[0]]
     while len(chosen) < min(size, len(candidates)):
-        rest = [c for c in candidates if c not in chosen]
-        chosen.append(max(rest, key=lambda c: min(_distance2(c.position, o.position) for o in chosen)))
+        chosen.append(_farthest([c for c in candidates if c not in chosen], chosen))
     return chosen
 
 
@@ -114,11 +118,14 @@ def _posterior(
     return ks.T @ alpha, sd, float(-0.5 * y @ alpha - np.log(np.diag(chol)).sum())
 
 
+def _normal_cdf(z: np.ndarray) -> np.ndarray:
+    return np.array([0.5 * (1.0 + math.erf(v / math.sqrt(2.0))) for v in z])
+
+
 def _expected_improvement(mean: np.ndarray, sd: np.ndarray, best: float) -> np.ndarray:
     z = (mean - best) / sd
-    cdf = np.array([0.5 * (1.0 + math.erf(v / math.sqrt(2.0))) for v in z])
     pdf = np.exp(-(z**2) / 2.0) / math.sqrt(2.0 * math.pi)
-    return np.asarray((mean - best) * cdf + sd * pdf)
+    return np.asarray((mean - best) * _normal_cdf(z) + sd * pdf)
 
 
 def _fit(x: np.ndarray, raw: np.ndarray, xs: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
@@ -152,7 +159,7 @@ def _chance(measured: Sequence[tuple[Candidate, bool]], xs: np.ndarray) -> np.nd
             options = [np.where(np.arange(x.shape[1]) == knob, v, lengths) for v in (*LENGTH_SCALES, 4.0)]
             lengths = max(options, key=lambda scales: fit(scales)[2])
     mean, sd, _ = fit(lengths)
-    return np.array([0.5 * (1.0 + math.erf(m / s / math.sqrt(2.0))) for m, s in zip(mean, sd)])
+    return _normal_cdf(mean / sd)
 
 
 def next_candidate(measured: Sequence[tuple[Candidate, Score]], rest: Sequence[Candidate], mode: str) -> Candidate:
@@ -165,7 +172,7 @@ def next_candidate(measured: Sequence[tuple[Candidate, Score]], rest: Sequence[C
     if not measured:
         return rest[0]
     if not pool:  # nothing has started: spread out, as the initial design does
-        return max(rest, key=lambda r: min(_distance2(r.position, c.position) for c, _ in measured))
+        return _farthest(rest, [c for c, _ in measured])
     values = np.array([objective_of(s, mode) if meets else -math.log(s.latency_ms) for _, s in pool], dtype=float)
     mean, sd, best = _fit(_positions([c for c, _ in pool]), values, xs)
     gain = _expected_improvement(mean, sd, best)
