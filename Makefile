@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.serve-bench-installed
 
-.PHONY: demo test lint format lock clean-results
+.PHONY: demo test lint format lock clean-results servers-env
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -13,11 +13,25 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[all]'
 	touch $(STAMP)
 
+# The servers nobody here wrote (real Triton 2.51, MLServer 1.7.1) run from an environment of their own,
+# as they would from their containers: they need numpy<2 and protobuf<7, the project needs neither.
+# serve_bench.servers finds it at .venv-servers (or $$SERVE_BENCH_SERVERS_ENV).
+SERVERS_VENV ?= .venv-servers
+SERVERS_STAMP := $(SERVERS_VENV)/.serve-bench-servers-installed
+
+$(SERVERS_STAMP): servers-constraints.txt
+	test -x $(SERVERS_VENV)/bin/python || $(PYTHON) -m venv $(SERVERS_VENV)
+	$(SERVERS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(SERVERS_VENV)/bin/python -m pip install --quiet -c servers-constraints.txt nvidia-pytriton mlserver tensorflow 'numpy<2'
+	touch $(SERVERS_STAMP)
+
+servers-env: $(SERVERS_STAMP)
+
 demo: $(STAMP)
 	$(VENV)/bin/serve-bench demo
 
 # pytest exits 5 when it collects nothing: that is a broken suite, not a pass.
-test: $(STAMP)
+test: $(STAMP) $(SERVERS_STAMP)
 	$(PY) -m pytest -q -ra $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 

@@ -22,16 +22,28 @@ from serve_bench.export._layout import (
     read_metadata,
 )
 from serve_bench.export._listing import catalogue_table, describe_export
+from serve_bench.export._repos import (
+    MLSERVER_RUNTIME,
+    MLServerBatching,
+    TritonBatching,
+    mlserver_settings,
+    triton_config_text,
+    write_mlserver_model,
+    write_triton_model,
+)
 from serve_bench.export._warmup import read_warmup_records, warmup_requests
 
 __all__ = [
     "CATALOGUE",
     "DEFAULT_WARMUP_BATCH_SIZES",
     "METADATA_FILE",
+    "MLSERVER_RUNTIME",
     "WARMUP_FILE",
     "ExportResult",
+    "MLServerBatching",
     "ModelFacts",
     "ModelSpec",
+    "TritonBatching",
     "catalogue_table",
     "describe_export",
     "export_model",
@@ -39,11 +51,15 @@ __all__ = [
     "latest_metadata",
     "list_models",
     "list_versions",
+    "mlserver_settings",
     "model_facts",
     "models_config_text",
     "parse_batch_sizes",
     "read_metadata",
     "read_warmup_records",
+    "triton_config_text",
     "warmup_requests",
+    "write_mlserver_model",
     "write_models_config",
+    "write_triton_model",
 ]

@@ -1,0 +1,257 @@
+"""Model repositories for the servers nobody here wrote: Triton's and MLServer's own file formats.
+
+    exported_models/triton/<model>/config.pbtxt
+    exported_models/triton/<model>/<version>/model.py          (runtimes/triton_model.py)
+    exported_models/triton/<model>/<version>/model.savedmodel/ (the SavedModel, hard-linked)
+    exported_models/mlserver/<model>/model-settings.json
+    exported_models/mlserver/<model>/serve_bench_runtime.py    (runtimes/mlserver_runtime.py)
+
+``model.savedmodel`` is the name Triton's TensorFlow backend expects too, so the same
+version directory serves from the Python backend (what runs here) or the TF backend
+(``platform: "tensorflow_savedmodel"``). The files are written in each server's own format:
+``config.pbtxt`` is text-format ``inference.ModelConfig`` (triton common
+``protobuf/model_config.proto``), ``model-settings.json`` is MLServer's ``ModelSettings``
+(``mlserver/settings.py``). ``tune`` writes the same files with other batching values.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from serve_bench.errors import InvalidValue, UserError
+from serve_bench.export._catalogue import get_spec
+from serve_bench.export._layout import list_versions, read_metadata
+
+__all__ = [
+    "MLSERVER_RUNTIME",
+    "MLServerBatching",
+    "TritonBatching",
+    "mlserver_settings",
+    "triton_config_text",
+    "write_mlserver_model",
+    "write_triton_model",
+]
+
+_RUNTIMES = Path(__file__).resolve().parent / "runtimes"
+MLSERVER_RUNTIME = "serve_bench_runtime.TFSavedModelRuntime"
+
+
+@dataclass(frozen=True)
+class TritonBatching:
+    """The batching knobs of a Triton ``config.pbtxt``.
+
+    ``dynamic_batching`` False leaves the block out: Triton then runs each request as it
+    comes (batches only what one request carries). ``max_queue_delay_us`` 0 and no
+    preferred sizes are Triton's own defaults for ``dynamic_batching { }``.
+    """
+
+    max_batch_size: int = 32
+    dynamic_batching: bool = True
+    max_queue_delay_us: int = 0
+    preferred_batch_sizes: tuple[int, ...] = ()
+    instance_count: int = 1
+    kind: str = "KIND_CPU"  # KIND_GPU on a GPU host
+
+    def __post_init__(self) -> None:
+        if self.max_batch_size < 1:
+            raise InvalidValue("max_batch_size", self.max_batch_size, "a whole number >= 1")
+        if self.max_queue_delay_us < 0:
+            raise InvalidValue("max_queue_delay_microseconds", self.max_queue_delay_us, "0 or more")
+        if self.instance_count < 1:
+            raise InvalidValue("instance_count", self.instance_count, "a whole number >= 1")
+        if self.kind not in ("KIND_CPU", "KIND_GPU"):
+            raise InvalidValue("kind", self.kind, "KIND_CPU or KIND_GPU")
+        for size in self.preferred_batch_sizes:
+            # core/src/dynamic_batch_scheduler.cc refuses a preferred size above max_batch_size at load
+            if not 1 <= size <= self.max_batch_size:
+                raise InvalidValue(
+                    "preferred_batch_size", size, f"between 1 and max_batch_size ({self.max_batch_size})"
+                )
+
+    def knobs(self) -> dict[str, str]:
+        """The configuration as (knob, value) text, for points' ``server_config``."""
+        knobs = {"max_batch_size": str(self.max_batch_size), "instance_count": str(self.instance_count)}
+        if self.dynamic_batching:
+            knobs["max_queue_delay_microseconds"] = str(self.max_queue_delay_us)
+            if self.preferred_batch_sizes:
+                knobs["preferred_batch_size"] = ",".join(map(str, self.preferred_batch_sizes))
+        else:
+            knobs["dynamic_batching"] = "off"
+        return knobs
+
+
+@dataclass(frozen=True)
+class MLServerBatching:
+    """MLServer's adaptive batching (``ModelSettings.max_batch_size`` / ``max_batch_time``).
+
+    ``max_batch_size`` 1 (or 0) turns it off: MLServer only batches when it is above 1
+    (``mlserver/batching/hooks.py``: ``_get_batching_settings``).
+    """
+
+    max_batch_size: int = 32
+    max_batch_time_s: float = 0.002
+    parallel_workers: int | None = None  # None: MLServer's default (settings.py)
+
+    def __post_init__(self) -> None:
+        if self.max_batch_size < 0:
+            raise InvalidValue("max_batch_size", self.max_batch_size, "0 or more (0 or 1: no batching)")
+        if self.max_batch_time_s < 0:
+            raise InvalidValue("max_batch_time", self.max_batch_time_s, "0 or more seconds")
+        if self.parallel_workers is not None and self.parallel_workers < 0:
+            raise InvalidValue("parallel_workers", self.parallel_workers, "0 or more")
+
+    def knobs(self) -> dict[str, str]:
+        knobs = {"max_batch_size": str(self.max_batch_size), "max_batch_time": f"{self.max_batch_time_s:g}"}
+        if self.parallel_workers is not None:
+            knobs["parallel_workers"] = str(self.parallel_workers)
+        return knobs
+
+
+@dataclass(frozen=True)
+class _Facts:
+    version: int
+    path: Path
+    input_shape: tuple[int, int, int]
+    feature_size: int
+
+
+def _facts(models_dir: Path, model: str, version: int | None) -> _Facts:
+    versions = list_versions(models_dir / model)
+    if not versions:
+        raise UserError(
+            f"no exported version of {model!r} under {models_dir}; run: serve-bench export {model} --weights random"
+        )
+    chosen = versions[-1] if version is None else version
+    if chosen not in versions:
+        raise UserError(f"{model!r} has no version {chosen} under {models_dir}; it has {versions}")
+    path = models_dir / model / str(chosen)
+    meta = read_metadata(path) or {}
+    if "input_shape" in meta and "feature_size" in meta:
+        h, w, c = (int(d) for d in meta["input_shape"])
+        return _Facts(chosen, path, (h, w, c), int(meta["feature_size"]))
+    spec = get_spec(model)
+    return _Facts(chosen, path, spec.input_shape, spec.feature_size)
+
+
+def triton_config_text(
+    model: str,
+    input_shape: tuple[int, int, int],
+    feature_size: int,
+    batching: TritonBatching,
+    parameters: dict[str, str] | None = None,
+) -> str:
+    """A Python-backend ``config.pbtxt`` for one exported model (text-format ``inference.ModelConfig``)."""
+    h, w, c = input_shape
+    lines = [
+        f'name: "{model}"',
+        'backend: "python"',
+        f"max_batch_size: {batching.max_batch_size}",
+        f'input [ {{ name: "images" data_type: TYPE_FP32 dims: [ {h}, {w}, {c} ] }} ]',
+        f'output [ {{ name: "features" data_type: TYPE_FP32 dims: [ {feature_size} ] }} ]',
+        f"instance_group [ {{ count: {batching.instance_count} kind: {batching.kind} }} ]",
+    ]
+    if batching.dynamic_batching:
+        block = [f"max_queue_delay_microseconds: {batching.max_queue_delay_us}"]
+        if batching.preferred_batch_sizes:
+            block.insert(0, f"preferred_batch_size: [ {', '.join(map(str, batching.preferred_batch_sizes))} ]")
+        lines.append("dynamic_batching { " + " ".join(block) + " }")
+    for key, value in (parameters or {}).items():
+        lines.append(f'parameters {{ key: "{key}" value: {{ string_value: {json.dumps(value)} }} }}')
+    return "\n".join(lines) + "\n"
+
+
+def _link_tree(source: Path, destination: Path) -> None:
+    """A copy of ``source`` made of hard links where the filesystem allows (a SavedModel is never edited)."""
+
+    def link(src: str, dst: str) -> object:
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+        return dst
+
+    shutil.copytree(source, destination, copy_function=link)
+
+
+def write_triton_model(
+    models_dir: str | os.PathLike[str],
+    model: str,
+    repository: str | os.PathLike[str],
+    batching: TritonBatching | None = None,
+    *,
+    version: int | None = None,
+    parameters: dict[str, str] | None = None,
+    symlink: bool = False,
+) -> Path:
+    """Write ``<repository>/<model>/`` for Triton from the exported SavedModel; return that directory.
+
+    ``symlink`` points ``model.savedmodel`` at the export instead of linking its files (the
+    launcher's throw-away repositories); ``parameters`` become ``config.pbtxt`` parameters
+    (``EXECUTION_ENV_PATH`` for the Python backend's environment, ``intra_op_threads``).
+    """
+    facts = _facts(Path(models_dir), model, version)
+    batching = batching or TritonBatching()
+    model_dir = Path(repository) / model
+    if model_dir.exists():
+        shutil.rmtree(model_dir)
+    version_dir = model_dir / str(facts.version)
+    version_dir.mkdir(parents=True)
+    shutil.copy2(_RUNTIMES / "triton_model.py", version_dir / "model.py")
+    if symlink:
+        (version_dir / "model.savedmodel").symlink_to(facts.path.resolve(), target_is_directory=True)
+    else:
+        _link_tree(facts.path, version_dir / "model.savedmodel")
+    text = triton_config_text(model, facts.input_shape, facts.feature_size, batching, parameters)
+    (model_dir / "config.pbtxt").write_text(text)
+    return model_dir
+
+
+def mlserver_settings(
+    model: str, version: int, uri: str, batching: MLServerBatching, extra: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """MLServer's ``model-settings.json`` (``ModelSettings``) for one exported model."""
+    parameters: dict[str, Any] = {"uri": uri, "version": str(version)}
+    if extra:
+        parameters["extra"] = dict(extra)
+    settings: dict[str, Any] = {
+        "name": model,
+        "implementation": MLSERVER_RUNTIME,
+        "max_batch_size": batching.max_batch_size,
+        "max_batch_time": batching.max_batch_time_s,
+        "parameters": parameters,
+    }
+    if batching.parallel_workers is not None:
+        settings["parallel_workers"] = batching.parallel_workers
+    return settings
+
+
+def write_mlserver_model(
+    models_dir: str | os.PathLike[str],
+    model: str,
+    repository: str | os.PathLike[str],
+    batching: MLServerBatching | None = None,
+    *,
+    version: int | None = None,
+    extra: dict[str, str] | None = None,
+    absolute_uri: bool = False,
+) -> Path:
+    """Write ``<repository>/<model>/`` for MLServer (settings + runtime); return that directory.
+
+    The settings point at the SavedModel by a path relative to the folder (MLServer resolves
+    it so, ``mlserver/utils.py`` ``get_model_uri``), which holds inside a container that
+    mounts the whole ``exported_models/``; ``absolute_uri`` for repositories written elsewhere.
+    """
+    facts = _facts(Path(models_dir), model, version)
+    model_dir = Path(repository) / model
+    model_dir.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(_RUNTIMES / "mlserver_runtime.py", model_dir / "serve_bench_runtime.py")
+    saved_model = facts.path.resolve()
+    uri = str(saved_model) if absolute_uri else os.path.relpath(saved_model, model_dir.resolve())
+    settings = mlserver_settings(model, facts.version, uri, batching or MLServerBatching(), extra)
+    (model_dir / "model-settings.json").write_text(json.dumps(settings, indent=2) + "\n")
+    return model_dir

@@ -1,0 +1,28 @@
+"""Start, wait for and stop the servers serve-bench measures on this machine.
+
+    TritonServer    real Triton 2.51 (the nvidia-pytriton wheel's binary), Python backend
+    MLServerServer  real MLServer 1.7.1
+    ServerProcess   the lifecycle both share (start, wait until ready, SIGTERM, SIGKILL)
+
+Both run from the servers' own environment (``make servers-env``), bind 127.0.0.1 on
+free ports, and serve a model exported by ``serve-bench export``.
+"""
+
+from serve_bench.servers._env import ENV_VARIABLE, ServersEnv, servers_env
+from serve_bench.servers._mlserver import MLServerServer
+from serve_bench.servers._ports import free_port
+from serve_bench.servers._process import ServerProcess, StartFailed, http_ok, log_tail
+from serve_bench.servers._triton import TritonServer
+
+__all__ = [
+    "ENV_VARIABLE",
+    "MLServerServer",
+    "ServerProcess",
+    "ServersEnv",
+    "StartFailed",
+    "TritonServer",
+    "free_port",
+    "http_ok",
+    "log_tail",
+    "servers_env",
+]

@@ -1,0 +1,91 @@
+"""Real MLServer (1.7.1, from its PyPI package) on free ports, serving an exported SavedModel.
+
+    with MLServerServer(models_dir, "tiny", MLServerBatching(max_batch_size=8, max_batch_time_s=0.002)) as ml:
+        point = measure(ml.grpc_url, "tiny", ...)
+
+``mlserver start <folder>`` reads ``settings.json`` (server-wide: host, ports) and each
+model's ``model-settings.json`` from the folder (``mlserver/cli/serve.py``
+``load_settings``); the model runs serve-bench's runtime (``export/runtimes/mlserver_runtime.py``)
+with TensorFlow from the servers' environment.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from serve_bench.export import MLServerBatching, write_mlserver_model
+from serve_bench.servers._env import servers_env
+from serve_bench.servers._ports import free_port
+from serve_bench.servers._process import ServerProcess
+
+__all__ = ["MLServerServer"]
+
+
+class MLServerServer(ServerProcess):
+    name = "mlserver"
+
+    def __init__(
+        self,
+        models_dir: str | os.PathLike[str],
+        model: str,
+        batching: MLServerBatching | None = None,
+        *,
+        intra_op_threads: int = 0,
+        work_dir: Path | None = None,
+        startup_timeout_s: float = 120.0,
+    ) -> None:
+        super().__init__(work_dir, startup_timeout_s)
+        self.env = servers_env("MLServer")
+        self.model = model
+        self.batching = batching or MLServerBatching()
+        self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
+        self.repository = self.work_dir / "repository"
+        extra = {"intra_op_threads": str(intra_op_threads)} if intra_op_threads else None
+        write_mlserver_model(models_dir, model, self.repository, self.batching, extra=extra, absolute_uri=True)
+        settings = {
+            "host": "127.0.0.1",
+            "http_port": self.http_port,
+            "grpc_port": self.grpc_port,
+            "metrics_port": self.metrics_port,
+            "load_models_at_startup": True,
+        }
+        (self.repository / "settings.json").write_text(json.dumps(settings, indent=2) + "\n")
+
+    @property
+    def http_base(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"v2+grpc://127.0.0.1:{self.grpc_port}"
+
+    @property
+    def http_url(self) -> str:
+        return f"v2+http://127.0.0.1:{self.http_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    def command(self) -> list[str]:
+        return [str(self.env.mlserver), "start", str(self.repository)]
+
+    def environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        # the servers' venv first on PATH: MLServer's workers are started from its interpreter
+        env["PATH"] = str(self.env.root / "bin") + os.pathsep + env.get("PATH", "")
+        env.pop("PYTHONPATH", None)
+        env["VIRTUAL_ENV"] = str(self.env.root)
+        return env
+
+    def ready_urls(self) -> list[str]:
+        return [f"{self.http_base}/v2/health/ready", f"{self.http_base}/v2/models/{self.model}/ready"]
+
+    def failure_lines(self, tail: tuple[str, ...]) -> tuple[str, ...]:
+        errors = tuple(line for line in tail if "Error" in line or "error" in line)
+        return errors or tail
+
+    def knobs(self) -> dict[str, str]:
+        return self.batching.knobs()

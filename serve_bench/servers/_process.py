@@ -1,0 +1,151 @@
+"""One way to start a server process, wait until its model is ready, and stop it.
+
+A server that exits before it is ready, or is not ready in time, raises ``StartFailed``
+with its log's last lines; stopping sends SIGTERM (servers drain in-flight requests on
+it) and SIGKILL after a grace period.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from serve_bench.errors import UserError
+
+__all__ = ["LOG_TAIL_LINES", "ServerProcess", "StartFailed", "http_ok", "log_tail"]
+
+LOG_TAIL_LINES = 20
+_POLL_S = 0.1
+
+
+class StartFailed(UserError):
+    """The server did not come up: why, and the last lines of its log."""
+
+    def __init__(self, why: str, log_tail: tuple[str, ...] = ()) -> None:
+        detail = f" (last log line: {log_tail[-1].strip()})" if log_tail else ""
+        super().__init__(why + detail)
+        self.why = why
+        self.log_tail = log_tail
+
+
+def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> tuple[str, ...]:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ()
+    return tuple(text.rstrip("\n").splitlines()[-lines:])
+
+
+def http_ok(url: str, timeout: float = 2.0) -> bool:
+    """True when GET ``url`` answers 200."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+class ServerProcess:
+    """A server started as its own process (its own session, so a stop reaches its children).
+
+    Subclasses give the command, the environment and the readiness URLs; ``start`` runs it
+    with its output in ``log_path`` and returns once every readiness URL answers 200.
+    """
+
+    name = "server"
+
+    def __init__(self, work_dir: Path | None = None, startup_timeout_s: float = 120.0) -> None:
+        self._own_dir = work_dir is None
+        self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix=f"serve-bench-{self.name}-"))
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.work_dir / f"{self.name}.log"
+        self.startup_timeout_s = startup_timeout_s
+        self.process: subprocess.Popen[bytes] | None = None
+
+    # what a subclass provides
+    def command(self) -> list[str]:
+        raise NotImplementedError
+
+    def environment(self) -> dict[str, str]:
+        return dict(os.environ)
+
+    def ready_urls(self) -> list[str]:
+        raise NotImplementedError
+
+    def failure_lines(self, tail: tuple[str, ...]) -> tuple[str, ...]:
+        """The log lines that say why a start failed (all of the tail by default)."""
+        return tail
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
+
+    def start(self) -> ServerProcess:
+        if self.process is not None:
+            raise RuntimeError(f"{self.name} already started")
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                self.command(),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=self.environment(),
+                cwd=self.work_dir,
+                start_new_session=True,
+            )
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self) -> None:
+        assert self.process is not None
+        deadline = time.monotonic() + self.startup_timeout_s
+        pending = list(self.ready_urls())
+        while pending:
+            code = self.process.poll()
+            if code is not None:
+                tail = self.failure_lines(log_tail(self.log_path))
+                raise StartFailed(f"{self.name} exited with status {code} before it was ready", tail)
+            if http_ok(pending[0]):
+                pending.pop(0)
+                continue
+            if time.monotonic() > deadline:
+                tail = self.failure_lines(log_tail(self.log_path))
+                raise StartFailed(f"{self.name} not ready within {self.startup_timeout_s:g} s ({pending[0]})", tail)
+            time.sleep(_POLL_S)  # polling the server's readiness endpoint, not waiting blind
+
+    def stop(self, grace_s: float = 30.0) -> int | None:
+        """SIGTERM the server's process group, SIGKILL it after ``grace_s``; its exit status."""
+        process, self.process = self.process, None
+        if process is None:
+            return None
+        if process.poll() is None:
+            try:
+                os.killpg(process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                process.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        try:  # children (Triton's Python stubs, MLServer's workers) go with it
+            os.killpg(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        return process.returncode
+
+    def __enter__(self) -> ServerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,126 @@
+"""Real Triton Inference Server (2.51, the ``tritonserver`` binary of the nvidia-pytriton wheel) on free ports.
+
+    with TritonServer(models_dir, "tiny", TritonBatching(max_queue_delay_us=2000)) as triton:
+        point = measure(triton.grpc_url, "tiny", ...)
+
+It writes a model repository of its own (``export.write_triton_model``: the Python backend
+running the exported SavedModel), starts the binary bound to 127.0.0.1 (Triton binds
+0.0.0.0 unless told: server ``src/command_line_parser.cc`` ``--http-address``), and waits
+for ``/v2/health/ready`` and the model's ``/v2/models/<m>/ready``. What running the wheel's
+binary needs (verified with 2.51.0 here):
+
+* the wheel's bundled libraries on ``LD_LIBRARY_PATH`` (``nvidia_pytriton.libs``);
+* a backend directory whose ``python/`` holds the backend and the stub built for this
+  Python (``python_backend_stubs/3.11/triton_python_backend_stub``);
+* the model's environment given as ``EXECUTION_ENV_PATH`` (a venv with ``bin/activate``;
+  python_backend ``src/stub_launcher.cc`` runs the stub in it): ``PYTHONPATH`` does not
+  reach the stub, and the stub needs numpy<2.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from serve_bench.export import TritonBatching, write_triton_model
+from serve_bench.servers._env import ServersEnv, servers_env
+from serve_bench.servers._ports import free_port
+from serve_bench.servers._process import ServerProcess
+
+__all__ = ["TritonServer"]
+
+
+def _backend_dir(env: ServersEnv) -> Path:
+    """``<env>/serve-bench-backends``: the wheel's Python backend with this Python's stub beside it (made once)."""
+    backends = env.root / "serve-bench-backends"
+    python = backends / "python"
+    stub = env.triton_root / "python_backend_stubs" / env.python_version / "triton_python_backend_stub"
+    if not (python / "triton_python_backend_stub").exists():
+        staging = backends / ".staging"
+        shutil.rmtree(staging, ignore_errors=True)
+        shutil.copytree(env.triton_root / "backends" / "python", staging)
+        shutil.copy2(stub, staging / "triton_python_backend_stub")
+        shutil.rmtree(python, ignore_errors=True)
+        os.rename(staging, python)
+    return backends
+
+
+class TritonServer(ServerProcess):
+    name = "tritonserver"
+
+    def __init__(
+        self,
+        models_dir: str | os.PathLike[str],
+        model: str,
+        batching: TritonBatching | None = None,
+        *,
+        intra_op_threads: int = 0,
+        work_dir: Path | None = None,
+        startup_timeout_s: float = 120.0,
+        extra_args: tuple[str, ...] = (),
+    ) -> None:
+        super().__init__(work_dir, startup_timeout_s)
+        self.env = servers_env("Triton")
+        self.model = model
+        self.batching = batching or TritonBatching()
+        self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
+        parameters = {"EXECUTION_ENV_PATH": str(self.env.root)}
+        if intra_op_threads:
+            parameters["intra_op_threads"] = str(intra_op_threads)
+        self.repository = self.work_dir / "repository"
+        write_triton_model(models_dir, model, self.repository, self.batching, parameters=parameters, symlink=True)
+        self.extra_args = extra_args
+
+    @property
+    def http_base(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"v2+grpc://127.0.0.1:{self.grpc_port}"
+
+    @property
+    def http_url(self) -> str:
+        return f"v2+http://127.0.0.1:{self.http_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    @property
+    def stats_url(self) -> str:
+        return f"{self.http_base}/v2/models/{self.model}/stats"
+
+    def command(self) -> list[str]:
+        return [
+            str(self.env.tritonserver),
+            f"--model-repository={self.repository}",
+            f"--backend-directory={_backend_dir(self.env)}",
+            "--http-address=127.0.0.1",
+            "--grpc-address=127.0.0.1",
+            "--metrics-address=127.0.0.1",
+            f"--http-port={self.http_port}",
+            f"--grpc-port={self.grpc_port}",
+            f"--metrics-port={self.metrics_port}",
+            # no GPU here: skip the GPU metrics' NVML/DCGM polling
+            "--allow-gpu-metrics=false",
+            *self.extra_args,
+        ]
+
+    def environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        libs = str(self.env.triton_libs)
+        env["LD_LIBRARY_PATH"] = libs + (os.pathsep + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+        return env
+
+    def ready_urls(self) -> list[str]:
+        return [f"{self.http_base}/v2/health/ready", f"{self.http_base}/v2/models/{self.model}/ready"]
+
+    def failure_lines(self, tail: tuple[str, ...]) -> tuple[str, ...]:
+        # Triton's error lines start with E<date>; the model's own reason is in "failed to load"
+        errors = tuple(line for line in tail if "failed to load" in line or "UNAVAILABLE:" in line)
+        return errors or tail
+
+    def knobs(self) -> dict[str, str]:
+        return self.batching.knobs()
