@@ -46,3 +46,23 @@ def reference(tf, models_dir):
     """In-process TensorFlow on the exported `tiny`: what every served answer must equal."""
     loaded = tf.saved_model.load(str(models_dir / "tiny" / "1"))
     return lambda images: loaded.signatures["serving_default"](images=tf.constant(images))["features"].numpy()
+
+
+@pytest.fixture(scope="module")
+def triton(models_dir: Path):
+    """Real Triton 2.51 serving `tiny` (Python backend, dynamic batching with a 2 ms queue delay)."""
+    from serve_bench.export import TritonBatching
+    from serve_bench.servers import TritonServer
+
+    with TritonServer(models_dir, "tiny", TritonBatching(max_batch_size=32, max_queue_delay_us=2000)) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def mlserver(models_dir: Path):
+    """Real MLServer 1.7.1 serving `tiny` (adaptive batching: up to 32 images, 2 ms)."""
+    from serve_bench.export import MLServerBatching
+    from serve_bench.servers import MLServerServer
+
+    with MLServerServer(models_dir, "tiny", MLServerBatching(max_batch_size=32, max_batch_time_s=0.002)) as server:
+        yield server

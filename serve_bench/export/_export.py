@@ -46,6 +46,8 @@ class ExportResult:
     version: int
     facts: ModelFacts
     models_config: Path
+    # Triton's and MLServer's model directories for the same SavedModel (exported_models/triton|mlserver/<model>)
+    repositories: tuple[Path, ...] = ()
 
 
 def parse_batch_sizes(text: str, what: str = "warmup_batch_sizes") -> tuple[int, ...]:
@@ -260,4 +262,13 @@ def export_model(
         except OSError:
             pass
     config_path = write_models_config(out)
-    return ExportResult(path=destination, version=version, facts=facts, models_config=config_path)
+    from serve_bench.export._repos import write_mlserver_model, write_triton_model
+
+    latest = list_versions(model_dir)[-1]
+    repositories = (
+        write_triton_model(out, spec.name, out / "triton", version=latest),
+        write_mlserver_model(out, spec.name, out / "mlserver", version=latest),
+    )
+    return ExportResult(
+        path=destination, version=version, facts=facts, models_config=config_path, repositories=repositories
+    )

@@ -53,5 +53,6 @@ def describe_export(result: ExportResult) -> str:
             f"warm-up batch sizes {','.join(map(str, facts.warmup_batch_sizes))}",
             f"  weights: {weights}",
             f"  models.config: {result.models_config}",
+            *(f"  {path.parent.name} model: {path}" for path in result.repositories),
         ]
     )
