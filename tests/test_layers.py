@@ -33,13 +33,16 @@ ALLOWED: dict[str, set[str]] = {
     "metrics": {"client", "stats"},
     "export": {"_tf"},
     "server": {"codec", "export", "_tf"},  # export: the SavedModel layout and warm-up records it serves
-    "sweep": {"load", "metrics", "client", "stats", "export"},  # export: the model's facts for run.json
-    "tune": {"sweep", "load", "metrics", "client", "stats", "export"},
+    # export: the model's facts for run.json; servers: a target the spec asks serve-bench to start (launch = ...)
+    "sweep": {"load", "metrics", "client", "stats", "export", "servers"},
+    "tune": {"sweep", "load", "metrics", "client", "stats", "export", "servers"},
+    # one way to start, wait for and stop a server (local, Triton, MLServer); export: the model files it serves
+    "servers": {"export"},
     # the pipeline decodes videos (media) and runs the model in-process (_tf, lazily) for its comparison
     "pipeline": {"client", "stats", "media", "_tf"},
     "report": {"stats", "export"},  # export: FLOPs per image of the exported model
     "_progress": {"sweep", "stats"},
-    "demo": {"export", "report", "sweep", "_progress"},
+    "demo": {"export", "report", "sweep", "_progress", "servers"},
 }
 # The command line sits on top: it may import everything.
 TOP = {"cli", "_cli_args", "_cli_commands", "__main__"}

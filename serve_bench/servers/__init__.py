@@ -1,5 +1,6 @@
 """Start, wait for and stop the servers serve-bench measures on this machine.
 
+    LocalServerProcess  the local server (`serve-bench serve`), TF Serving's batching as imitated here
     TritonServer    real Triton 2.51 (the nvidia-pytriton wheel's binary), Python backend
     MLServerServer  real MLServer 1.7.1
     ServerProcess   the lifecycle both share (start, wait until ready, SIGTERM, SIGKILL)
@@ -9,6 +10,7 @@ free ports, and serve a model exported by ``serve-bench export``.
 """
 
 from serve_bench.servers._env import ENV_VARIABLE, ServersEnv, servers_env
+from serve_bench.servers._local import LocalServerProcess
 from serve_bench.servers._mlserver import MLServerServer
 from serve_bench.servers._ports import free_port
 from serve_bench.servers._process import ServerProcess, StartFailed, http_ok, log_tail
@@ -16,6 +18,7 @@ from serve_bench.servers._triton import TritonServer
 
 __all__ = [
     "ENV_VARIABLE",
+    "LocalServerProcess",
     "MLServerServer",
     "ServerProcess",
     "ServersEnv",

@@ -82,6 +82,19 @@ class ServerProcess:
         """The log lines that say why a start failed (all of the tail by default)."""
         return tail
 
+    # where it answers, once started (each subclass knows its ports)
+    @property
+    def grpc_url(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def http_url(self) -> str:
+        raise NotImplementedError
+
+    @property
+    def metrics_url(self) -> str:
+        raise NotImplementedError
+
     @property
     def pid(self) -> int | None:
         return self.process.pid if self.process is not None else None

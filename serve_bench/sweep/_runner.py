@@ -8,6 +8,7 @@ again, and the new line supersedes the old one (which stays in the file).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import datetime as _dt
 import time
 from collections.abc import Callable
@@ -21,6 +22,7 @@ from serve_bench.export import list_versions, read_metadata
 from serve_bench.load import InputSet, image_size_of, load_input_data, signature_for_payload
 from serve_bench.metrics import TelemetrySession
 from serve_bench.stats import LoadInfo, Point, ResultsWriter, Target, collect_run_metadata, read_points
+from serve_bench.sweep._launch import launched_targets
 from serve_bench.sweep._measure import PointPlan, measure_idle_power, measure_point, open_telemetry
 from serve_bench.sweep._spec import SweepSpec
 
@@ -151,6 +153,9 @@ class _Sweep:
         point = await measure_point(
             client, plan, self.spec.settings, await self.session(plan.target), await self.inputs(client, plan.payload)
         )
+        launch = self.spec.launches.get(plan.target.name)
+        if launch is not None:  # what serve-bench started this server with
+            point = dataclasses.replace(point, server_config=launch.knob_pairs())
         old = self.previous.get(plan.key)
         if old is not None:  # unusable earlier measurement: this one replaces it
             point = point.superseding(old)
@@ -187,6 +192,23 @@ async def run_sweep(
     previous: dict[str, Point] = {}
     if resume and (run_dir / "points.jsonl").exists():
         previous = {p.key: p for p in read_points(run_dir)}  # the latest measurement of each key
+    if spec.launches:
+        with launched_targets(
+            spec.targets, spec.launches, Path(spec.models_dir), spec.model, run_dir
+        ) as targets:  # started before the first point, stopped after the last
+            launched = dataclasses.replace(spec, targets=targets)
+            return await _run(launched, run_dir, outcome, previous, on_point, models_dir)
+    return await _run(spec, run_dir, outcome, previous, on_point, models_dir)
+
+
+async def _run(
+    spec: SweepSpec,
+    run_dir: Path,
+    outcome: SweepOutcome,
+    previous: dict[str, Point],
+    on_point: OnPoint | None,
+    models_dir: Path | None,
+) -> SweepOutcome:
     plans = plan_points(spec)
     todo = [p for p in plans if p.key not in previous or previous[p.key].needs_remeasure]
     outcome.skipped = len(plans) - len(todo)

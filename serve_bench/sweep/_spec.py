@@ -46,6 +46,7 @@ from serve_bench.load import PAYLOADS, PointSettings
 from serve_bench.metrics import check_endpoint
 from serve_bench.stats import PERCENTILE_NAMES, LoadInfo, Slo, Target
 from serve_bench.sweep._checks import check_load, check_settings, positive_int
+from serve_bench.sweep._launch import Launch, parse_launch
 from serve_bench.sweep._toml import check_keys, checked, typed, typed_list
 
 __all__ = ["SweepSpec", "load_spec", "parse_spec", "target_pricing", "target_telemetry"]
@@ -79,6 +80,8 @@ class SweepSpec:
     out: str = "results"
     input_data: str = ""  # a directory of images or a video to send; "" sends synthetic images
     text: str = ""  # the spec as written, for the config hash
+    launches: dict[str, Launch] = field(default_factory=dict)  # target name -> the server serve-bench starts for it
+    models_dir: str = "exported_models"  # where launched servers find the model
 
 
 def _at(exc: InvalidValue, where: str, source: str) -> UserError:
@@ -126,6 +129,7 @@ _TOP = {
     "targets": list,
     "currency": str,
     "input_data": str,
+    "models_dir": str,
 }
 _LOAD = {"concurrency": list, "rates": list, "arrival": str, "processes": int, "server_batching_concurrency": list}
 _DURATIONS = {
@@ -151,7 +155,14 @@ _TARGET = {
     "price_per_hour": (int, float),
     "telemetry": list,
     "currency": str,  # refused with its own message: the currency is named once, at the top level
+    "launch": str,  # local | triton | mlserver: serve-bench starts this server itself (_launch.py)
+    "protocol": str,
+    "batching": dict,
 }
+
+
+# TF Serving's API, and the Open Inference Protocol (KServe v2: Triton, MLServer)
+_URL_SCHEMES = ("grpc://", "http://", "https://", "v2+grpc://", "v2+http://", "v2+https://")
 
 
 def _duplicate_currency(text: str, source: str) -> None:
@@ -256,6 +267,7 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
                 raise UserError(f"{source}: slo.search needs load.rates to start the search from")
 
     targets = []
+    launches: dict[str, Launch] = {}
     names = set()
     if not data["targets"]:
         raise UserError(f"{source}: [[targets]] is empty; name at least one server")
@@ -263,12 +275,19 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
         where = f"targets[{i}]"
         typed(raw, dict, where, source)
         check_keys(raw, _TARGET, f"[[targets]] #{i + 1}", source)
-        for required in ("name", "url"):
+        for required in ("name", "url") if "launch" not in raw else ("name",):
             if required not in raw:
-                raise UserError(f"{source}: {where} is missing {required!r}")
+                raise UserError(f'{source}: {where} is missing {required!r} (or launch = "local|triton|mlserver")')
         values = {k: typed(v, _TARGET[k], f"{where}.{k}", source) for k, v in raw.items()}
-        if not values["url"].startswith(("grpc://", "http://", "https://")):
-            raise UserError(f"{source}: {where}.url {values['url']!r} must start with grpc://, http:// or https://")
+        if "launch" in raw:
+            if "url" in raw:
+                raise UserError(f"{source}: {where} has both url and launch; a launched server's URL is chosen for it")
+            launches[values["name"]] = parse_launch(raw, where, source)
+            values["url"] = "grpc://127.0.0.1:0"  # replaced by the launched server's when it starts
+        elif "protocol" in raw or "batching" in raw:
+            raise UserError(f"{source}: {where}: protocol and batching are for launched targets (launch = ...)")
+        elif not values["url"].startswith(_URL_SCHEMES):
+            raise UserError(f"{source}: {where}.url {values['url']!r} must start with one of {', '.join(_URL_SCHEMES)}")
         if values["name"] in names:
             raise UserError(f"{source}: two targets are named {values['name']!r}")
         names.add(values["name"])
@@ -309,6 +328,8 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
         out=data.get("out", "results"),
         input_data=input_data,
         text=text,
+        launches=launches,
+        models_dir=data.get("models_dir", "exported_models"),
     )
 
 

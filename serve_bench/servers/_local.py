@@ -1,0 +1,82 @@
+"""The local server (``serve-bench serve``, TF Serving's batching as this project imitates it) as a process.
+
+    with LocalServerProcess(models_dir, "tiny", batching_file=ROOT / "docker/batching/cpu.txt") as local:
+        point = measure(local.grpc_url, "tiny", ...)
+
+It runs from serve-bench's own interpreter on free ports, with TF Serving's flags, and is
+ready when ``GET /v1/models/<m>`` answers 200 (the model is AVAILABLE).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from serve_bench.servers._ports import free_port
+from serve_bench.servers._process import ServerProcess
+
+__all__ = ["METRICS_PATH", "LocalServerProcess"]
+
+METRICS_PATH = "/monitoring/prometheus/metrics"
+
+
+class LocalServerProcess(ServerProcess):
+    name = "serve-bench-local"
+
+    def __init__(
+        self,
+        models_dir: str | os.PathLike[str],
+        model: str,
+        *,
+        batching_file: str | os.PathLike[str] | None = None,
+        extra_flags: tuple[str, ...] = (),
+        work_dir: Path | None = None,
+        startup_timeout_s: float = 300.0,
+    ) -> None:
+        super().__init__(work_dir, startup_timeout_s)
+        self.models_dir = Path(models_dir).resolve()
+        self.model = model
+        self.batching_file = Path(batching_file).resolve() if batching_file else None
+        self.extra_flags = extra_flags
+        self.grpc_port, self.rest_port = free_port(), free_port()
+        self.monitoring = self.work_dir / "monitoring.config"
+        self.monitoring.write_text(f'prometheus_config {{ enable: true path: "{METRICS_PATH}" }}\n')
+
+    @property
+    def http_base(self) -> str:
+        return f"http://127.0.0.1:{self.rest_port}"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"grpc://127.0.0.1:{self.grpc_port}"
+
+    @property
+    def http_url(self) -> str:
+        return self.http_base
+
+    @property
+    def metrics_url(self) -> str:
+        return self.http_base + METRICS_PATH
+
+    def command(self) -> list[str]:
+        batching = (
+            ["--enable_batching", f"--batching_parameters_file={self.batching_file}"] if self.batching_file else []
+        )
+        return [
+            sys.executable,
+            "-m",
+            "serve_bench",
+            "serve",
+            f"--model_name={self.model}",
+            f"--model_base_path={self.models_dir / self.model}",
+            f"--models_dir={self.models_dir}",
+            f"--port={self.grpc_port}",
+            f"--rest_api_port={self.rest_port}",
+            f"--monitoring_config_file={self.monitoring}",
+            *batching,
+            *self.extra_flags,
+        ]
+
+    def ready_urls(self) -> list[str]:
+        return [f"{self.http_base}/v1/models/{self.model}"]
