@@ -459,3 +459,43 @@ def test_a_tuned_configuration_is_named_by_its_knobs(tmp_path: Path) -> None:
     output = build_report(write_run(tmp_path / "run", points), slo=SLO, models_dir=tmp_path, plots=False)
     (row,) = table_rows(decide(output.analysis))
     assert row[1] == "c2 b4 c1 grpc config=c2, max_batch_size=8"  # c3 is faster but its p99 misses the SLO
+
+
+def _served_by(server: str, point: Point) -> Point:
+    return replace(point, target=replace(point.target, server=server))
+
+
+def test_three_servers_on_one_device_are_compared_as_servers() -> None:
+    """Servers of three kinds on one CPU: one row per server, the verdict names who serves most and
+    each server's batching gain (best over its own batch-1, one-in-flight baseline), computed here by
+    hand from the points' known rates."""
+    from serve_bench.report import analyze_run, decide
+
+    points = []
+    # (server, batch-1 latency at c1, latency at c8): requests/s = concurrency / latency
+    for server, base_us, c8_us in (
+        ("serve-bench-local", 10_000, 40_000),
+        ("triton", 10_000, 20_000),
+        ("mlserver", 12_000, 60_000),
+    ):
+        points.append(_served_by(server, make_point(server, "cpu", 1, base_us, concurrency=1)))
+        points.append(_served_by(server, make_point(server, "cpu", 1, c8_us, concurrency=8)))
+    decision = decide(analyze_run(points))
+    assert [r.device for r in decision.rows] == ["mlserver (cpu)", "serve-bench-local (cpu)", "triton (cpu)"]
+    assert decision.ratios is None
+    first, gains, latency = decision.verdict
+    # triton c8: 8 / 0.020 = 400 images/s, the most; local 8 / 0.040 = 200 (0.50x); mlserver 8 / 0.060 = 133 (0.33x)
+    assert first.startswith("Servers: triton (cpu) serves the most, 400 images/s"), first
+    assert "serve-bench-local (cpu) 0.50×" in first and "mlserver (cpu) 0.33×" in first
+    # gains over each one's c1 baseline: triton 400/100 = 4.00x, local 200/100 = 2.00x, mlserver 133/83.3 = 1.60x
+    assert "triton (cpu) 4.00×" in gains and "serve-bench-local (cpu) 2.00×" in gains
+    assert "mlserver (cpu) 1.60×" in gains
+    assert "p99 at each server's best" in latency
+
+
+def test_one_server_kind_keeps_the_device_table() -> None:
+    from serve_bench.report import analyze_run, decide
+
+    points = [make_point("a", "cpu", 1, 10_000), make_point("b", "gpu", 1, 5_000)]
+    decision = decide(analyze_run(points))
+    assert [r.device for r in decision.rows] == ["gpu", "cpu"]

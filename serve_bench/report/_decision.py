@@ -415,6 +415,49 @@ def _verdict(rows: tuple[DecisionRow, ...], ratios: Ratios | None, slo: Slo | No
     return tuple(lines)
 
 
+def _servers_verdict(rows: tuple[DecisionRow, ...], slo: Slo | None) -> tuple[str, ...]:
+    """Servers on one device side by side: who serves most images/s, each one's batching gain, latency."""
+    within = f" within {slo.label()}" if slo else ""
+    measured = sorted(
+        (r for r in rows if r.cell is not None and r.items_per_s is not None),
+        key=lambda r: -(r.items_per_s.value if r.items_per_s else 0.0),
+    )
+    if not measured:
+        return (f"No server has a usable point{within}: nothing to compare.",)
+    lead = measured[0]
+    assert lead.items_per_s is not None
+    lines = []
+    others = []
+    for row in measured[1:]:
+        assert row.items_per_s is not None
+        r = ratio(row.items_per_s, lead.items_per_s)
+        clear = "" if _clear(r) == "lower" else ", within the noise"
+        others.append(f"{row.device} {ratio_text(r)} of it{clear}")
+    missing = [f"{r.device} ({r.why_none})" for r in rows if r.cell is None]
+    text = (
+        f"Servers{within}: {lead.device} serves the most, {format_figure(lead.items_per_s.value)} images/s "
+        f"({lead.configuration})"
+    )
+    if others:
+        text += "; " + "; ".join(others)
+    if missing:
+        text += "; no usable point on " + ", ".join(missing)
+    lines.append(text + ".")
+    gains = []
+    for row in measured:
+        b = row.batching
+        if b is None:
+            gains.append(f"{row.device}: no batch-1 baseline")
+        elif b.same:
+            gains.append(f"{row.device}: none (its best is its batch-1 baseline {b.baseline.label})")
+        else:
+            gains.append(f"{row.device} {ratio_text(b.items)} ({b.best.label} vs {b.baseline.label})")
+    lines.append("Batching gain, each server's best over its own batch-1 baseline: " + "; ".join(gains) + ".")
+    latencies = [f"{r.device} {format_figure(r.p99_us.value / 1000)} ms" for r in measured if r.p99_us is not None]
+    lines.append(f"p99 at each server's best{within}: " + ", ".join(latencies) + ".")
+    return tuple(lines)
+
+
 def _notes(points: Iterable[Point]) -> tuple[str, ...]:
     """Each telemetry note once, with the points it was written for (wraps, resets, endpoints down)."""
     where: dict[str, list[str]] = defaultdict(list)
@@ -434,9 +477,11 @@ def _notes(points: Iterable[Point]) -> tuple[str, ...]:
 def decide(analysis: Analysis, points: Iterable[Point] | None = None) -> Decision:
     """The decision table of an analysed run; ``points`` (default: every point of the analysis' cells)
     are where the telemetry notes are gathered from."""
+    # Servers of several kinds on one device (local, Triton, MLServer): compare the servers as devices are
+    by_server = len({t.server_kind for t in analysis.targets}) > 1 and len({t.device for t in analysis.targets}) == 1
     by_device: dict[str, list[TargetAnalysis]] = defaultdict(list)
     for target in analysis.targets:
-        by_device[target.device].append(target)
+        by_device[f"{target.server_kind} ({target.device})" if by_server else target.device].append(target)
     devices = sorted(by_device, key=lambda d: (_DEVICE_ORDER.get(d, 2), d))
     rows = tuple(_row(device, by_device[device], analysis.slo) for device in devices)
     named = {r.device: r for r in rows}
@@ -445,7 +490,8 @@ def decide(analysis: Analysis, points: Iterable[Point] | None = None) -> Decisio
         ratios = _ratios(named["gpu"], named["cpu"])
     if points is None:
         points = [p for t in analysis.targets for c in t.cells for p in c.points]
-    return Decision(rows, ratios, _verdict(rows, ratios, analysis.slo), _notes(points), analysis.slo)
+    verdict = _servers_verdict(rows, analysis.slo) if by_server else _verdict(rows, ratios, analysis.slo)
+    return Decision(rows, ratios, verdict, _notes(points), analysis.slo)
 
 
 def cost_energy_ratios(a: Point, b: Point) -> dict[str, float | None]:
