@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from serve_bench.metrics import energy_between
 from serve_bench.metrics._energy_sources import PrometheusSource, Reading
 from serve_bench.stats._energy import EnergyView
-from tests.conftest import free_port
+from tests.conftest import free_port, require
 
 NODE_EXPORTER = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
 UUID0 = "GPU-604ac76c-d9cf-fef3-62e9-d92044ab6e52"
@@ -26,9 +26,7 @@ def node_exporter(flags: Sequence[str]) -> Iterator[str]:
     """Runs the node exporter with ``flags`` plus a free 127.0.0.1 listen address; yields its
     metrics URL, stops it on exit."""
     if NODE_EXPORTER is None:
-        raise AssertionError(
-            "prometheus-node-exporter is not installed: apt-get install prometheus-node-exporter (.ci/run installs it)"
-        )
+        require("Prometheus' node exporter", "apt-get install prometheus-node-exporter (.ci/run installs it)")
     port = free_port()
     args = [NODE_EXPORTER, *flags, f"--web.listen-address=127.0.0.1:{port}"]
     process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
