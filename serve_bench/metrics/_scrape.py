@@ -24,21 +24,21 @@ TensorFlow metric of the process, and one odd line elsewhere must not lose the p
 
 from __future__ import annotations
 
-import asyncio
 import math
-import re
-import urllib.error
-import urllib.request
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from serve_bench.metrics._exposition import fetch_text, samples
 from serve_bench.stats import IMPRECISE, ServerView
 
 __all__ = ["MetricsSnapshot", "breakdown", "default_metrics_url", "parse", "scrape", "sum_resolution"]
 
 PREFIX = ":tensorflow:serving:"
 DEFAULT_PATH = "/monitoring/prometheus/metrics"
+# a v2 server's port -> its metrics port, by the servers' defaults: Triton (HTTP 8000, gRPC 8001 -> 8002),
+# MLServer (HTTP 8080, gRPC 8081 -> 8082)
+_V2_METRICS_PORT = {8000: 8002, 8001: 8002, 8080: 8082, 8081: 8082}
 
 # The label that identifies the model, by metric (batching metrics carry none: they are server-wide).
 _MODEL_LABEL = {"request_count": "model_name", "request_latency": "model_name", "runtime_latency": "model_name"}
@@ -59,9 +59,6 @@ _PREDICT = {
     "REST": (("predict", "REST"),),
     "": (("Predict", "GRPC"), ("predict", "REST")),
 }
-
-_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
-_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
 
 Key = tuple[str, str, tuple[str, ...]]  # (metric, "" | "_sum" | "_count", kept label values)
 
@@ -84,46 +81,31 @@ class MetricsSnapshot:
 
 
 def default_metrics_url(target_url: str) -> str:
-    """TF Serving's convention: REST (and metrics) on the gRPC port + 1 (8500/8501, 8510/8511)."""
+    """The metrics page a target's server writes by default ("" when there is no default to assume).
+
+    TF Serving (``grpc://``, ``http://``): REST and metrics on the gRPC port + 1 (8500/8501,
+    8510/8511), at its monitoring path. Open Inference Protocol (``v2+grpc://``, ``v2+http://``):
+    the servers' own default ports, Triton's HTTP 8000 / gRPC 8001 / metrics 8002
+    (server ``src/command_line_parser.cc``) and MLServer's 8080 / 8081 / 8082
+    (``mlserver/settings.py``: http_port, grpc_port, metrics_port); on any other port the
+    metrics port cannot be guessed, so give the target's metrics URL.
+    """
     parts = urlsplit(target_url)
+    scheme = parts.scheme.lower()
+    if scheme.startswith("v2+"):
+        port = _V2_METRICS_PORT.get(parts.port or 0)
+        return f"http://{parts.hostname}:{port}/metrics" if port else ""
     port = parts.port or 8500
-    if parts.scheme == "grpc":
+    if scheme == "grpc":
         port += 1
     return f"http://{parts.hostname}:{port}{DEFAULT_PATH}"
-
-
-def _unescape(value: str) -> str:
-    return re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), value)
-
-
-def _labels(text: str) -> dict[str, str] | None:
-    labels: dict[str, str] = {}
-    pos = 0
-    text = text.strip()
-    while pos < len(text):
-        match = _LABEL.match(text, pos)
-        if match is None:
-            return None
-        labels[match.group(1)] = _unescape(match.group(2))
-        pos = match.end()
-    return labels
 
 
 def parse(text: str, model: str | None) -> MetricsSnapshot:
     """The figures the breakdown needs from a TF Serving page; ``model`` None keeps every model."""
     values: dict[Key, float] = {}
-    families = 0
-    for line in text.splitlines():
-        if line.startswith("#"):
-            if line.startswith("# TYPE " + PREFIX):
-                families += 1
-            continue
-        if not line.startswith(PREFIX):
-            continue
-        match = _SAMPLE.match(line)
-        if match is None:
-            continue
-        name, label_text, raw = match.groups()
+    families = sum(1 for line in text.splitlines() if line.startswith("# TYPE " + PREFIX))
+    for name, labels, value in samples(text, (PREFIX,)):
         short, suffix = name[len(PREFIX) :], ""
         for candidate in ("_sum", "_count"):
             if short.endswith(candidate) and short[: -len(candidate)] in _WANTED:
@@ -132,34 +114,24 @@ def parse(text: str, model: str | None) -> MetricsSnapshot:
             suffix == "" and short not in ("request_count", "batching_session:wrapped_run_count")
         ):
             continue  # buckets and other metrics are not needed
-        labels = _labels(label_text or "")
-        if labels is None:
-            continue
         model_label = _MODEL_LABEL.get(short)
         if model is not None and model_label and labels.get(model_label) != model:
-            continue
-        try:
-            value = float(raw)
-        except ValueError:
             continue
         key = (short, suffix, tuple(labels.get(n, "") for n in _KEPT.get(short, ())))
         values[key] = values.get(key, 0.0) + value
     return MetricsSnapshot(values, families)
 
 
-def _fetch(url: str, timeout: float) -> str:
-    with urllib.request.urlopen(url, timeout=timeout) as response:
-        return str(response.read().decode("utf-8", errors="replace"))
-
-
 async def scrape(url: str, model: str | None, timeout: float = 5.0) -> tuple[MetricsSnapshot | None, str]:
     """(snapshot, "") or (None, why it is unavailable)."""
-    try:
-        text = await asyncio.to_thread(_fetch, url, timeout)
-    except urllib.error.HTTPError as exc:
-        return None, f"metrics endpoint {url} answered HTTP {exc.code}"
-    except (OSError, ValueError) as exc:
-        return None, f"metrics endpoint {url} unreachable ({getattr(exc, 'reason', exc)})"
+    text, why = await fetch_text(url, timeout)
+    if text is None:
+        return None, why
+    return from_text(text, url, model)
+
+
+def from_text(text: str, url: str, model: str | None) -> tuple[MetricsSnapshot | None, str]:
+    """A fetched page as a TF Serving snapshot, or (None, why it is not TF Serving's)."""
     snapshot = parse(text, model)
     if not snapshot.families:
         return None, f"metrics endpoint {url} has no TF Serving metrics (is it TF Serving's monitoring path?)"

@@ -170,10 +170,19 @@ def draw_plots(analysis: Analysis, out_dir: Path, model: str) -> dict[str, Path]
         queue = [(v.queue_us_mean or 0) / 1000 for _, _, v in views]
         compute = [(v.compute_us_mean or 0) / 1000 for _, _, v in views]
         overhead = [(v.overhead_us_mean or 0) / 1000 for _, _, v in views]
+        # MLServer times its batching queue and the model together: one bar for both, not a zero queue
+        unsplit = [
+            (v.runtime_us_mean or 0) / 1000 if v.queue_us_mean is None and v.compute_us_mean is None else 0.0
+            for _, _, v in views
+        ]
         positions = range(len(views))
         ax.bar(positions, queue, label="queue (batching)")
         ax.bar(positions, compute, bottom=queue, label="compute (TensorFlow)")
-        ax.bar(positions, overhead, bottom=[q + c for q, c in zip(queue, compute)], label="overhead (parse, serialize)")
+        below = [q + c for q, c in zip(queue, compute)]
+        if any(unsplit):
+            ax.bar(positions, unsplit, bottom=below, label="queue + compute (not split by the server)")
+            below = [b + u for b, u in zip(below, unsplit)]
+        ax.bar(positions, overhead, bottom=below, label="overhead (parse, serialize)")
         ax.set_xticks(list(positions))
         ax.set_xticklabels(labels, fontsize=7)
         ax.set_ylabel("server time per request (ms)")

@@ -36,8 +36,8 @@ from serve_bench.load import (
     run_open_loop,
     signature_for_payload,
 )
-from serve_bench.metrics import TelemetrySession, breakdown, default_metrics_url, scrape
-from serve_bench.stats import LoadInfo, Point, ServerView, Target, point_key
+from serve_bench.metrics import TelemetrySession, default_metrics_url, read_server, read_settled, server_breakdown
+from serve_bench.stats import OK, LoadInfo, Point, ServerView, Target, point_key
 from serve_bench.sweep._checks import check_batch_size, check_load, check_settings
 
 __all__ = [
@@ -56,8 +56,30 @@ IDLE_S = 2.0  # idle power is measured over this long, once per target, before i
 
 
 def metrics_url_of(target: Target) -> str:
-    """The target's metrics endpoint: as given, or TF Serving's default for its URL ("" means none)."""
+    """The target's metrics endpoint: as given, or its server's default for its URL ("" means none;
+    ``metrics.default_metrics_url``: TF Serving's port + 1, Triton's 8002, MLServer's 8082)."""
     return default_metrics_url(target.url) if target.metrics_url is None else target.metrics_url
+
+
+def _no_metrics_reason(target: Target) -> str:
+    if target.metrics_url is None and target.protocol.startswith("v2"):
+        return (
+            f"no metrics endpoint: {target.url} is not on a v2 server's default port (Triton 8000/8001 -> 8002, "
+            "MLServer 8080/8081 -> 8082), so give the target's metrics URL"
+        )
+    return "no metrics endpoint configured"
+
+
+def _entrypoint(target: Target) -> str:
+    """The front end whose requests the server view counts: TF Serving and MLServer label them."""
+    return "GRPC" if target.protocol in ("grpc", "v2-grpc") else "REST"
+
+
+def _answered_ok(run: LoadRun) -> int:
+    """Requests the client got an OK answer for: every one of them the server has counted once it caught up."""
+    if run.digest is not None:
+        return run.digest.ok  # the measured window's only: a lower bound, as warm-up is left out
+    return sum(1 for record in run.records if record.status == OK)
 
 
 def open_telemetry(target: Target) -> TelemetrySession | None:
@@ -106,20 +128,21 @@ class PointPlan:
         )
 
 
+# servers that name themselves "<name>/<version>" in the Open Inference Protocol's server metadata (GET /v2)
+_V2_SERVERS = ("triton", "mlserver")
+
+
 def server_kind(client: Client, declared: str) -> tuple[str, str]:
-    """(kind, version) of the server behind ``client``: the local server names itself; else as declared."""
-    identity = client.transport.server_identity
+    """(kind, version) of the server behind ``client``: the local server names itself, and so do
+    Triton and MLServer ("triton/2.51.0", "mlserver/1.7.1" from their server metadata); else as declared."""
+    identity = client.transport.server_identity or ""
     if "serve-bench-local" in identity:
         _, _, version = identity.partition("/")
         return "serve-bench-local", version.split()[0] if version else ""
+    name, _, version = identity.partition("/")
+    if name.strip().lower() in _V2_SERVERS:
+        return name.strip().lower(), version.strip()
     return (declared or "unknown"), ""
-
-
-def _as_server_view(view: ServerView | dict[str, Any]) -> ServerView:
-    # metrics.breakdown returned a dict before ServerView existed; accept both while it moves over
-    if isinstance(view, ServerView):
-        return view
-    return ServerView(**{k: v for k, v in view.items() if k in ServerView.__dataclass_fields__})
 
 
 async def _generate(
@@ -193,8 +216,14 @@ async def measure_point(
     target = plan.target
     image_size = image_size_of(client.signatures.get("serving_default"))
     prepared = client.prepare(_request_inputs(client, plan.payload, plan.batch_size, plan.seed, inputs))
+    kind, version = server_kind(client, target.server)
     metrics_url = metrics_url_of(target)
-    before, why = (await scrape(metrics_url, plan.model)) if metrics_url else (None, "no metrics endpoint configured")
+    entrypoint = _entrypoint(target)
+    before, why = (
+        (await read_server(metrics_url, plan.model, kind=kind, target_url=target.url))
+        if metrics_url
+        else (None, _no_metrics_reason(target))
+    )
     session = telemetry if telemetry is not None else open_telemetry(target)
     if session is not None:
         await session.astart()
@@ -208,14 +237,17 @@ async def measure_point(
     server: ServerView | None = None
     notes: list[str] = []
     if before is not None:
-        after, why = await scrape(metrics_url, plan.model)
+        after, why, late = await read_settled(
+            metrics_url, plan.model, before, _answered_ok(run), entrypoint, target_url=target.url
+        )
         if after is not None:
-            # count only the predicts of this point's protocol (TF Serving labels them API/entrypoint)
-            server = _as_server_view(breakdown(before, after, "GRPC" if target.protocol == "grpc" else "REST"))
+            # count only the requests of this point's protocol where the server labels them so
+            server = server_breakdown(before, after, entrypoint)
+            if late:
+                server = replace(server, notes=(*server.notes, late))
     if server is None:
         notes.append(f"server metrics unavailable: {why}")
     figures = analyze(run, plan.load.mode, settings, encode_us=prepared.encode_seconds * 1e6)
-    kind, version = server_kind(client, target.server)
     return Point.measured(
         figures,
         target=replace(target, server=kind, server_version=version),
