@@ -87,7 +87,10 @@ def _settings_args(p: argparse.ArgumentParser) -> None:
 
 
 def bench_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("url", help="grpc://host:8500 or http://host:8501")
+    p.add_argument(
+        "url",
+        help="grpc://host:8500 or http://host:8501 (TF Serving); v2+grpc://host:8001, v2+http://host:8000 (KServe v2)",
+    )
     p.add_argument("--model", required=True)
     p.add_argument("--signature", default="", help="default: serving_default (float) or serving_bytes (jpeg)")
     p.add_argument("--payload", choices=("float", "jpeg"), default="float")

@@ -1,7 +1,11 @@
-"""serve_bench.client: async gRPC and REST clients for TF Serving (and the local server).
+"""serve_bench.client: async gRPC and REST clients for TF Serving (and the local server), and for
+the Open Inference Protocol (KServe v2) of Triton and MLServer.
 
     async with connect("grpc://localhost:8500", "inception_v3") as client:
         features = (await client.predict({"images": batch}))["features"]
+
+    async with connect("v2+grpc://localhost:8001", "inception_v3") as client:  # or v2+http://localhost:8000
+        ...
 
 Importing this package does not import TensorFlow.
 """

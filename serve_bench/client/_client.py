@@ -27,19 +27,36 @@ class Response:
     nbytes: int
 
 
+# scheme -> default port: TF Serving's API, and the Open Inference Protocol (KServe v2: Triton, MLServer)
+_DEFAULT_PORTS = {"grpc": 8500, "http": 8501, "https": 443, "v2+grpc": 8001, "v2+http": 8000, "v2+https": 8000}
+_FORMS = "grpc://host:8500, http://host:8501, v2+grpc://host:8001 or v2+http://host:8000"
+
+
 def parse_target(url: str) -> tuple[str, str, int]:
-    """('grpc'|'http'|'https', host, port) from a target URL."""
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    if scheme not in ("grpc", "http", "https"):
-        raise ServeBenchError(f"unknown scheme in target {url!r}; use grpc://host:8500 or http://host:8501", url=url)
-    if not parts.hostname:
-        raise ServeBenchError(f"target {url!r} has no host; use e.g. grpc://localhost:8500", url=url)
+    """(scheme, host, port) from a target URL; the scheme as given, lower-cased.
+
+    ``grpc``, ``http`` and ``https`` speak TF Serving's API; ``v2+grpc``, ``v2+http`` and ``v2+https``
+    the Open Inference Protocol. Raises ServeBenchError with one line naming what is wrong.
+    """
     try:
-        port = parts.port or {"grpc": 8500, "http": 8501, "https": 443}[scheme]
-    except ValueError as exc:
-        raise ServeBenchError(f"target {url!r} has a bad port: {exc}", url=url) from None
-    return scheme, parts.hostname, port
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:  # a port out of range or not a number, an unclosed [IPv6]
+        raise ServeBenchError(f"target {url!r} is not a valid URL ({exc}); use {_FORMS}", url=url) from None
+    scheme = parts.scheme.lower()
+    if scheme not in _DEFAULT_PORTS:
+        raise ServeBenchError(f"unknown scheme in target {url!r}; use {_FORMS}", url=url)
+    if not parts.hostname:
+        raise ServeBenchError(
+            f"target {url!r} has no host; use e.g. {scheme}://localhost:{_DEFAULT_PORTS[scheme]}", url=url
+        )
+    if scheme.startswith("v2+") and (parts.path.strip("/") or parts.query or parts.fragment):
+        # a pasted model URL (…/v2/models/m/infer) would otherwise be silently cut to its server
+        raise ServeBenchError(
+            f"target {url!r} has a path; give the server only ({scheme}://{parts.netloc}) and the model apart",
+            url=url,
+        )
+    return scheme, parts.hostname, port or _DEFAULT_PORTS[scheme]
 
 
 class Client:
@@ -85,6 +102,14 @@ class Client:
             # A server without GetModelMetadata: requests are sent unchecked.
             self.signatures = {}
         if self.signatures and self.signature not in self.signatures:
+            if self.url.lower().startswith("v2+"):
+                # v2 has no signatures; a second graph of one SavedModel is served as a model of its own
+                example = f" (e.g. {self.model}_bytes)" if self.signature == "serving_bytes" else ""
+                raise InvalidArgument(
+                    f"{self.url}: an Open Inference Protocol model has one signature (serving_default), not "
+                    f"{self.signature!r}: serve that graph as a model of its own{example} and connect to it",
+                    url=self.url,
+                )
             raise InvalidArgument(
                 f"{self.url}: model {self.model!r} has no signature {self.signature!r}; "
                 f"it has {', '.join(sorted(self.signatures))}",
@@ -193,11 +218,16 @@ def connect(
     row_format: bool = False,
     connection_limit: int = 100,
     fetch_metadata: bool = True,
+    binary: bool | None = None,
 ) -> _Connecting:
-    """A client for ``model`` at ``grpc://host:port`` or ``http(s)://host:port``.
+    """A client for ``model`` at ``grpc://host:port`` or ``http(s)://host:port`` (TF Serving's API), or
+    ``v2+grpc://host:port`` or ``v2+http(s)://host:port`` (the Open Inference Protocol: Triton, MLServer).
 
     Opening fetches the model's signatures (NotFound for an unknown model,
-    ConnectError naming the URL when nothing answers within ``timeout``).
+    ConnectError naming the URL when nothing answers within ``timeout``). A v2 model has one
+    signature, ``serving_default``. ``row_format`` applies to TF Serving's REST API, ``binary`` to
+    v2 REST: None sends tensors with the binary extension when the server lists it (Triton) and
+    as JSON otherwise (MLServer, or when the metadata is not fetched); True or False forces one.
     """
     scheme, host, port = parse_target(url)
     transport: Transport
@@ -205,6 +235,15 @@ def connect(
         from serve_bench.client._grpc import GrpcTransport
 
         transport = GrpcTransport(host, port, model, version, url)
+    elif scheme == "v2+grpc":
+        from serve_bench.client._v2_grpc import V2GrpcTransport
+
+        transport = V2GrpcTransport(host, port, model, version, url)
+    elif scheme.startswith("v2+"):
+        from serve_bench.client._v2_rest import V2RestTransport
+
+        base = f"{scheme.removeprefix('v2+')}://{host}:{port}"
+        transport = V2RestTransport(base, model, version, url, binary=binary, connection_limit=connection_limit)
     else:
         from serve_bench.client._rest import RestTransport
 

@@ -3,11 +3,13 @@
     ServeBenchError                  every error a client call raises
     ├── ConnectError                 the target could not be reached (refused, DNS, TLS)
     ├── RequestTimeout               no answer within the deadline
-    ├── NotFound                     unknown model, version or label (gRPC NOT_FOUND, HTTP 404)
+    ├── NotFound                     unknown model, version or label (gRPC NOT_FOUND, HTTP 404,
+    │                                and Triton's "Request for unknown model" whatever its code)
     ├── InvalidArgument              the request is wrong: input name, dtype, shape, signature
     │                                (gRPC INVALID_ARGUMENT / FAILED_PRECONDITION, HTTP 400, 413)
     ├── Unavailable                  the server is overloaded or shutting down; retry later
-    │                                (gRPC UNAVAILABLE / RESOURCE_EXHAUSTED, HTTP 503, 429)
+    │                                (gRPC UNAVAILABLE / RESOURCE_EXHAUSTED, HTTP 503, 429, and
+    │                                MLServer's "is not ready yet")
     └── ServerError                  anything else the server reports (INTERNAL, UNIMPLEMENTED, 5xx)
 
 Each carries ``status`` (the gRPC code name or the HTTP status as text) and
@@ -69,6 +71,15 @@ _GRPC = {
     "RESOURCE_EXHAUSTED": Unavailable,
     "DEADLINE_EXCEEDED": RequestTimeout,
 }
+_HTTP: dict[int, type[ServeBenchError]] = {
+    404: NotFound,
+    400: InvalidArgument,
+    413: InvalidArgument,
+    422: InvalidArgument,
+    429: Unavailable,
+    503: Unavailable,
+    504: RequestTimeout,
+}
 _CONNECT_HINTS = (
     "failed to connect",
     "connection refused",
@@ -82,25 +93,33 @@ _CONNECT_HINTS = (
 )
 
 
+# Where a server's code says less than its words, the words decide. Triton prefixes every failed model
+# lookup with "Request for unknown model" (core model_repository_manager.cc:1286, HEAD 73aad7c), and with
+# --model-namespacing an unknown name is INVALID_ARG (:1299), not NOT_FOUND. MLServer's ModelNotReady
+# ("Model m is not ready yet.", mlserver/errors.py:29-34, HEAD a325e52) is HTTP 400 / INVALID_ARGUMENT,
+# but means: retry later. TF Serving says neither.
+_UNKNOWN_MODEL = "request for unknown model"
+_NOT_READY = "is not ready yet"
+
+
+def _by_words(lowered: str) -> type[ServeBenchError] | None:
+    if _UNKNOWN_MODEL in lowered:
+        return NotFound
+    if _NOT_READY in lowered:
+        return Unavailable
+    return None
+
+
 def error_for_grpc(code_name: str, details: str, url: str) -> ServeBenchError:
     """Map a gRPC status (``grpc.StatusCode.X.name``) to serve-bench's tree."""
     lowered = details.lower()
     if code_name == "UNAVAILABLE" and any(hint in lowered for hint in _CONNECT_HINTS):
         return ConnectError(f"cannot reach {url}: {details}", status=code_name, url=url)
-    cls = _GRPC.get(code_name, ServerError)
+    cls = _by_words(lowered) or _GRPC.get(code_name, ServerError)
     return cls(f"{url}: {code_name}: {details}", status=code_name, url=url)
 
 
 def error_for_http(status: int, message: str, url: str) -> ServeBenchError:
-    """Map an HTTP status and TF Serving's ``{"error": ...}`` text to serve-bench's tree."""
-    if status == 404:
-        cls: type[ServeBenchError] = NotFound
-    elif status in (400, 413, 422):
-        cls = InvalidArgument
-    elif status in (429, 503):
-        cls = Unavailable
-    elif status == 504:
-        cls = RequestTimeout
-    else:
-        cls = ServerError
+    """Map an HTTP status and the server's ``{"error": ...}`` text to serve-bench's tree."""
+    cls = _by_words(message.lower()) or _HTTP.get(status, ServerError)
     return cls(f"{url}: HTTP {status}: {message}", status=str(status), url=url)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import aiohttp
@@ -13,7 +14,7 @@ from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo
 from serve_bench.client._errors import ConnectError, RequestTimeout, ServeBenchError, error_for_http
 from serve_bench.codec import array_to_json_value, gc_paused, json_value_to_array
 
-__all__ = ["RestTransport", "encode_rest_body"]
+__all__ = ["RestTransport", "encode_rest_body", "http_call"]
 
 
 def _tensor_info(value: dict[str, Any]) -> TensorInfo:
@@ -41,6 +42,64 @@ def encode_rest_body(inputs: dict[str, np.ndarray], signature: str, row_format: 
     return orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
+def _error_text(body: bytes) -> str:
+    """The server's words, on one line: ``{"error": ...}`` (TF Serving, Triton, MLServer), FastAPI's
+    ``{"detail": ...}`` (MLServer refusing a body it cannot parse), else the body's first line."""
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        parsed = None
+    if isinstance(parsed, dict):
+        if isinstance(parsed.get("error"), str):
+            return str(parsed["error"])
+        detail = parsed.get("detail")
+        if isinstance(detail, list):
+            return "; ".join(str(d.get("msg", d)) if isinstance(d, dict) else str(d) for d in detail)
+        if detail is not None:
+            return str(detail)
+    lines = [line.strip() for line in body[:4000].decode(errors="replace").splitlines() if line.strip()]
+    if not lines:
+        return ""
+    # a bare traceback (MLServer's 500s): its last line names the exception
+    return (lines[-1] if lines[0].startswith("Traceback") else lines[0])[:200]
+
+
+async def http_call(
+    session: aiohttp.ClientSession,
+    method: str,
+    url: str,
+    target: str,
+    timeout: float | None,
+    data: bytes | None = None,
+    headers: Mapping[str, str] | None = None,
+    on_headers: Callable[[Mapping[str, str]], None] | None = None,
+) -> tuple[Mapping[str, str], bytes]:
+    """One HTTP request: the response headers and body when it is 200, else the error it maps to.
+
+    ``target`` is the URL errors name; ``on_headers`` sees every response's headers, errors included.
+    Shared by the TF Serving and the v2 REST transports, so both map refusals, timeouts and HTTP
+    statuses the same way.
+    """
+    try:
+        async with session.request(
+            method, url, data=data, timeout=aiohttp.ClientTimeout(total=timeout), headers=headers
+        ) as resp:
+            body = await resp.read()
+            if on_headers is not None:
+                on_headers(resp.headers)
+            if resp.status != 200:
+                raise error_for_http(resp.status, _error_text(body), target)
+            return resp.headers, body
+    except ServeBenchError:
+        raise
+    except aiohttp.ClientConnectorError as exc:
+        raise ConnectError(f"cannot reach {target}: {exc.os_error or exc}", url=target) from exc
+    except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
+        raise RequestTimeout(f"{target}: no answer within {timeout} s", url=target) from exc
+    except aiohttp.ClientError as exc:
+        raise ConnectError(f"{target}: connection failed: {exc}", url=target) from exc
+
+
 class RestTransport:
     def __init__(
         self, base_url: str, model: str, version: int | None, *, row_format: bool = False, connection_limit: int = 100
@@ -63,33 +122,14 @@ class RestTransport:
         return encode_rest_body(inputs, signature, self.row_format)
 
     async def _request(self, method: str, url: str, data: bytes | None, timeout: float | None) -> bytes:
-        client_timeout = aiohttp.ClientTimeout(total=timeout)
-        try:
-            async with self._session.request(
-                method,
-                url,
-                data=data,
-                timeout=client_timeout,
-                headers={"Content-Type": "application/json"} if data else None,
-            ) as resp:
-                body = await resp.read()
-                if data is None:  # metadata and status calls: note who answered
-                    self.server_identity = resp.headers.get("Server", "")
-                if resp.status != 200:
-                    try:
-                        message = orjson.loads(body).get("error", "")
-                    except (orjson.JSONDecodeError, AttributeError):
-                        message = body[:200].decode(errors="replace")
-                    raise error_for_http(resp.status, message, self.url)
-                return body
-        except ServeBenchError:
-            raise
-        except aiohttp.ClientConnectorError as exc:
-            raise ConnectError(f"cannot reach {self.url}: {exc.os_error or exc}", url=self.url) from exc
-        except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
-            raise RequestTimeout(f"{self.url}: no answer within {timeout} s", url=self.url) from exc
-        except aiohttp.ClientError as exc:
-            raise ConnectError(f"{self.url}: connection failed: {exc}", url=self.url) from exc
+        headers = {"Content-Type": "application/json"} if data else None
+        # metadata and status calls note who answered, even when it refused
+        note = self._note_server if data is None else None
+        _, body = await http_call(self._session, method, url, self.url, timeout, data, headers, note)
+        return body
+
+    def _note_server(self, headers: Mapping[str, str]) -> None:
+        self.server_identity = headers.get("Server", "")
 
     async def send(self, request: PreparedRequest, timeout: float | None) -> bytes:
         return await self._request("POST", self._predict_url, request.payload, timeout)

@@ -19,7 +19,11 @@ __all__ = ["add_pipeline_arguments", "config_from_args", "print_summary", "run_p
 def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of `serve-bench pipeline`."""
     parser.add_argument("video", help="a video file FFmpeg can read (mp4, avi, mkv, ...)")
-    parser.add_argument("--target", default="grpc://localhost:8500", help="grpc://host:8500 or http://host:8501")
+    parser.add_argument(
+        "--target",
+        default="grpc://localhost:8500",
+        help="grpc://host:8500 or http://host:8501 (TF Serving); v2+grpc://host:8001, v2+http://host:8000 (KServe v2)",
+    )
     parser.add_argument("--model", default="inception_v3")
     parser.add_argument("--batch-sizes", default="1,4,16,32", help="frames per request to sweep (default 1,4,16,32)")
     parser.add_argument("--max-in-flight", default="1,2,4", help="batches outstanding to sweep (default 1,2,4)")

@@ -280,8 +280,10 @@ def _device_pick(targets: list[TargetAnalysis], device: str) -> TargetAnalysis |
     candidates = [t for t in targets if t.device == device and t.best is not None]
     if not candidates:
         return None
+    # gRPC first (the least client overhead): TF Serving's, then the Open Inference Protocol's (Triton, MLServer)
     grpc = [t for t in candidates if t.protocol == "grpc"]
-    return (grpc or candidates)[0]
+    v2_grpc = [t for t in candidates if t.protocol == "v2-grpc"]
+    return (grpc or v2_grpc or candidates)[0]
 
 
 def _noise(gain: Gain) -> bool:

@@ -16,9 +16,18 @@ from serve_bench.stats._figures import ClientView, Codec, Counts, Figures, Laten
 from serve_bench.stats._inputs import InputSource, StreamFigures
 from serve_bench.stats._server_view import ServerView
 
-__all__ = ["SCHEMA_VERSION", "LoadInfo", "Point", "Target", "point_key"]
+__all__ = ["SCHEMA_VERSION", "LoadInfo", "Point", "Target", "point_key", "protocol_of"]
 
 SCHEMA_VERSION = 2  # history and migrations: _schema.py
+
+
+def protocol_of(url: str) -> str:
+    """``grpc`` / ``rest`` for TF Serving's API, ``v2-grpc`` / ``v2-rest`` for the Open Inference
+    Protocol (``v2+grpc://``, ``v2+http(s)://``), from the target URL's scheme."""
+    scheme = url.partition("://")[0].lower()
+    if scheme.startswith("v2+"):
+        return "v2-grpc" if scheme == "v2+grpc" else "v2-rest"
+    return "grpc" if scheme == "grpc" else "rest"
 
 
 @dataclass(frozen=True)
@@ -37,14 +46,14 @@ class Target:
     server: str = ""
     pid: int | None = None  # a local server process whose CPU to sample
     server_version: str = ""
-    protocol: str = ""  # grpc | rest; "" derives it from the URL
+    protocol: str = ""  # grpc | rest | v2-grpc | v2-rest; "" derives it from the URL
     price_per_hour: float | None = None  # what running this target costs per hour (None: no price given)
     currency: str = ""  # the unit of price_per_hour (one per spec)
     telemetry: tuple[str, ...] = ()  # Prometheus pages (dcgm-exporter, node exporter) with its energy counters
 
     def __post_init__(self) -> None:
         if not self.protocol:
-            object.__setattr__(self, "protocol", "grpc" if self.url.startswith("grpc://") else "rest")
+            object.__setattr__(self, "protocol", protocol_of(self.url))
 
     @property
     def server_kind(self) -> str:

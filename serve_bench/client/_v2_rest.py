@@ -1,0 +1,169 @@
+"""Open Inference Protocol REST transport (Triton, MLServer): ``/v2/models/{m}[/versions/{v}]/...``.
+
+Tensors travel with Triton's binary tensor extension by default, as perf_analyzer and
+tritonclient send them: a JSON header, then the raw tensors (``_v2_codec.encode_rest_request``).
+Whether the server understands it is read from its metadata (``GET /v2`` lists
+``binary_tensor_data``): MLServer 1.7.1 does not (its ``/infer`` parses the whole body as one
+JSON ``InferenceRequest``, mlserver/rest/endpoints.py, and its server metadata lists no
+extensions), so against it the transport falls back to JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+import numpy as np
+import orjson
+
+from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo
+from serve_bench.client._errors import (
+    ConnectError,
+    InvalidArgument,
+    RequestTimeout,
+    ServeBenchError,
+)
+from serve_bench.client._rest import http_call
+from serve_bench.client._v2_codec import (
+    BINARY_EXTENSION,
+    HEADER_LENGTH,
+    RestBody,
+    decode_rest_response,
+    encode_rest_request,
+    listed_versions,
+    signatures,
+)
+from serve_bench.codec import CodecError
+
+__all__ = ["V2RestTransport"]
+
+
+def _triples(tensors: Any) -> list[tuple[str, str, list[int]]]:
+    return [(t["name"], t["datatype"], t["shape"]) for t in tensors or ()]
+
+
+class V2RestTransport:
+    """``v2+http(s)://host:port``.
+
+    ``binary`` None (the default) sends binary tensors when the server lists the extension and JSON
+    otherwise; True always binary (a server without the extension refuses it: MLServer 1.7.1 answers
+    HTTP 500, FastAPI failing to echo the non-UTF-8 body in its own 422); False always JSON. Until
+    the client opens (and with ``fetch_metadata=False``) None means JSON, which every v2 server reads.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        version: int | None,
+        url: str,
+        *,
+        binary: bool | None = None,
+        connection_limit: int = 100,
+    ) -> None:
+        self.url = url  # the target as given (v2+http://...), for errors; requests go to base_url
+        self._base = base_url
+        self.model = model
+        self.version = version
+        self.binary_asked = binary
+        self.binary = binary is True  # None: decided by the server's metadata when the client opens
+        self._model_url = f"{base_url}/v2/models/{model}" + (f"/versions/{version}" if version is not None else "")
+        self._infer_url = self._model_url + "/infer"
+        self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=connection_limit))
+        self.server_identity = ""  # "triton/2.51.0", "mlserver/1.7.1": from GET /v2 when the client opens
+        self.extensions: tuple[str, ...] = ()
+        self.output_dtypes: dict[str, int] = {}  # unused: v2 responses carry their datatype
+
+    def encode(self, inputs: dict[str, np.ndarray], signature: str) -> RestBody:
+        # v2 has no signatures: the client refused any but serving_default when it opened
+        try:
+            return encode_rest_request(inputs, self.binary)
+        except CodecError as exc:
+            raise InvalidArgument(f"{self.url}: {exc}", url=self.url) from exc
+
+    async def _get(self, url: str, timeout: float | None) -> bytes:
+        _, body = await http_call(self._session, "GET", url, self.url, timeout)
+        return body
+
+    async def send(self, request: PreparedRequest, timeout: float | None) -> tuple[bytes, str | None]:
+        payload: RestBody = request.payload
+        headers: Mapping[str, str]
+        if payload.json_length is None:
+            headers = {"Content-Type": "application/json"}
+        else:
+            headers = {"Content-Type": "application/octet-stream", HEADER_LENGTH: str(payload.json_length)}
+        response_headers, body = await http_call(
+            self._session, "POST", self._infer_url, self.url, timeout, payload.body, headers
+        )
+        return body, response_headers.get(HEADER_LENGTH)  # the JSON part's length when binary parts follow
+
+    def decode(self, raw: tuple[bytes, str | None]) -> dict[str, np.ndarray]:
+        body, json_length = raw
+        try:
+            return decode_rest_response(body, None if json_length is None else int(json_length))
+        except (ValueError, KeyError, TypeError) as exc:  # CodecError and orjson's errors are ValueErrors
+            raise ServeBenchError(f"{self.url}: malformed infer response: {exc!r}", url=self.url) from exc
+
+    async def live(self, timeout: float | None) -> bool:
+        """GET /v2/health/live: the server process answers (not that the model is loaded)."""
+        try:
+            await self._get(f"{self._base}/v2/health/live", timeout)
+        except (ConnectError, RequestTimeout):
+            raise
+        except ServeBenchError:
+            return False
+        return True
+
+    async def _server_metadata(self, timeout: float | None) -> None:
+        try:
+            body = orjson.loads(await self._get(f"{self._base}/v2", timeout))
+        except (ConnectError, RequestTimeout):
+            raise
+        except (ServeBenchError, orjson.JSONDecodeError):
+            body = {}  # a server without GET /v2: unnamed, no extensions known
+        if not isinstance(body, dict):
+            body = {}
+        name, version = body.get("name", ""), body.get("version", "")
+        self.server_identity = f"{name}/{version}" if name else ""
+        self.extensions = tuple(body.get("extensions") or ())
+        if self.binary_asked is None:
+            self.binary = BINARY_EXTENSION in self.extensions
+
+    async def _model_metadata(self, timeout: float | None) -> dict[str, Any]:
+        raw = await self._get(self._model_url, timeout)
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError as exc:
+            raise ServeBenchError(f"{self.url}: model metadata is not JSON: {exc}", url=self.url) from exc
+        if not isinstance(body, dict):
+            raise ServeBenchError(f"{self.url}: model metadata is not a JSON object", url=self.url)
+        return body
+
+    async def metadata(self, timeout: float | None) -> dict[str, SignatureInfo]:
+        await self._server_metadata(timeout)
+        body = await self._model_metadata(timeout)
+        try:
+            return signatures(_triples(body.get("inputs")), _triples(body.get("outputs")))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ServeBenchError(f"{self.url}: malformed model metadata: {exc!r}", url=self.url) from exc
+
+    async def status(self, timeout: float | None) -> ModelStatus:
+        """GET .../ready per version the metadata lists: 200 is ready, anything else not
+        (Triton answers 400 "Model version not ready", http_server.cc:1651 at HEAD e1db8a6).
+        The metadata call comes first, so an unknown model is NotFound."""
+        body = await self._model_metadata(timeout)
+        states = {}
+        for number, name in listed_versions(body.get("versions") or [], self.version).items():
+            url = f"{self._base}/v2/models/{self.model}" + (f"/versions/{name}" if name else "") + "/ready"
+            try:
+                await self._get(url, timeout)
+                states[number] = "AVAILABLE"
+            except (ConnectError, RequestTimeout):
+                raise
+            except ServeBenchError:
+                states[number] = "UNAVAILABLE"
+        return ModelStatus(states)
+
+    async def aclose(self) -> None:
+        await self._session.close()
