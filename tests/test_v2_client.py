@@ -187,12 +187,6 @@ async def test_triton_refuses_wrong_inputs_with_its_message(v2_triton, attribute
         assert "\n" not in str(info.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ServerError,
-    reason="serve_bench/export/runtimes/mlserver_runtime.py raises ValueError (HTTP 500 / INTERNAL); "
-    "the draft runtime in /tmp/mlserver_runtime_draft refuses with mlserver.errors.InferenceError (400)",
-)
 @pytest.mark.parametrize("transport", ["mlserver-grpc", "mlserver-http"])
 async def test_mlserver_refuses_a_wrong_dtype_as_invalid_argument(request, transport):
     """MLServer maps an MLServerError with status 400 to HTTP 400 and INVALID_ARGUMENT
