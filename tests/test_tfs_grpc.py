@@ -160,18 +160,18 @@ def test_dtype_and_shape_mismatches(server, tf):
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and "shape [1, 32, 32, 3]" in error.details()
 
 
-def test_batch_zero_and_tensorflow_errors_give_the_cause(server, tf):
-    """Batch 0 reaches TensorFlow, which fails inside the graph; TF Serving returns Session::Run's
-    status as is (predict_util.cc:109-111): the op's code and message, not TF2's "Graph
-    execution error:" wrapper. A bad JPEG likewise names the decode op's complaint."""
-    error = _fails(server, _request(tf, np.zeros((0, 64, 64, 3), np.float32)))
-    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
-    assert "Graph execution error" not in error.details() and "[[{{node " in error.details()
+def test_tensorflow_errors_give_the_cause(server, tf):
+    """An error raised inside the graph comes back as Session::Run's status as is (TF Serving's
+    predict_util.cc:109-111): the op's code and message, not TF2's "Graph execution error:" wrapper.
+    A bad JPEG fails in the decode op on every machine. (Batch 0 used to be checked here too, but
+    whether the graph fails on an empty batch depends on the host: it failed on earlier 2-core
+    machines and runs here, answering [0, 32], with the same TensorFlow 2.21 wheel.)"""
     request = _request(tf, image_bytes=np.array([b"not a jpeg"], dtype=object))
     request.model_spec.signature_name = "serving_bytes"
     error = _fails(server, request)
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert error.details().startswith("Unknown image file format.")
+    assert "Graph execution error" not in error.details()
 
 
 def test_huge_declared_shape_is_refused_before_allocating(server, tf):
