@@ -66,7 +66,7 @@ def test_version_1_points_are_migrated():
     raw = [json.loads(line) for line in (DATA / "points_v1.jsonl").read_text().splitlines()]
     assert len(points) == len(raw) == 5
     for point, old in zip(points, raw):
-        assert point.schema_version == 2 and point.key == old["key"]
+        assert point.schema_version == SCHEMA_VERSION and point.key == old["key"]
         assert point.latency.p99 == old["latency_us"]["p99"] and point.latency.due.count == old["latency_us"]["count"]
         assert point.counts.errors_by_status() == old["counts"]["errors"]
         assert point.throughput.items_per_s == old["throughput"]["items_per_s"]

@@ -17,7 +17,7 @@ import pytest
 from serve_bench.cli import main
 from serve_bench.errors import UserError
 from serve_bench.load import PointSettings
-from serve_bench.stats import LoadInfo, read_points
+from serve_bench.stats import SCHEMA_VERSION, LoadInfo, read_points
 from serve_bench.sweep import load_spec, measure_async, parse_spec, plan_points, run_sweep
 from tests._delay_server import MODEL, DelayServer
 from tests._servers import local_server
@@ -150,7 +150,7 @@ async def test_sweep_writes_every_point_and_resume_skips_them(tmp_path):
         assert len(outcome.measured) == 4
         points = read_points(run_dir)
         assert [p.key for p in points] == [p.key for p in plan_points(spec)]
-        assert all(p.counts.ok > 0 and p.schema_version == 2 for p in points)
+        assert all(p.counts.ok > 0 and p.schema_version == SCHEMA_VERSION for p in points)
         run = json.loads((run_dir / "run.json").read_text())
         assert run["config_hash"] and run["cpu_model"] and "grpcio" in run["libraries"]
 

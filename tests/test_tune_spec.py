@@ -600,8 +600,8 @@ def test_latency_objective_at_a_given_rate() -> None:
 
 def test_tune_package_does_not_import_the_server_or_tensorflow() -> None:
     code = (
-        "import sys, serve_bench.tune; bad = [m for m in sys.modules if (m == 'serve_bench.server' or m.startswith('serve_bench.server.')) "
-        "or m == 'tensorflow']; print(bad)"
+        "import sys, serve_bench.tune; bad = [m for m in sys.modules if m == 'serve_bench.server' "
+        "or m.startswith('serve_bench.server.') or m == 'tensorflow']; print(bad)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -27,6 +27,9 @@ from serve_bench.stats._point import SCHEMA_VERSION, LoadInfo, Point, Target, po
 from serve_bench.stats._records import OK, RequestRecord
 from serve_bench.stats._results import (
     BEST_BATCHING_FILE,
+    BEST_MLSERVER_SERVER_SETTINGS_FILE,
+    BEST_MLSERVER_SETTINGS_FILE,
+    BEST_TRITON_CONFIG_FILE,
     POINTS_FILE,
     RUN_FILE,
     TUNE_ANSWER_FILE,
@@ -41,6 +44,9 @@ from serve_bench.stats._slo import Slo
 
 __all__ = [
     "BEST_BATCHING_FILE",
+    "BEST_MLSERVER_SERVER_SETTINGS_FILE",
+    "BEST_MLSERVER_SETTINGS_FILE",
+    "BEST_TRITON_CONFIG_FILE",
     "IMPRECISE",
     "NOT_MEASURED",
     "OK",

@@ -18,7 +18,7 @@ from serve_bench.stats._server_view import ServerView
 
 __all__ = ["SCHEMA_VERSION", "LoadInfo", "Point", "Target", "point_key", "protocol_of"]
 
-SCHEMA_VERSION = 2  # history and migrations: _schema.py
+SCHEMA_VERSION = 3  # history and migrations: _schema.py
 
 
 def protocol_of(url: str) -> str:
@@ -50,6 +50,8 @@ class Target:
     price_per_hour: float | None = None  # what running this target costs per hour (None: no price given)
     currency: str = ""  # the unit of price_per_hour (one per spec)
     telemetry: tuple[str, ...] = ()  # Prometheus pages (dcgm-exporter, node exporter) with its energy counters
+    # the same server's v2 HTTP URL when ``url`` is its gRPC one: Triton's statistics API answers there
+    http_url: str = ""
 
     def __post_init__(self) -> None:
         if not self.protocol:

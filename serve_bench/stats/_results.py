@@ -13,6 +13,9 @@ from serve_bench.stats._schema import RUN_SCHEMA_VERSION, migrate_run, point_fro
 
 __all__ = [
     "BEST_BATCHING_FILE",
+    "BEST_MLSERVER_SERVER_SETTINGS_FILE",
+    "BEST_MLSERVER_SETTINGS_FILE",
+    "BEST_TRITON_CONFIG_FILE",
     "POINTS_FILE",
     "RUN_FILE",
     "TUNE_ANSWER_FILE",
@@ -26,7 +29,10 @@ POINTS_FILE = "points.jsonl"
 RUN_FILE = "run.json"
 # a tune run also writes these (serve-bench tune); report reads them
 TUNE_ANSWER_FILE = "answer.json"
-BEST_BATCHING_FILE = "best_batching_parameters.txt"
+BEST_BATCHING_FILE = "best_batching_parameters.txt"  # TF Serving's (and the local server's)
+BEST_TRITON_CONFIG_FILE = "best_config.pbtxt"
+BEST_MLSERVER_SETTINGS_FILE = "best_model-settings.json"
+BEST_MLSERVER_SERVER_SETTINGS_FILE = "best_settings.json"  # MLServer's parallel_workers, when tuned
 TORN_SUFFIX = ".torn"
 
 

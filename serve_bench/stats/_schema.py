@@ -23,6 +23,12 @@ History of ``schema_version`` (points.jsonl):
    kind; new ``id``, ``supersedes`` (the id of the point this one re-measured)
    and ``cut_off`` (why the point ended early).
 
+3. Servers nobody here wrote (serve-bench 0.3). ``target.protocol`` may be ``v2-grpc`` or
+   ``v2-rest`` (the Open Inference Protocol); ``target.http_url`` (the server's v2 HTTP URL
+   beside a gRPC target); the server view gains ``source`` and the figures of Triton and
+   MLServer (compute input/infer/output, executions, per-batch-size counts, runtime). A
+   version-2 point reads as is: every new field has a default.
+
 History of ``schema_version`` (run.json):
 
 1. No version field: host metadata, settings, spec name.
@@ -54,6 +60,7 @@ RUN_SCHEMA_VERSION = 2
 SCHEMA_HISTORY = {
     1: "free-form figure objects (serve-bench 0.1)",
     2: "typed records, id/supersedes/cut_off (serve-bench 0.2)",
+    3: "Triton and MLServer: v2 protocols, target.http_url, their server views (serve-bench 0.3)",
 }
 
 
@@ -169,6 +176,8 @@ def point_from_data(data: Any, line_text: str = "") -> Point:
     version = data["schema_version"]
     if version == 1:
         data = _v1_to_v2(data, line_text)
+    elif version == 2:  # 3 only added fields, each with a default
+        data = {**data, "schema_version": SCHEMA_VERSION}
     elif version != SCHEMA_VERSION:
         raise ValueError(
             f"point has schema_version {version!r}; this serve-bench reads 1 to {SCHEMA_VERSION} "

@@ -154,6 +154,7 @@ def launched_targets(
                     metrics_url=server.metrics_url,
                     server=_SERVER_KIND[launch.kind],
                     pid=server.pid,
+                    http_url=server.http_url if launch.kind != "local" else "",
                 )
             )
         yield tuple(result)

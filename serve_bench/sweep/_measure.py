@@ -220,7 +220,7 @@ async def measure_point(
     metrics_url = metrics_url_of(target)
     entrypoint = _entrypoint(target)
     before, why = (
-        (await read_server(metrics_url, plan.model, kind=kind, target_url=target.url))
+        (await read_server(metrics_url, plan.model, kind=kind, target_url=target.http_url or target.url))
         if metrics_url
         else (None, _no_metrics_reason(target))
     )
@@ -238,7 +238,7 @@ async def measure_point(
     notes: list[str] = []
     if before is not None:
         after, why, late = await read_settled(
-            metrics_url, plan.model, before, _answered_ok(run), entrypoint, target_url=target.url
+            metrics_url, plan.model, before, _answered_ok(run), entrypoint, target_url=target.http_url or target.url
         )
         if after is not None:
             # count only the requests of this point's protocol where the server labels them so

@@ -1,4 +1,6 @@
-"""MLServer runtime: one signature of an exported SavedModel, behind the Open Inference Protocol (copied by export to mlserver/<model>/serve_bench_runtime.py).
+"""MLServer runtime: one signature of an exported SavedModel, behind the Open Inference Protocol.
+
+Copied by ``serve-bench export`` to ``mlserver/<model>/serve_bench_runtime.py``.
 
 Runs inside MLServer's own environment (mlserver 1.7.1, TensorFlow, numpy<2), never inside
 serve-bench's. A model folder holds ``model-settings.json``:
@@ -24,7 +26,7 @@ What it does that a bare ``NumpyCodec.decode_input`` runtime does not:
 - versions: the served version (``parameters.version``) is listed in the metadata's ``versions``.
 """
 
-from typing import Any, Dict, List
+from typing import Any
 
 import numpy as np
 import tensorflow as tf
@@ -64,7 +66,7 @@ def _metadata(name: str, spec: Any) -> MetadataTensor:
 
 class TFSavedModelRuntime(MLModel):
     async def load(self) -> bool:
-        extra: Dict[str, Any] = (self.settings.parameters.extra or {}) if self.settings.parameters else {}
+        extra: dict[str, Any] = (self.settings.parameters.extra or {}) if self.settings.parameters else {}
         threads = int(extra.get("intra_op_threads") or 0)
         if threads:
             tf.config.threading.set_intra_op_parallelism_threads(threads)
@@ -80,7 +82,7 @@ class TFSavedModelRuntime(MLModel):
             self.settings.versions = [self.version]
         return True
 
-    def _check(self, payload: InferenceRequest) -> Dict[str, np.ndarray]:
+    def _check(self, payload: InferenceRequest) -> dict[str, np.ndarray]:
         given = {i.name: i for i in payload.inputs}
         if set(given) != set(self._specs):
             raise InferenceError(
@@ -96,9 +98,7 @@ class TFSavedModelRuntime(MLModel):
                 )
             shape = list(request_input.shape)
             if len(shape) != len(want.shape) or any(w not in (-1, g) for w, g in zip(want.shape, shape)):
-                raise InferenceError(
-                    f"input '{name}' has shape {shape}; model '{self.name}' expects {want.shape}"
-                )
+                raise InferenceError(f"input '{name}' has shape {shape}; model '{self.name}' expects {want.shape}")
             try:
                 arrays[name] = NumpyCodec.decode_input(request_input)
             except ValueError as exc:  # data that does not fill the declared shape
@@ -108,7 +108,7 @@ class TFSavedModelRuntime(MLModel):
     async def predict(self, payload: InferenceRequest) -> InferenceResponse:
         arrays = self._check(payload)
         outputs = self._signature(**{k: tf.constant(v) for k, v in arrays.items()})
-        wanted: List[str] = [o.name for o in payload.outputs or []] or list(outputs)
+        wanted: list[str] = [o.name for o in payload.outputs or []] or list(outputs)
         unknown = sorted(set(wanted) - set(outputs))
         if unknown:
             raise InferenceError(f"model '{self.name}' has no output {unknown[0]!r}; it has {sorted(outputs)}")
