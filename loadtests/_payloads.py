@@ -9,6 +9,8 @@ import numpy as np
 from serve_bench.client._base import SignatureInfo, TensorInfo
 from serve_bench.client._grpc import encode_predict_request
 from serve_bench.client._rest import encode_rest_body
+from serve_bench.client._v2_codec import encode_rest_request
+from serve_bench.client._v2_grpc import encode_infer_request
 from serve_bench.load import make_inputs, signature_for_payload
 
 # Input sizes of the catalogue, so a user needs no metadata round trip to build its payload.
@@ -37,3 +39,21 @@ def build_grpc_request(options: Any) -> tuple[bytes, int]:
 def build_rest_body(options: Any) -> tuple[bytes, int]:
     signature, inputs = _inputs(options)
     return encode_rest_body(inputs, signature), options.batch_size
+
+
+def is_v2(host: str | None) -> bool:
+    """``v2+grpc://`` / ``v2+http(s)://``: the Open Inference Protocol (Triton, MLServer), as everywhere else."""
+    return (host or "").lower().startswith("v2+")
+
+
+def build_v2_grpc_request(options: Any) -> tuple[bytes, int]:
+    """A ModelInferRequest (tensors in raw_input_contents). v2 models have one signature: float pixels."""
+    _, inputs = _inputs(options)
+    return encode_infer_request(options.model, None, inputs), options.batch_size
+
+
+def build_v2_rest_body(options: Any) -> tuple[bytes, dict[str, str], int]:
+    """A /v2/models/<m>/infer body, JSON tensors (every v2 server reads them: MLServer has no binary extension)."""
+    _, inputs = _inputs(options)
+    body = encode_rest_request(inputs, binary=False)
+    return body.body, {"Content-Type": "application/json"}, options.batch_size

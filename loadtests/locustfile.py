@@ -8,6 +8,9 @@
         --steps 1,2,4,8 --step-seconds 30 --csv results/locust/steps
     # distributed: one master, N workers (same arguments)
     locust -f loadtests/locustfile.py --master ...   /   locust -f loadtests/locustfile.py --worker
+    # Triton, MLServer (the Open Inference Protocol): name the host as every serve-bench command does
+    locust -f loadtests/locustfile.py --host v2+grpc://localhost:8001 --protocol grpc --model inception_v3
+    locust -f loadtests/locustfile.py --host v2+http://localhost:8000 --protocol rest --model inception_v3
 
 Both users fire Locust request events named alike ("predict <model> b<batch>"), so
 their rows line up; each request carries --batch-size images, so images/s =
@@ -28,7 +31,14 @@ from pathlib import Path  # noqa: E402
 from locust import FastHttpUser, User, events, task  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root: loadtests._payloads
-from loadtests._payloads import build_grpc_request, build_rest_body, request_name  # noqa: E402
+from loadtests._payloads import (  # noqa: E402
+    build_grpc_request,
+    build_rest_body,
+    build_v2_grpc_request,
+    build_v2_rest_body,
+    is_v2,
+    request_name,
+)
 
 
 @events.init_command_line_parser.add_listener
@@ -70,7 +80,8 @@ def _pick_user_class(environment, **kwargs) -> None:  # type: ignore[no-untyped-
 
 
 class GrpcPredictUser(User):
-    """tensorflow.serving.PredictionService/Predict over a gevent-friendly gRPC channel."""
+    """tensorflow.serving.PredictionService/Predict over a gevent-friendly gRPC channel
+    (inference.GRPCInferenceService/ModelInfer for a v2+grpc:// host)."""
 
     protocol = "grpc"
 
@@ -83,8 +94,12 @@ class GrpcPredictUser(User):
         host = self.host or "grpc://localhost:8500"
         target = host.split("://", 1)[-1]
         self._channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
-        self._predict = self._channel.unary_unary("/tensorflow.serving.PredictionService/Predict")
-        self._payload, self._items = build_grpc_request(options)
+        if is_v2(host):
+            self._predict = self._channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
+            self._payload, self._items = build_v2_grpc_request(options)
+        else:
+            self._predict = self._channel.unary_unary("/tensorflow.serving.PredictionService/Predict")
+            self._payload, self._items = build_grpc_request(options)
         self._name = request_name(options)
         self._timeout = options.request_timeout
 
@@ -112,14 +127,27 @@ class GrpcPredictUser(User):
 
 
 class RestPredictUser(FastHttpUser):
-    """POST /v1/models/<model>:predict with the columnar JSON body, encoded once."""
+    """POST /v1/models/<model>:predict with the columnar JSON body, encoded once
+    (POST /v2/models/<model>/infer with JSON tensors for a v2+http(s):// host)."""
 
     protocol = "rest"
 
+    def __init__(self, environment) -> None:  # type: ignore[no-untyped-def]
+        host = self.host or environment.host
+        self._v2 = is_v2(host)
+        if self._v2:
+            self.host = host[3:]  # FastHttpSession's base URL: http(s)://
+        super().__init__(environment)
+
     def on_start(self) -> None:
         options = self.environment.parsed_options
-        self._path = f"/v1/models/{options.model}:predict"
-        self._body, self._items = build_rest_body(options)
+        self._headers = {"Content-Type": "application/json"}
+        if self._v2:
+            self._path = f"/v2/models/{options.model}/infer"
+            self._body, self._headers, self._items = build_v2_rest_body(options)
+        else:
+            self._path = f"/v1/models/{options.model}:predict"
+            self._body, self._items = build_rest_body(options)
         self._name = request_name(options)
         self._timeout = options.request_timeout
 
@@ -130,7 +158,7 @@ class RestPredictUser(FastHttpUser):
             data=self._body,
             name=self._name,
             catch_response=True,
-            headers={"Content-Type": "application/json"},
+            headers=self._headers,
             context={"items": self._items},
         ) as resp:
             if resp.status_code != 200:
