@@ -19,9 +19,7 @@ from serve_bench.servers import ENV_VARIABLE, StartFailed, TritonServer
 
 def _infer_json(base: str, images: np.ndarray) -> np.ndarray:
     body = {
-        "inputs": [
-            {"name": "images", "shape": list(images.shape), "datatype": "FP32", "data": images.ravel().tolist()}
-        ]
+        "inputs": [{"name": "images", "shape": list(images.shape), "datatype": "FP32", "data": images.ravel().tolist()}]
     }
     request = urllib.request.Request(
         f"{base}/v2/models/tiny/infer", json.dumps(body).encode(), {"Content-Type": "application/json"}
