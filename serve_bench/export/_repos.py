@@ -95,7 +95,8 @@ class MLServerBatching:
 
     max_batch_size: int = 32
     max_batch_time_s: float = 0.002
-    parallel_workers: int | None = None  # None: MLServer's default (settings.py)
+    # server-wide (settings.json): MLServer 1.7.1 ignores a model's own count unless it is <= 0; None: its default
+    parallel_workers: int | None = None
 
     def __post_init__(self) -> None:
         if self.max_batch_size < 0:
@@ -225,8 +226,6 @@ def mlserver_settings(
         "max_batch_time": batching.max_batch_time_s,
         "parameters": parameters,
     }
-    if batching.parallel_workers is not None:
-        settings["parallel_workers"] = batching.parallel_workers
     return settings
 
 

@@ -51,6 +51,10 @@ class MLServerServer(ServerProcess):
             "metrics_port": self.metrics_port,
             "load_models_at_startup": True,
         }
+        if self.batching.parallel_workers is not None:
+            # server-wide: MLServer 1.7.1 ignores a model's own parallel_workers unless it is <= 0
+            # (mlserver/parallel/registry.py, the model-level field is deprecated)
+            settings["parallel_workers"] = self.batching.parallel_workers
         (self.repository / "settings.json").write_text(json.dumps(settings, indent=2) + "\n")
 
     @property
@@ -83,9 +87,9 @@ class MLServerServer(ServerProcess):
     def ready_urls(self) -> list[str]:
         return [f"{self.http_base}/v2/health/ready", f"{self.http_base}/v2/models/{self.model}/ready"]
 
-    def failure_lines(self, tail: tuple[str, ...]) -> tuple[str, ...]:
-        errors = tuple(line for line in tail if "Error" in line or "error" in line)
-        return errors or tail
+    def failure_lines(self, log: tuple[str, ...]) -> tuple[str, ...]:
+        errors = tuple(line for line in log if "Error" in line or "error" in line)
+        return errors[-20:] or log[-20:]
 
     def knobs(self) -> dict[str, str]:
         return self.batching.knobs()

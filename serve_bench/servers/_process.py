@@ -35,11 +35,12 @@ class StartFailed(UserError):
 
 
 def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> tuple[str, ...]:
+    """The log's last ``lines`` lines (0: all of them)."""
     try:
         text = path.read_text(errors="replace")
     except OSError:
         return ()
-    return tuple(text.rstrip("\n").splitlines()[-lines:])
+    return tuple(text.rstrip("\n").splitlines()[-lines if lines else 0 :])
 
 
 def http_ok(url: str, timeout: float = 2.0) -> bool:
@@ -78,9 +79,9 @@ class ServerProcess:
     def ready_urls(self) -> list[str]:
         raise NotImplementedError
 
-    def failure_lines(self, tail: tuple[str, ...]) -> tuple[str, ...]:
-        """The log lines that say why a start failed (all of the tail by default)."""
-        return tail
+    def failure_lines(self, log: tuple[str, ...]) -> tuple[str, ...]:
+        """The log lines that say why a start failed, from the whole start-up log (its tail by default)."""
+        return log[-LOG_TAIL_LINES:]
 
     # where it answers, once started (each subclass knows its ports)
     @property
@@ -126,13 +127,13 @@ class ServerProcess:
         while pending:
             code = self.process.poll()
             if code is not None:
-                tail = self.failure_lines(log_tail(self.log_path))
+                tail = self.failure_lines(log_tail(self.log_path, lines=0))
                 raise StartFailed(f"{self.name} exited with status {code} before it was ready", tail)
             if http_ok(pending[0]):
                 pending.pop(0)
                 continue
             if time.monotonic() > deadline:
-                tail = self.failure_lines(log_tail(self.log_path))
+                tail = self.failure_lines(log_tail(self.log_path, lines=0))
                 raise StartFailed(f"{self.name} not ready within {self.startup_timeout_s:g} s ({pending[0]})", tail)
             time.sleep(_POLL_S)  # polling the server's readiness endpoint, not waiting blind
 

@@ -117,10 +117,10 @@ class TritonServer(ServerProcess):
     def ready_urls(self) -> list[str]:
         return [f"{self.http_base}/v2/health/ready", f"{self.http_base}/v2/models/{self.model}/ready"]
 
-    def failure_lines(self, tail: tuple[str, ...]) -> tuple[str, ...]:
-        # Triton's error lines start with E<date>; the model's own reason is in "failed to load"
-        errors = tuple(line for line in tail if "failed to load" in line or "UNAVAILABLE:" in line)
-        return errors or tail
+    def failure_lines(self, log: tuple[str, ...]) -> tuple[str, ...]:
+        # the model's own reason is in "failed to load ...", logged before the tables that end the log
+        errors = tuple(line for line in log if "failed to load" in line)
+        return errors or tuple(line for line in log if "UNAVAILABLE:" in line) or log[-20:]
 
     def knobs(self) -> dict[str, str]:
         return self.batching.knobs()
