@@ -2,7 +2,9 @@
 
 A tune run directory holds the usual points.jsonl plus answer.json (``serve-bench tune``): every
 configuration's score, the Pareto front, the table of what each knob did and the gains over the
-baselines. The report shows them as written; it does not recompute the answer.
+baselines, and the name of the winner's file (``best_file``: TF Serving's batching parameters, Triton's
+config.pbtxt or MLServer's model-settings.json). The report shows them as written; it does not
+recompute the answer.
 """
 
 from __future__ import annotations
@@ -112,8 +114,13 @@ def tune_html(answer: dict[str, Any], run_dir: Path, figures: str) -> str:
     else:
         head = "No configuration was measured."
     gains = "".join(f"<li>vs {_e(g['baseline'])}: {_e(g['text'])}</li>" for g in answer.get("gains", []))
-    best_file = run_dir / BEST_BATCHING_FILE
-    winner = f"<h3>{BEST_BATCHING_FILE}</h3><pre>{_e(best_file.read_text())}</pre>" if best_file.exists() else ""
+    # the winner's file(s) in the server's own format (tune's answer.json names them; before it did, TF Serving's)
+    names = answer.get("best_files") or [answer.get("best_file") or BEST_BATCHING_FILE]
+    winner = "".join(
+        f"<h3>{_e(name)}</h3><pre>{_e((run_dir / name).read_text())}</pre>"
+        for name in names
+        if isinstance(name, str) and (run_dir / name).is_file()
+    )
     evaluated = answer.get("evaluated") or []
     order = (
         f"<p>{len(evaluated)} configurations evaluated (baselines and any finished before a resume included), "

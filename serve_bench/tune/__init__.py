@@ -1,16 +1,26 @@
-"""Tune: search TF Serving batching configurations under a latency SLO, restarting the server per configuration.
+"""Tune: search a server's batching configurations under a latency SLO, restarting the server per configuration:
+TF Serving (or the local server), Triton's dynamic batcher, MLServer's adaptive batching.
 
-Library: ``parse_tune_spec`` / ``load_tune_spec``, ``run_tune`` (async), ``TuneConfig``; the CLI calls
-``add_tune_arguments`` and ``run_tune_command``.
+Library: ``parse_tune_spec`` / ``load_tune_spec``, ``run_tune`` (async), the configurations ``TuneConfig``
+(TF Serving), ``TritonConfig`` and ``MLServerConfig``; the CLI calls ``add_tune_arguments`` and
+``run_tune_command``.
 """
 
 from serve_bench.tune._answer import Gain, KnobRow, ParetoPoint, Score, TuneAnswer, answer, pareto_front, score_config
 from serve_bench.tune._cli import add_tune_arguments, run_tune_command
-from serve_bench.tune._config import TuneConfig
-from serve_bench.tune._restart import CommandRestarter, ComposeRestarter, LocalRestarter, StartFailed, make_restarter
+from serve_bench.tune._config import ServerConfig, TuneConfig
+from serve_bench.tune._restart import (
+    CommandRestarter,
+    ComposeRestarter,
+    LocalRestarter,
+    StartFailed,
+    make_restarter,
+)
 from serve_bench.tune._run import TuneEvent, TuneOutcome, latest_tune_dir, new_tune_dir, run_tune, search_budget
 from serve_bench.tune._search import bayesian_search, coordinate_search, grid_search
 from serve_bench.tune._spec import BASELINES, ServerSpec, TuneSpec, load_tune_spec, parse_tune_spec
+from serve_bench.tune._started import MLServerRestarter, TritonRestarter
+from serve_bench.tune._v2config import MLServerConfig, TritonConfig
 
 __all__ = [
     "BASELINES",
@@ -19,10 +29,15 @@ __all__ = [
     "Gain",
     "KnobRow",
     "LocalRestarter",
+    "MLServerConfig",
+    "MLServerRestarter",
     "ParetoPoint",
     "Score",
+    "ServerConfig",
     "ServerSpec",
     "StartFailed",
+    "TritonConfig",
+    "TritonRestarter",
     "TuneAnswer",
     "TuneConfig",
     "TuneEvent",

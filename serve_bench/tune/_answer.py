@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from serve_bench.stats import Point, Slo
-from serve_bench.tune._config import TuneConfig
+from serve_bench.tune._config import ServerConfig
 
 __all__ = [
     "Gain",
@@ -289,7 +289,7 @@ class TuneAnswer:
 
 def answer(
     points_by_config: Mapping[str, Sequence[Point]],
-    configs: Mapping[str, TuneConfig],
+    configs: Mapping[str, ServerConfig],
     failed: Mapping[str, str],
     slo: Slo,
     baselines: Mapping[str, str],

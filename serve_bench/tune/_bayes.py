@@ -32,14 +32,13 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from serve_bench.tune._answer import Score
-from serve_bench.tune._config import TuneConfig
-from serve_bench.tune._spec import config_of
+from serve_bench.tune._config import ServerConfig, config_of
 
 __all__ = ["Candidate", "candidates_of", "initial_design", "next_candidate", "objective_of"]
 
@@ -52,19 +51,24 @@ class Candidate:
 
     __slots__ = ("config", "position")
 
-    def __init__(self, config: TuneConfig, position: tuple[float, ...]) -> None:
+    def __init__(self, config: ServerConfig, position: tuple[float, ...]) -> None:
         self.config = config
         self.position = position
 
 
-def candidates_of(space: Sequence[tuple[str, tuple[Any, ...]]], source: str = "spec") -> list[Candidate]:
+def candidates_of(
+    space: Sequence[tuple[str, tuple[Any, ...]]],
+    source: str = "spec",
+    build: Callable[[dict[str, Any], str], ServerConfig] = config_of,
+) -> list[Candidate]:
     """The grid in the spec's order (as ``expand_space`` builds it), each with its position; a
-    configuration reached by several combinations (batching off) keeps the first one's."""
+    configuration reached by several combinations (batching off) keeps the first one's. ``build`` makes
+    a configuration of one value per knob (TF Serving's by default; see _kinds.py for the others)."""
     varied = [(index, values) for index, (_, values) in enumerate(space) if len(values) > 1]
     names = [knob for knob, _ in space]
     seen: dict[str, Candidate] = {}
     for combo in itertools.product(*(values for _, values in space)):
-        config = config_of(dict(zip(names, combo)), source)
+        config = build(dict(zip(names, combo)), source)
         if config.id not in seen:
             where = tuple(values.index(combo[index]) / (len(values) - 1) for index, values in varied)
             seen[config.id] = Candidate(config, where)

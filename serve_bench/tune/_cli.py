@@ -8,10 +8,18 @@ import dataclasses
 from pathlib import Path
 
 from serve_bench.errors import UserError
+from serve_bench.stats import (
+    BEST_BATCHING_FILE,
+    BEST_MLSERVER_SERVER_SETTINGS_FILE,
+    BEST_MLSERVER_SETTINGS_FILE,
+    BEST_TRITON_CONFIG_FILE,
+)
 from serve_bench.tune._answer import TuneAnswer
+from serve_bench.tune._config import TuneConfig
 from serve_bench.tune._restart import CommandRestarter, ComposeRestarter, LocalRestarter
 from serve_bench.tune._run import TuneEvent, latest_tune_dir, new_tune_dir, planned_configs, run_tune
-from serve_bench.tune._spec import BASELINES, METHODS, TuneSpec, load_tune_spec
+from serve_bench.tune._spec import METHODS, TuneSpec, load_tune_spec
+from serve_bench.tune._started import MLServerRestarter, TritonRestarter
 
 __all__ = ["add_tune_arguments", "print_answer", "restart_commands", "run_tune_command"]
 
@@ -59,23 +67,36 @@ def _on_event(event: TuneEvent) -> None:
 
 
 def restart_commands(spec: TuneSpec, work_dir: Path) -> list[tuple[str, str]]:
-    """(config id, the command that would restart the server with it) for every grid configuration."""
+    """(config id, the command that would restart the server with it) for every grid configuration, each
+    configuration's files written to ``work_dir/configs/<id>/`` (Triton's and MLServer's with their repository)."""
     import shlex
 
-    configs = [BASELINES[b] for b in spec.baselines] + list(spec.configs)
+    family = spec.family
+    configs = [family.baselines[b] for b in spec.baselines] + list(spec.configs)
     lines: list[tuple[str, str]] = []
     for config in configs:
-        batching = work_dir / "configs" / config.id / "batching_parameters.txt"
-        batching.parent.mkdir(parents=True, exist_ok=True)
-        batching.write_text(config.to_text())
-        if spec.server.kind == "compose":
-            command = ComposeRestarter(spec.server, spec.model, work_dir).restart_command(config, batching)
-        elif spec.server.kind == "command":
-            command = CommandRestarter(spec.server, spec.model, work_dir).restart_command(config, batching)
+        config_file = work_dir / "configs" / config.id / family.config_file
+        config_file.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(config, TuneConfig):
+            config_file.write_text(config.to_text())
+            if spec.server.kind == "compose":
+                command = ComposeRestarter(spec.server, spec.model, work_dir).restart_command(config, config_file)
+            elif spec.server.kind == "command":
+                command = CommandRestarter(spec.server, spec.model, work_dir).restart_command(config, config_file)
+            else:
+                command = LocalRestarter(spec.server, spec.model, work_dir).command(config, config_file, 0, 0)[1:]
         else:
-            command = LocalRestarter(spec.server, spec.model, work_dir).command(config, batching, 0, 0)[1:]
+            restarter = TritonRestarter if spec.server.kind == "triton" else MLServerRestarter
+            command = restarter(spec.server, spec.model, work_dir).prepare(config, config_file).command()
         lines.append((config.id, shlex.join(command)))
     return lines
+
+
+_WINNER_FILE = {
+    BEST_BATCHING_FILE: "winning batching_parameters.txt (mount it as TF Serving's --batching_parameters_file)",
+    BEST_TRITON_CONFIG_FILE: "winning config.pbtxt (Triton's model configuration, as tritonserver loaded it)",
+    BEST_MLSERVER_SETTINGS_FILE: "winning model-settings.json (MLServer's model settings, as MLServer loaded them)",
+}
 
 
 def print_answer(result: TuneAnswer, best_file: Path | None) -> None:
@@ -103,7 +124,10 @@ def print_answer(result: TuneAnswer, best_file: Path | None) -> None:
     for gain in result.gains:
         print(f"\nvs {gain.baseline}: {gain.text}")
     if best_file is not None:
-        print(f"\nwinning batching_parameters.txt (mount it as TF Serving's --batching_parameters_file): {best_file}")
+        print(f"\n{_WINNER_FILE.get(best_file.name, 'winning configuration')}: {best_file}")
+        workers = best_file.parent / BEST_MLSERVER_SERVER_SETTINGS_FILE
+        if best_file.name == BEST_MLSERVER_SETTINGS_FILE and workers.exists():
+            print(f"and its parallel_workers, for MLServer's server-wide settings.json: {workers}")
 
 
 def run_tune_command(args: argparse.Namespace) -> int:

@@ -11,14 +11,24 @@ max_batch_size >= max_execution_batch_size when splitting large batches).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import Field, dataclass, fields
+from typing import Any, ClassVar, Protocol
 
 from google.protobuf import text_format
 
 from serve_bench import _protos
 from serve_bench.errors import UserError
 
-__all__ = ["BATCHING_KNOBS", "FLAG_KNOBS", "KNOBS", "TF_SERVING_DEFAULT_MAX_BATCH_SIZE", "TuneConfig"]
+__all__ = [
+    "BATCHING_KNOBS",
+    "FLAG_KNOBS",
+    "KNOBS",
+    "RECIPE_ORDER",
+    "TF_SERVING_DEFAULT_MAX_BATCH_SIZE",
+    "ServerConfig",
+    "TuneConfig",
+    "config_of",
+]
 
 # SharedBatchScheduler::QueueOptions().input_batch_size_limit, the max_batch_size TF Serving
 # validates allowed_batch_sizes against when the file sets none (bundle_factory_util.cc:117-119)
@@ -35,6 +45,23 @@ BATCHING_KNOBS = (
 )
 FLAG_KNOBS = ("tensorflow_intra_op_parallelism", "tensorflow_inter_op_parallelism")
 KNOBS = ("batching", *BATCHING_KNOBS, *FLAG_KNOBS)
+
+
+class ServerConfig(Protocol):
+    """What the search, the run and the answer need of a configuration, whichever server it is for:
+    TF Serving's ``TuneConfig`` here, ``TritonConfig`` and ``MLServerConfig`` in _v2config.py."""
+
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]  # a dataclass: configs.jsonl holds its fields
+
+    @property
+    def id(self) -> str: ...
+
+    def knobs(self) -> tuple[tuple[str, str], ...]: ...
+
+    def value_of(self, knob: str) -> str: ...
+
+    def validate(self, where: str = ...) -> None: ...
+
 
 _SHORT = {
     "max_batch_size": "mbs",
@@ -171,3 +198,40 @@ class TuneConfig:
             if value is not None:
                 flags.append(f"--{name}={value}")
         return tuple(flags)
+
+
+def _allowed_sizes(value: Any, max_batch_size: int | None, where: str) -> tuple[int, ...]:
+    if value == "none":
+        return ()
+    if value == "powers_of_two":
+        top = max_batch_size or 1000
+        sizes = [1 << i for i in range(top.bit_length()) if 1 << i < top]
+        return (*sizes, top)
+    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return tuple(value)
+    raise UserError(f'{where}: each value must be "none", "powers_of_two" or a list of sizes, got {value!r}')
+
+
+def config_of(values: dict[str, Any], source: str = "spec") -> TuneConfig:
+    """The configuration for one value of each knob (as written in [space]), checked against TF Serving's rules."""
+    values = dict(values)
+    raw_allowed = values.pop("allowed_batch_sizes", "none")
+    allowed = _allowed_sizes(raw_allowed, values.get("max_batch_size"), f"{source}: space.allowed_batch_sizes")
+    config = TuneConfig(allowed_batch_sizes=allowed, **values)
+    config.validate(f"{source}: space combination {config.id}")
+    return config
+
+
+# knobs a search varies, in the batching guide's order (threads first, then batch size, then timeout)
+RECIPE_ORDER = (
+    "batching",
+    "num_batch_threads",
+    *FLAG_KNOBS,
+    "max_batch_size",
+    "batch_timeout_micros",
+    "allowed_batch_sizes",
+    "max_enqueued_batches",
+    "enable_large_batch_splitting",
+    "max_execution_batch_size",
+)
+assert set(RECIPE_ORDER) == set(KNOBS) and len(BATCHING_KNOBS) == 7

@@ -1,10 +1,12 @@
 """Restart the measured server with a configuration and wait until its model is AVAILABLE.
 
-Three ways, one interface (``Restarter``):
+Five ways, one interface (``Restarter``):
 - ``LocalRestarter``: the local server as a subprocess (``python -m serve_bench serve``) on free ports;
 - ``ComposeRestarter``: ``docker compose ... up -d --force-recreate --no-deps SERVICE`` with an override
   file that mounts the configuration's batching_parameters.txt and sets the server's flags;
-- ``CommandRestarter``: a user's command template (Kubernetes, systemd, ...).
+- ``CommandRestarter``: a user's command template (Kubernetes, systemd, ...);
+- ``TritonRestarter``, ``MLServerRestarter`` (_started.py): real tritonserver and MLServer, started by
+  ``serve_bench.servers`` once per configuration.
 The server package is never imported here: the local server runs in its own process.
 """
 
@@ -20,12 +22,13 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from serve_bench.client import ServeBenchError, connect
 from serve_bench.stats import Target
-from serve_bench.tune._config import TuneConfig
+from serve_bench.tune._config import ServerConfig, TuneConfig
 from serve_bench.tune._spec import ServerSpec
 
 __all__ = [
@@ -103,8 +106,12 @@ async def wait_available(
 
 
 class Restarter(Protocol):
-    async def start(self, config: TuneConfig, batching_file: Path, log_path: Path) -> Target:
-        """Bring the server up with ``config``; return the target to measure once AVAILABLE (or raise StartFailed)."""
+    async def start(self, config: ServerConfig, batching_file: Path, log_path: Path) -> Target:
+        """Bring the server up with ``config``; return the target to measure once AVAILABLE (or raise StartFailed).
+
+        ``batching_file`` is the configuration's file in ``configs/<id>/``: TF Serving's, written by the
+        tune before the call; Triton's config.pbtxt and MLServer's model-settings.json, written by ``start``.
+        """
         ...
 
     async def stop(self) -> None:
@@ -148,11 +155,11 @@ class LocalRestarter:
             *config.server_flags(str(batching_file)),
         ]
 
-    async def start(self, config: TuneConfig, batching_file: Path, log_path: Path) -> Target:
+    async def start(self, config: ServerConfig, batching_file: Path, log_path: Path) -> Target:
         self.monitoring.parent.mkdir(parents=True, exist_ok=True)
         self.monitoring.write_text(f'prometheus_config {{ enable: true path: "{METRICS_PATH}" }}\n')
         grpc_port, rest_port = _free_port(), _free_port()
-        command = self.command(config, batching_file, grpc_port, rest_port)
+        command = self.command(_tf_serving(config), batching_file, grpc_port, rest_port)
         log = open(log_path, "wb")
         log.write(("$ " + shlex.join(command[1:]) + "\n").encode())
         log.flush()
@@ -270,9 +277,12 @@ class ComposeRestarter:
     def restore_command(self) -> list[str]:
         return [*self._base(self.spec.compose_file), "up", "-d", "--force-recreate", "--no-deps", self.spec.service]
 
-    async def start(self, config: TuneConfig, batching_file: Path, log_path: Path) -> Target:
+    async def start(self, config: ServerConfig, batching_file: Path, log_path: Path) -> Target:
         await _run_logged(
-            self.restart_command(config, batching_file), log_path, self.spec.startup_timeout_s, "docker compose"
+            self.restart_command(_tf_serving(config), batching_file),
+            log_path,
+            self.spec.startup_timeout_s,
+            "docker compose",
         )
         await _wait_logged(self.spec, self.model, log_path)
         return _remote_target(self.spec)
@@ -303,9 +313,12 @@ class CommandRestarter:
         )
         return ["/bin/sh", "-c", text]
 
-    async def start(self, config: TuneConfig, batching_file: Path, log_path: Path) -> Target:
+    async def start(self, config: ServerConfig, batching_file: Path, log_path: Path) -> Target:
         await _run_logged(
-            self.restart_command(config, batching_file), log_path, self.spec.startup_timeout_s, "the restart command"
+            self.restart_command(_tf_serving(config), batching_file),
+            log_path,
+            self.spec.startup_timeout_s,
+            "the restart command",
         )
         if self.spec.stop:
             self._stop = (
@@ -342,10 +355,20 @@ def _remote_target(spec: ServerSpec) -> Target:
     return Target(spec.service or "server", spec.url, spec.device, spec.metrics_url, "")
 
 
+def _tf_serving(config: ServerConfig) -> TuneConfig:
+    if not isinstance(config, TuneConfig):
+        raise TypeError(f"{type(config).__name__} is not a TF Serving configuration")
+    return config
+
+
 def make_restarter(spec: ServerSpec, model: str, work_dir: Path) -> Restarter:
-    kinds: dict[str, type[LocalRestarter] | type[ComposeRestarter] | type[CommandRestarter]] = {
+    from serve_bench.tune._started import MLServerRestarter, TritonRestarter  # they import StartFailed from here
+
+    kinds: dict[str, Callable[[ServerSpec, str, Path], Restarter]] = {
         "local": LocalRestarter,
         "compose": ComposeRestarter,
         "command": CommandRestarter,
+        "triton": TritonRestarter,
+        "mlserver": MLServerRestarter,
     }
     return kinds[spec.kind](spec, model, work_dir)

@@ -4,8 +4,11 @@ wait until AVAILABLE, measure every workload point, stop; then answer. Resumable
 A run directory holds ``points.jsonl`` and ``run.json`` (the sweep's results format; every point's key
 starts with its configuration's id and the point records the configuration), ``configs.jsonl`` (one
 line per finished configuration: measured, or failed with the last lines of the server's log),
-``configs/<id>/`` (its batching_parameters.txt and server log), ``answer.json`` and
-``best_batching_parameters.txt``.
+``configs/<id>/`` (the configuration's file in its server's format -- batching_parameters.txt,
+config.pbtxt, or model-settings.json with MLServer's settings.json -- and the server's log; Triton and
+MLServer keep their model repository in ``server/``), ``answer.json`` and the winner's file:
+``best_batching_parameters.txt``, ``best_config.pbtxt`` or ``best_model-settings.json`` (with
+``best_settings.json`` when MLServer's workers were tuned); answer.json names it (``best_file``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from serve_bench.client import Client, ServeBenchError, connect
 from serve_bench.load import InputSet, image_size_of, load_input_data, signature_for_payload
 from serve_bench.stats import (
     BEST_BATCHING_FILE,
+    BEST_MLSERVER_SERVER_SETTINGS_FILE,
     TUNE_ANSWER_FILE,
     LoadInfo,
     Point,
@@ -33,10 +37,11 @@ from serve_bench.stats import (
 )
 from serve_bench.sweep import PointPlan, measure_point
 from serve_bench.tune._answer import Score, TuneAnswer, answer, config_id_of, score_config
-from serve_bench.tune._config import TuneConfig
+from serve_bench.tune._config import ServerConfig, TuneConfig
 from serve_bench.tune._restart import Restarter, StartFailed, make_restarter
 from serve_bench.tune._search import bayesian_search, coordinate_search, grid_search
-from serve_bench.tune._spec import BASELINES, TuneSpec
+from serve_bench.tune._spec import TuneSpec
+from serve_bench.tune._v2config import MLServerConfig
 
 __all__ = [
     "CONFIGS_FILE",
@@ -51,7 +56,7 @@ __all__ = [
 ]
 
 CONFIGS_FILE = "configs.jsonl"
-BEST_FILE = BEST_BATCHING_FILE
+BEST_FILE = BEST_BATCHING_FILE  # TF Serving's; each family names its own (Family.best_file)
 ANSWER_FILE = TUNE_ANSWER_FILE
 
 
@@ -103,7 +108,7 @@ def planned_configs(spec: TuneSpec) -> int:
         count = search_budget(spec)
     else:
         count = min(1 + sum(len(values) - 1 for _, values in spec.space), search_budget(spec))
-    extra = {BASELINES[b].id for b in spec.baselines} - {c.id for c in spec.configs}
+    extra = {spec.family.baselines[b].id for b in spec.baselines} - {c.id for c in spec.configs}
     return count + len(extra)
 
 
@@ -117,12 +122,6 @@ def search_budget(spec: TuneSpec) -> int:
     return min(len(spec.configs), max(floor, int(0.4 * len(spec.configs))))
 
 
-def _config_from(data: dict[str, Any]) -> TuneConfig:
-    data = dict(data)
-    data["allowed_batch_sizes"] = tuple(data.get("allowed_batch_sizes", ()))
-    return TuneConfig(**data)
-
-
 def _read_finished(run_dir: Path) -> dict[str, dict[str, Any]]:
     path = run_dir / CONFIGS_FILE
     finished: dict[str, dict[str, Any]] = {}
@@ -134,7 +133,7 @@ def _read_finished(run_dir: Path) -> dict[str, dict[str, Any]]:
     return finished
 
 
-def _record(point: Point, config: TuneConfig) -> Point:
+def _record(point: Point, config: ServerConfig) -> Point:
     """The point with its configuration recorded (a Point field once the results model has one, else a note)."""
     pairs = config.knobs()
     if "server_config" in {f.name for f in dataclasses.fields(Point)}:
@@ -161,7 +160,9 @@ class _Tuner:
         self.points: dict[str, list[Point]] = {}
         for point in points:
             self.points.setdefault(config_id_of(point), []).append(point)
-        self.configs: dict[str, TuneConfig] = {cid: _config_from(e["knobs"]) for cid, e in self.finished.items()}
+        self.configs: dict[str, ServerConfig] = {
+            cid: spec.family.config_from(e["knobs"]) for cid, e in self.finished.items()
+        }
         self.writer: ResultsWriter | None = None
         self.total = planned_configs(spec)
         self.spent: list[float] = []
@@ -178,20 +179,20 @@ class _Tuner:
     def emit(self, kind: str, config: str, point: Point | None = None, message: str = "") -> None:
         self.on_event(TuneEvent(kind, config, self.handled, max(self.total, self.handled), self.eta(), point, message))
 
-    def _finish(self, config: TuneConfig, status: str, **extra: Any) -> None:
+    def _finish(self, config: ServerConfig, status: str, **extra: Any) -> None:
         entry = {"config": config.id, "knobs": dataclasses.asdict(config), "status": status, **extra}
         with open(self.run_dir / CONFIGS_FILE, "a") as f:
             f.write(json.dumps(entry) + "\n")
             f.flush()
         self.finished[config.id] = entry
 
-    def _score(self, config: TuneConfig) -> Score:
+    def _score(self, config: ServerConfig) -> Score:
         entry = self.finished[config.id]
         if entry["status"] == "failed":
             return Score(config.id, False, failed=entry.get("why", "did not start"))
         return score_config(config.id, self.points.get(config.id, ()), self.spec.slo, self.spec.at_rate)
 
-    async def evaluate(self, config: TuneConfig) -> Score:
+    async def evaluate(self, config: ServerConfig) -> Score:
         self.configs[config.id] = config
         if config.id in self.outcome.evaluated:
             if config.id in self.finished:  # asked twice (a baseline that is also in the grid): measured once
@@ -209,13 +210,14 @@ class _Tuner:
         self.handled += 1
         return self._score(config)
 
-    async def _measure(self, config: TuneConfig) -> None:
+    async def _measure(self, config: ServerConfig) -> None:
         spec = self.spec
         assert self.writer is not None
         folder = self.run_dir / "configs" / config.id
         folder.mkdir(parents=True, exist_ok=True)
-        batching_file = folder / "batching_parameters.txt"
-        batching_file.write_text(config.to_text())
+        batching_file = folder / spec.family.config_file
+        if isinstance(config, TuneConfig):  # Triton's and MLServer's restarters write theirs with the launcher
+            batching_file.write_text(config.to_text())
         log_path = folder / "server.log"
         started = time.perf_counter()
         try:
@@ -290,16 +292,27 @@ class _Tuner:
                 )
             )
             for name in spec.baselines:
-                await self.evaluate(BASELINES[name])
+                await self.evaluate(spec.family.baselines[name])
             mode = "latency" if spec.at_rate is not None else "throughput"
             if spec.method == "grid":
                 await grid_search(spec.configs, self.evaluate, spec.max_configs)
             elif spec.method == "bayesian":
                 budget = search_budget(spec)
-                await bayesian_search(spec.space, self.evaluate, mode, budget, source=spec.name)
+                await bayesian_search(
+                    spec.space, self.evaluate, mode, budget, source=spec.name, build=spec.family.config_of
+                )
             else:
                 budget = search_budget(spec)
-                await coordinate_search(spec.space, self.evaluate, mode, spec.order, budget, source=spec.name)
+                await coordinate_search(
+                    spec.space,
+                    self.evaluate,
+                    mode,
+                    spec.order,
+                    budget,
+                    source=spec.name,
+                    build=spec.family.config_of,
+                    recipe=spec.family.recipe,
+                )
         except BaseException:
             self.outcome.interrupted = True
             raise
@@ -317,29 +330,58 @@ class _Tuner:
 
     def conclude(self) -> TuneAnswer:
         """The answer over every configuration finished in this run directory; writes answer.json and the best file."""
+        family = self.spec.family
         failed = {cid: e.get("why", "") for cid, e in self.finished.items() if e["status"] == "failed"}
         finished = {cid: c for cid, c in self.configs.items() if cid in self.finished}
-        baselines = {name: BASELINES[name].id for name in BASELINES if BASELINES[name].id in finished}
+        named: dict[str, list[str]] = {}  # MLServer's two baselines are one configuration: one comparison
+        for name, config in family.baselines.items():
+            if config.id in finished:
+                named.setdefault(config.id, []).append(name)
+        baselines = {" and ".join(names): cid for cid, names in named.items()}
         result = answer(
             self.points, finished, failed, self.spec.slo, baselines, [k for k, _ in self.spec.space], self.spec.at_rate
         )
+        winner = result.best or result.closest
+        files = self._best_files(finished[winner.config], winner, result) if winner and not winner.failed else {}
         data = dataclasses.asdict(result)
         data["evaluated"] = self.outcome.evaluated
         data["configs"] = {cid: dict(c.knobs()) for cid, c in finished.items()}
+        data["best_file"] = next(iter(files), None)  # the winner's file in its server's format (report shows it)
+        data["best_files"] = list(files)
         (self.run_dir / ANSWER_FILE).write_text(json.dumps(data, indent=1, default=str) + "\n")
-        winner = result.best or result.closest
-        if winner is not None and not winner.failed:
-            config = finished[winner.config]
-            flags = " ".join(config.server_flags("/config/batching.txt"))
-            head = (
-                f"# serve-bench tune {self.spec.name}: {'best' if result.best else 'closest (misses the SLO)'} "
-                f"configuration {config.id}\n# {winner.describe(self.spec.slo.percentile)}\n"
-                f"# tensorflow_model_server flags: {flags}\n"
-            )
-            body = config.to_text() or "# batching off: run without a batching file (--enable_batching=false)\n"
-            self.outcome.best_file = self.run_dir / BEST_FILE
-            self.outcome.best_file.write_text(head + body)
+        for name, text in files.items():
+            (self.run_dir / name).write_text(text)
+        if files:
+            self.outcome.best_file = self.run_dir / next(iter(files))
         return result
+
+    def _best_files(self, config: ServerConfig, winner: Score, result: TuneAnswer) -> dict[str, str]:
+        """The winner's file(s), name -> text: TF Serving's batching file, or the very file Triton or MLServer
+        loaded for it (configs/<id>/), so what is recommended is what was measured."""
+        family = self.spec.family
+        verdict = "best" if result.best else "closest (misses the SLO)"
+        head = (
+            f"# serve-bench tune {self.spec.name}: {verdict} configuration {config.id}\n"
+            f"# {winner.describe(self.spec.slo.percentile)}\n"
+        )
+        if isinstance(config, TuneConfig):
+            flags = " ".join(config.server_flags("/config/batching.txt"))
+            body = config.to_text() or "# batching off: run without a batching file (--enable_batching=false)\n"
+            return {family.best_file: f"{head}# tensorflow_model_server flags: {flags}\n{body}"}
+        loaded = self.run_dir / "configs" / config.id / family.config_file
+        if not loaded.exists():  # a run directory whose configs/ was removed: nothing faithful to copy
+            return {}
+        if not isinstance(config, MLServerConfig):
+            note = (
+                f"# the config.pbtxt tritonserver loaded for it ({loaded.relative_to(self.run_dir)}); its parameters\n"
+                "# are this host's (EXECUTION_ENV_PATH: the Python backend's environment)\n"
+            )
+            return {family.best_file: head + note + loaded.read_text()}
+        files = {family.best_file: loaded.read_text()}  # JSON: no room for a comment; answer.json says which
+        if "parallel_workers" in dict(self.spec.space):
+            # MLServer 1.7.1 reads the worker count from the server's settings.json, not the model's
+            files[BEST_MLSERVER_SERVER_SETTINGS_FILE] = json.dumps({"parallel_workers": config.parallel_workers}) + "\n"
+        return files
 
 
 async def run_tune(

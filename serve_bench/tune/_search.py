@@ -3,9 +3,10 @@ search, chosen by measurement), or a coordinate search along the batching guide'
 
 The coordinate search starts from the first value listed for every knob, then, knob by knob in the
 guide's order (batch threads and TensorFlow threads, then max_batch_size, then the timeout, then the
-rest), measures each value of that knob with the others held at the best found so far and keeps the
-best. A second pass runs when the first changed anything. It measures 1 + sum(values - 1) configurations
-per pass instead of the product, and it is what TF Serving's batching guide asks a person to do by hand.
+rest; Triton's and MLServer's follow their own guides, see _kinds.py), measures each value of that knob
+with the others held at the best found so far and keeps the best. A second pass runs when the first
+changed anything. It measures 1 + sum(values - 1) configurations per pass instead of the product, and it
+is what TF Serving's batching guide asks a person to do by hand.
 """
 
 from __future__ import annotations
@@ -15,19 +16,20 @@ from typing import Any
 
 from serve_bench.tune._answer import Score
 from serve_bench.tune._bayes import Candidate, candidates_of, initial_design, next_candidate
-from serve_bench.tune._config import TuneConfig
-from serve_bench.tune._spec import RECIPE_ORDER, config_of
+from serve_bench.tune._config import RECIPE_ORDER, ServerConfig, config_of
 
-__all__ = ["Evaluate", "bayesian_search", "coordinate_order", "coordinate_search", "grid_search"]
+__all__ = ["Build", "Evaluate", "bayesian_search", "coordinate_order", "coordinate_search", "grid_search"]
 
-Evaluate = Callable[[TuneConfig], Awaitable[Score]]
+Evaluate = Callable[[ServerConfig], Awaitable[Score]]
+# one value of each knob -> the configuration (TF Serving's config_of by default; a Family's config_of)
+Build = Callable[[dict[str, Any], str], ServerConfig]
 
 
 class BudgetSpent(Exception):
     pass
 
 
-async def grid_search(configs: Sequence[TuneConfig], evaluate: Evaluate, budget: int | None = None) -> list[Score]:
+async def grid_search(configs: Sequence[ServerConfig], evaluate: Evaluate, budget: int | None = None) -> list[Score]:
     """Every configuration in order (the first ``budget`` when given)."""
     scores = []
     for config in configs[:budget] if budget else configs:
@@ -35,11 +37,13 @@ async def grid_search(configs: Sequence[TuneConfig], evaluate: Evaluate, budget:
     return scores
 
 
-def coordinate_order(space: Sequence[tuple[str, tuple[Any, ...]]], order: Sequence[str] = ()) -> list[str]:
+def coordinate_order(
+    space: Sequence[tuple[str, tuple[Any, ...]]], order: Sequence[str] = (), recipe: Sequence[str] = RECIPE_ORDER
+) -> list[str]:
     """The knobs to vary: the spec's order first, then the recipe's; knobs with one value are fixed."""
     varied = [knob for knob, values in space if len(values) > 1]
     listed = [k for k in order if k in varied]
-    return listed + [k for k in RECIPE_ORDER if k in varied and k not in listed]
+    return listed + [k for k in recipe if k in varied and k not in listed]
 
 
 async def coordinate_search(
@@ -50,6 +54,8 @@ async def coordinate_search(
     budget: int | None = None,
     passes: int = 2,
     source: str = "spec",
+    build: Build = config_of,
+    recipe: Sequence[str] = RECIPE_ORDER,
 ) -> list[Score]:
     """Coordinate search; returns the scores of the configurations it measured, in order."""
     values = dict(space)
@@ -57,7 +63,7 @@ async def coordinate_search(
     seen: dict[str, Score] = {}
     scores: list[Score] = []
 
-    async def score(config: TuneConfig) -> Score:
+    async def score(config: ServerConfig) -> Score:
         if config.id not in seen:
             if budget is not None and len(seen) >= budget:
                 raise BudgetSpent
@@ -66,11 +72,11 @@ async def coordinate_search(
         return seen[config.id]
 
     try:
-        await score(config_of(current, source))
+        await score(build(current, source))
         for _ in range(passes):
             changed = False
-            for knob in coordinate_order(space, order):
-                tried = [(await score(config_of({**current, knob: v}, source)), v) for v in values[knob]]
+            for knob in coordinate_order(space, order, recipe):
+                tried = [(await score(build({**current, knob: v}, source)), v) for v in values[knob]]
                 best_value = max(tried, key=lambda t: t[0].rank(mode))[1]
                 if best_value != current[knob]:
                     current[knob] = best_value
@@ -88,9 +94,10 @@ async def bayesian_search(
     mode: str,
     budget: int,
     source: str = "spec",
+    build: Build = config_of,
 ) -> list[Score]:
     """Gaussian-process search over the grid (see _bayes.py); returns the scores it measured, in order."""
-    candidates = candidates_of(space, source)
+    candidates = candidates_of(space, source, build)
     varied = sum(len(values) > 1 for _, values in space)
     scores: list[Score] = []
     done: list[tuple[Candidate, Score]] = []

@@ -7,7 +7,7 @@
     input_data = "frames/"         # optional: real images (a directory or a video) instead of synthetic ones
     out = "results"
     [server]
-    kind = "local"                 # local | compose | command
+    kind = "local"                 # local | compose | command (TF Serving) | triton | mlserver
     models_dir = "exported_models" # local: where the model was exported
     protocol = "grpc"              # grpc | rest: what the load uses
     [space]                        # every knob a list of values; the grid is their product
@@ -30,13 +30,42 @@
     order = ["max_batch_size"]     # optional: the coordinate search's knob order (the guide's by default)
     baselines = ["defaults", "no_batching"]
 
-Every key is checked: an unknown or mistyped key is an error naming it.
+Triton and MLServer (serve-bench starts the real server itself from ``models_dir``, on free ports, once
+per configuration; the knobs are the servers' own names, each defaulting to the server's own default,
+see _v2config.py for what those are and the source lines they follow):
+
+    [server]
+    kind = "triton"                # or "mlserver"
+    models_dir = "exported_models"
+    protocol = "grpc"              # grpc: v2+grpc://, rest: v2+http:// (the Open Inference Protocol)
+    [space]                        # kind "triton": config.pbtxt
+    dynamic_batching = [true]                    # false: no dynamic_batching block (each request alone)
+    max_batch_size = [4, 8, 16]                  # Triton's default-max-batch-size is 4
+    max_queue_delay_microseconds = [0, 2000]
+    preferred_batch_size = ["none", [4, 8]]      # "none": Triton prefers max_batch_size
+    instance_count = [1, 2]
+    instance_kind = ["KIND_CPU"]                 # KIND_GPU on a GPU host
+    [space]                        # kind "mlserver": model-settings.json (+ settings.json)
+    max_batch_size = [8, 16]                     # requests per batch; batching needs > 1 ...
+    max_batch_time = [0.002, 0.01]               # ... and a time > 0 (seconds)
+    parallel_workers = [1, 2]                    # the server's inference workers (settings.json)
+
+Baselines per kind (``[search] baselines``): TF Serving's ``defaults`` is batching on with an empty
+batching file, ``no_batching`` is ``--enable_batching=false``. Triton's ``defaults`` is
+``max_batch_size: 4`` with ``dynamic_batching { }`` (no delay, batches as large as the queue holds: what
+Triton's auto-complete gives a batchable model), ``no_batching`` the same without the block. MLServer's
+defaults (max_batch_size 0, max_batch_time 0) do not batch, so ``defaults`` and ``no_batching``
+(max_batch_size 1) are one configuration, ``nobatch``, measured once.
+
+Every key is checked: an unknown or mistyped key is an error naming it, and a knob of another server
+(``batch_timeout_micros`` in a Triton spec) is an error listing the knobs of the spec's server.
 """
 
 from __future__ import annotations
 
 import itertools
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,12 +77,15 @@ from serve_bench.sweep import check_keys as _check_keys
 from serve_bench.sweep import check_load, parse_durations, target_pricing, target_telemetry
 from serve_bench.sweep import typed as _typed
 from serve_bench.sweep import typed_list as _list
-from serve_bench.tune._config import BATCHING_KNOBS, FLAG_KNOBS, KNOBS, TuneConfig
+from serve_bench.tune._config import RECIPE_ORDER, ServerConfig, TuneConfig, config_of
+from serve_bench.tune._kinds import FAMILIES, Family, family_of
+from serve_bench.tune._v2config import TritonConfig
 
 __all__ = [
     "BASELINES",
     "METHODS",
     "RECIPE_ORDER",
+    "SERVER_KINDS",
     "ServerSpec",
     "TuneSpec",
     "config_of",
@@ -62,8 +94,10 @@ __all__ = [
     "parse_tune_spec",
 ]
 
-BASELINES = {"defaults": TuneConfig(), "no_batching": TuneConfig(batching=False)}
-SERVER_KINDS = ("local", "compose", "command")
+BASELINES: dict[str, TuneConfig] = {
+    name: config for name, config in FAMILIES["tfserving"].baselines.items() if isinstance(config, TuneConfig)
+}  # TF Serving's; every family's are in _kinds.py
+SERVER_KINDS = ("local", "compose", "command", "triton", "mlserver")
 METHODS = ("grid", "bayesian", "coordinate")
 # the compose file's tensorflow_model_server flags (docker/compose.yaml, x-tfserving-flags) minus batching
 DEFAULT_COMPOSE_FLAGS = (
@@ -83,7 +117,7 @@ class ServerSpec:
     protocol: str = "grpc"
     startup_timeout_s: float = 300.0
     device: str = "cpu"
-    # local
+    # local, triton, mlserver
     models_dir: str = "exported_models"
     # compose and command: where the measured server answers
     url: str = ""
@@ -107,7 +141,7 @@ class TuneSpec:
     name: str
     model: str
     server: ServerSpec
-    configs: tuple[TuneConfig, ...]  # the grid, in order
+    configs: tuple[ServerConfig, ...]  # the grid, in order
     space: tuple[tuple[str, tuple[Any, ...]], ...]  # knob -> values, as the grid was built
     payload: str = "float"
     signature: str = ""
@@ -127,6 +161,11 @@ class TuneSpec:
     currency: str = ""  # the unit of server.price_per_hour
     input_data: str = ""  # a directory of images or a video to send instead of synthetic images
     text: str = ""
+
+    @property
+    def family(self) -> Family:
+        """The searched server's knobs, baselines and files (TF Serving, Triton or MLServer)."""
+        return family_of(self.server.kind)
 
 
 _TOP = {
@@ -165,59 +204,54 @@ _SERVER = {
     "price_per_hour": (int, float),
     "telemetry": list,
 }
-_SPACE = {knob: list for knob in KNOBS}
+# the keys kinds triton and mlserver read: the others say how to reach or restart a server started elsewhere
+_STARTED_HERE_KEYS = {
+    "kind",
+    "protocol",
+    "startup_timeout_s",
+    "device",
+    "models_dir",
+    "metrics",
+    "price_per_hour",
+    "telemetry",
+}
 _WORKLOAD = {"rates": list, "concurrency": list, "arrival": str}
 _SLO = {"percentile": str, "max_ms": (int, float), "at_rate": (int, float)}
 _SEARCH = {"method": str, "max_configs": int, "order": list, "baselines": list}
 
 
-def _allowed_sizes(value: Any, max_batch_size: int | None, where: str) -> tuple[int, ...]:
-    if value == "none":
-        return ()
-    if value == "powers_of_two":
-        top = max_batch_size or 1000
-        sizes = [1 << i for i in range(top.bit_length()) if 1 << i < top]
-        return (*sizes, top)
-    if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
-        return tuple(value)
-    raise UserError(f'{where}: each value must be "none", "powers_of_two" or a list of sizes, got {value!r}')
-
-
-def expand_space(space: dict[str, tuple[Any, ...]], source: str) -> tuple[TuneConfig, ...]:
+def expand_space(
+    space: dict[str, tuple[Any, ...]],
+    source: str,
+    build: Callable[[dict[str, Any], str], ServerConfig] = config_of,
+) -> tuple[ServerConfig, ...]:
     """Every combination of the knobs' values, invalid ones refused, duplicates (batching off) merged."""
     names = list(space)
-    configs: dict[str, TuneConfig] = {}
+    configs: dict[str, ServerConfig] = {}
     for combo in itertools.product(*(space[n] for n in names)):
-        config = config_of(dict(zip(names, combo)), source)
+        config = build(dict(zip(names, combo)), source)
         configs.setdefault(config.id, config)
     return tuple(configs.values())
 
 
-def config_of(values: dict[str, Any], source: str = "spec") -> TuneConfig:
-    """The configuration for one value of each knob (as written in [space]), checked against TF Serving's rules."""
-    values = dict(values)
-    raw_allowed = values.pop("allowed_batch_sizes", "none")
-    allowed = _allowed_sizes(raw_allowed, values.get("max_batch_size"), f"{source}: space.allowed_batch_sizes")
-    config = TuneConfig(allowed_batch_sizes=allowed, **values)
-    config.validate(f"{source}: space combination {config.id}")
-    return config
-
-
-def _parse_space(raw: dict[str, Any], source: str) -> dict[str, tuple[Any, ...]]:
-    _check_keys(raw, _SPACE, "[space]", source)
+def _parse_space(raw: dict[str, Any], source: str, family: Family) -> dict[str, tuple[Any, ...]]:
     space: dict[str, tuple[Any, ...]] = {}
     for knob, values in raw.items():
+        if knob not in family.knobs:
+            raise family.unknown_knob(knob, source)
         where = f"space.{knob}"
         if not isinstance(values, list) or not values:
             raise UserError(f"{source}: {where} must be a non-empty list of values, got {values!r}")
-        if knob in ("batching", "enable_large_batch_splitting"):
-            space[knob] = _list(values, bool, where, source, positive=False)
-        elif knob == "allowed_batch_sizes":
-            space[knob] = tuple(values)
-        else:
-            space[knob] = _list(values, int, where, source, positive=False)
+        space[knob] = family.parse_values(knob, values, source)
         if len(set(map(repr, space[knob]))) != len(space[knob]):
             raise UserError(f"{source}: {where} lists a value twice: {values!r}")
+    if family.name == "mlserver" and ("max_batch_size" in space) != ("max_batch_time" in space):
+        # hooks.py:82-86 (1.7.1): either one left at its default 0 keeps every configuration unbatched
+        given, missing = sorted(("max_batch_size", "max_batch_time"), key=lambda knob: knob not in space)
+        raise UserError(
+            f"{source}: [space] gives {given} but not {missing}: MLServer batches only when max_batch_size > 1 "
+            "and max_batch_time > 0, so list both"
+        )
     return space
 
 
@@ -237,7 +271,14 @@ def _parse_server(raw: dict[str, Any], source: str, currency: str) -> ServerSpec
         raise UserError(f"{source}: server.protocol must be grpc or rest, got {spec.protocol!r}")
     if spec.startup_timeout_s <= 0:
         raise UserError(f"{source}: server.startup_timeout_s must be positive")
-    if spec.kind != "local":
+    if spec.kind in ("triton", "mlserver"):
+        unused = sorted(set(raw) - _STARTED_HERE_KEYS)
+        if unused:
+            raise UserError(
+                f"{source}: server.{unused[0]} is not used with kind {spec.kind!r}: serve-bench starts the server "
+                f"itself from models_dir (keys: {', '.join(sorted(_STARTED_HERE_KEYS))})"
+            )
+    elif spec.kind != "local":
         if not spec.url.startswith(("grpc://", "http://", "https://")):
             raise UserError(
                 f"{source}: server.url must be the measured server's grpc:// or http:// URL "
@@ -266,12 +307,13 @@ def parse_tune_spec(text: str, source: str = "spec") -> TuneSpec:
         if required not in data:
             raise UserError(f"{source}: missing required key {required!r} at the top level")
     server = _parse_server(data.get("server", {}), source, data.get("currency", ""))
-    space = _parse_space(data["space"], source)
+    family = family_of(server.kind)
+    space = _parse_space(data["space"], source, family)
     if not space:
         raise UserError(
             f"{source}: [space] is empty; give at least one knob with its values, e.g. max_batch_size = [4, 8, 16]"
         )
-    configs = expand_space(space, source)
+    configs = expand_space(space, source, family.config_of)
 
     workload = data.get("workload", {})
     _check_keys(workload, _WORKLOAD, "[workload]", source)
@@ -321,10 +363,19 @@ def parse_tune_spec(text: str, source: str = "spec") -> TuneSpec:
     for knob in order:
         if knob not in space:
             raise UserError(f"{source}: search.order names {knob!r}, which is not a knob of [space]")
-    baselines = _list(search.get("baselines", list(BASELINES)), str, "search.baselines", source, positive=False)
+    baselines = _list(search.get("baselines", list(family.baselines)), str, "search.baselines", source, positive=False)
     for name in baselines:
-        if name not in BASELINES:
-            raise UserError(f"{source}: search.baselines: {name!r} is not one of {', '.join(BASELINES)}")
+        if name not in family.baselines:
+            raise UserError(f"{source}: search.baselines: {name!r} is not one of {', '.join(family.baselines)}")
+    if family.name == "triton":
+        # Triton refuses a request with more images than max_batch_size, batcher or not
+        for config in (*configs, *(family.baselines[b] for b in baselines)):
+            if isinstance(config, TritonConfig) and config.max_batch_size < batch_size:
+                raise UserError(
+                    f"{source}: configuration {config.id} has max_batch_size {config.max_batch_size}, less than "
+                    f"batch_size {batch_size}: Triton would refuse every request"
+                    + ("; drop that baseline or send smaller requests" if config in family.baselines.values() else "")
+                )
     if server.kind == "compose" and not server.flags:
         raise UserError(f"{source}: server.flags must list the service's tensorflow_model_server flags")
     return TuneSpec(
@@ -361,18 +412,3 @@ def load_tune_spec(path: str | Path) -> TuneSpec:
     except OSError as exc:
         raise UserError(f"cannot read tune spec {path}: {exc.strerror or exc}") from None
     return parse_tune_spec(text, str(path))
-
-
-# knobs a search varies, in the batching guide's order (threads first, then batch size, then timeout)
-RECIPE_ORDER = (
-    "batching",
-    "num_batch_threads",
-    *FLAG_KNOBS,
-    "max_batch_size",
-    "batch_timeout_micros",
-    "allowed_batch_sizes",
-    "max_enqueued_batches",
-    "enable_large_batch_splitting",
-    "max_execution_batch_size",
-)
-assert set(RECIPE_ORDER) == set(KNOBS) and len(BATCHING_KNOBS) == 7

@@ -1,0 +1,150 @@
+"""What differs between the servers tune can search: their knobs, how a [space] value is read, how a
+configuration is built and checked, the baselines, the coordinate search's order and the files written.
+
+    tfserving  [server] kind local | compose | command: batching_parameters.txt and flags (_config.py)
+    triton     [server] kind triton: config.pbtxt (_v2config.py)
+    mlserver   [server] kind mlserver: model-settings.json, and settings.json for the workers (_v2config.py)
+
+The search (_search.py, _bayes.py) works on knob positions in the spec's lists and only calls
+``Family.config_of``; the answer only reads ``ServerConfig.knobs``; nothing else needs to know the server.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from serve_bench.errors import UserError
+from serve_bench.stats import BEST_BATCHING_FILE, BEST_MLSERVER_SETTINGS_FILE, BEST_TRITON_CONFIG_FILE
+from serve_bench.sweep import typed_list as _list
+from serve_bench.tune._config import KNOBS, RECIPE_ORDER, ServerConfig, TuneConfig, config_of
+from serve_bench.tune._v2config import (
+    MLSERVER_KNOBS,
+    TRITON_KNOBS,
+    MLServerConfig,
+    TritonConfig,
+    mlserver_config_of,
+    triton_config_of,
+)
+
+__all__ = ["FAMILIES", "Family", "family_of"]
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    label: str  # as a sentence names the server
+    knobs: tuple[str, ...]
+    value_types: Mapping[str, Any]  # knob -> the type of one value; "list" for list-valued knobs
+    config_of: Callable[[dict[str, Any], str], ServerConfig]
+    config_type: type[Any]
+    baselines: Mapping[str, ServerConfig]
+    recipe: tuple[str, ...]  # the coordinate search's knob order, after the spec's own
+    config_file: str  # the configuration's file in results/<run>/configs/<id>/
+    best_file: str  # the winner's file in results/<run>/
+
+    def parse_values(self, knob: str, values: list[Any], source: str) -> tuple[Any, ...]:
+        """One [space] knob's values, typed; list-valued knobs take lists (or "none") as values."""
+        where = f"space.{knob}"
+        kind = self.value_types[knob]
+        if kind == "list":
+            words = ("none", "powers_of_two") if self.name == "tfserving" else ("none",)
+            for value in values:
+                sizes = isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+                if not sizes and value not in words:
+                    named = " or ".join(f'"{word}"' for word in words)
+                    raise UserError(f"{source}: {where}: each value must be {named} or a list of sizes, got {value!r}")
+            return tuple(values)
+        return _list(values, kind, where, source, positive=False)
+
+    def config_from(self, data: Mapping[str, Any]) -> ServerConfig:
+        """A configuration from its configs.jsonl record (``dataclasses.asdict``), for ``--resume``."""
+        data = dict(data)
+        if "allowed_batch_sizes" in data:  # TritonConfig makes its preferred sizes a tuple itself
+            data["allowed_batch_sizes"] = tuple(data["allowed_batch_sizes"])
+        config: ServerConfig = self.config_type(**data)
+        return config
+
+    def unknown_knob(self, knob: str, source: str) -> UserError:
+        """The one-line error for a [space] key this server does not have: another server's knob says whose."""
+        others = [f.label for f in FAMILIES.values() if f is not self and knob in f.knobs]
+        if others:
+            return UserError(
+                f"{source}: [space] {knob!r} is {' and '.join(others)}'s knob, not {self.label}'s; "
+                f"{self.label}'s knobs are {', '.join(self.knobs)}"
+            )
+        close = difflib.get_close_matches(knob, self.knobs, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        return UserError(
+            f"{source}: unknown key {knob!r} in [space]{hint}; {self.label}'s knobs are {', '.join(self.knobs)}"
+        )
+
+
+_TFSERVING_TYPES: dict[str, Any] = {knob: int for knob in KNOBS}
+_TFSERVING_TYPES.update(batching=bool, enable_large_batch_splitting=bool, allowed_batch_sizes="list")
+
+FAMILIES = {
+    "tfserving": Family(
+        "tfserving",
+        "TF Serving",
+        KNOBS,
+        _TFSERVING_TYPES,
+        config_of,
+        TuneConfig,
+        {"defaults": TuneConfig(), "no_batching": TuneConfig(batching=False)},
+        RECIPE_ORDER,
+        "batching_parameters.txt",
+        BEST_BATCHING_FILE,
+    ),
+    "triton": Family(
+        "triton",
+        "Triton",
+        TRITON_KNOBS,
+        {
+            "dynamic_batching": bool,
+            "max_batch_size": int,
+            "max_queue_delay_microseconds": int,
+            "preferred_batch_size": "list",
+            "instance_count": int,
+            "instance_kind": str,
+        },
+        triton_config_of,
+        TritonConfig,
+        # model_configuration.md's "Recommended Configuration Process" for the dynamic batcher: turn it on,
+        # decide max_batch_size, then the delay; preferred sizes rarely; then instances (optimization.md)
+        {"defaults": TritonConfig(), "no_batching": TritonConfig(dynamic_batching=False)},
+        (
+            "dynamic_batching",
+            "max_batch_size",
+            "max_queue_delay_microseconds",
+            "preferred_batch_size",
+            "instance_count",
+            "instance_kind",
+        ),
+        "config.pbtxt",
+        BEST_TRITON_CONFIG_FILE,
+    ),
+    "mlserver": Family(
+        "mlserver",
+        "MLServer",
+        MLSERVER_KNOBS,
+        {"max_batch_size": int, "max_batch_time": (int, float), "parallel_workers": int},
+        mlserver_config_of,
+        MLServerConfig,
+        # MLServer's defaults do not batch (hooks.py:82-86): both baselines are the one configuration nobatch
+        {"defaults": MLServerConfig(), "no_batching": MLServerConfig(max_batch_size=1)},
+        ("max_batch_size", "max_batch_time", "parallel_workers"),
+        "model-settings.json",
+        BEST_MLSERVER_SETTINGS_FILE,
+    ),
+}
+assert all(set(f.recipe) == set(f.knobs) == set(f.value_types) for f in FAMILIES.values())
+
+_BY_SERVER_KIND = {"local": "tfserving", "compose": "tfserving", "command": "tfserving"}
+
+
+def family_of(server_kind: str) -> Family:
+    """The family of a ``[server] kind``: local, compose and command restart TF Serving (or the local server)."""
+    return FAMILIES[_BY_SERVER_KIND.get(server_kind, server_kind)]
