@@ -23,6 +23,7 @@ from serve_bench import export
 from serve_bench._progress import SweepProgress
 from serve_bench.errors import UserError
 from serve_bench.report import build_report, print_summary
+from serve_bench.servers import free_port
 from serve_bench.sweep import SweepSpec, load_spec, new_run_dir, run_sweep
 
 DEMO_MODELS = ("inception_v3", "mobilenet_v2")
@@ -46,14 +47,6 @@ def ensure_exported(name: str, out: Path, warmup_batch_sizes: tuple[int, ...] = 
     facts = result.facts
     print(f"  -> {result.path}: {facts.parameters:,} parameters, {facts.flops_per_image / 1e9:.2f} GFLOPs/image")
     return result.path
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def start_local_server(
@@ -138,7 +131,7 @@ def run_demo(
         ensure_exported(name, out)
     print(f"models.config: {export.write_models_config(out)}")
 
-    grpc_port, rest_port = _free_port(), _free_port()
+    grpc_port, rest_port = free_port(), free_port()
     server = start_local_server(out, grpc_port, rest_port, ready_model=models[0])
     reports = []
     try:

@@ -13,7 +13,7 @@ from serve_bench.servers._env import ENV_VARIABLE, ServersEnv, servers_env
 from serve_bench.servers._local import LocalServerProcess
 from serve_bench.servers._mlserver import MLServerServer
 from serve_bench.servers._ports import free_port
-from serve_bench.servers._process import ServerProcess, StartFailed, http_ok, log_tail
+from serve_bench.servers._process import ServerProcess, StartFailed, V2ServerProcess, http_ok, log_tail
 from serve_bench.servers._triton import TritonServer
 
 __all__ = [
@@ -24,6 +24,7 @@ __all__ = [
     "ServersEnv",
     "StartFailed",
     "TritonServer",
+    "V2ServerProcess",
     "free_port",
     "http_ok",
     "log_tail",

@@ -17,13 +17,12 @@ from pathlib import Path
 
 from serve_bench.export import MLServerBatching, write_mlserver_model
 from serve_bench.servers._env import servers_env
-from serve_bench.servers._ports import free_port
-from serve_bench.servers._process import ServerProcess
+from serve_bench.servers._process import V2ServerProcess
 
 __all__ = ["MLServerServer"]
 
 
-class MLServerServer(ServerProcess):
+class MLServerServer(V2ServerProcess):
     name = "mlserver"
 
     def __init__(
@@ -40,7 +39,6 @@ class MLServerServer(ServerProcess):
         self.env = servers_env("MLServer")
         self.model = model
         self.batching = batching or MLServerBatching()
-        self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
         self.repository = self.work_dir / "repository"
         extra = {"intra_op_threads": str(intra_op_threads)} if intra_op_threads else None
         write_mlserver_model(models_dir, model, self.repository, self.batching, extra=extra, absolute_uri=True)
@@ -57,22 +55,6 @@ class MLServerServer(ServerProcess):
             settings["parallel_workers"] = self.batching.parallel_workers
         (self.repository / "settings.json").write_text(json.dumps(settings, indent=2) + "\n")
 
-    @property
-    def http_base(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}"
-
-    @property
-    def grpc_url(self) -> str:
-        return f"v2+grpc://127.0.0.1:{self.grpc_port}"
-
-    @property
-    def http_url(self) -> str:
-        return f"v2+http://127.0.0.1:{self.http_port}"
-
-    @property
-    def metrics_url(self) -> str:
-        return f"http://127.0.0.1:{self.metrics_port}/metrics"
-
     def command(self) -> list[str]:
         return [str(self.env.mlserver), "start", str(self.repository)]
 
@@ -83,9 +65,6 @@ class MLServerServer(ServerProcess):
         env.pop("PYTHONPATH", None)
         env["VIRTUAL_ENV"] = str(self.env.root)
         return env
-
-    def ready_urls(self) -> list[str]:
-        return [f"{self.http_base}/v2/health/ready", f"{self.http_base}/v2/models/{self.model}/ready"]
 
     def failure_lines(self, log: tuple[str, ...]) -> tuple[str, ...]:
         errors = tuple(line for line in log if "Error" in line or "error" in line)

@@ -17,8 +17,9 @@ import urllib.request
 from pathlib import Path
 
 from serve_bench.errors import UserError
+from serve_bench.servers._ports import free_port
 
-__all__ = ["LOG_TAIL_LINES", "ServerProcess", "StartFailed", "http_ok", "log_tail"]
+__all__ = ["LOG_TAIL_LINES", "ServerProcess", "StartFailed", "V2ServerProcess", "http_ok", "log_tail"]
 
 LOG_TAIL_LINES = 20
 _POLL_S = 0.1
@@ -163,3 +164,33 @@ class ServerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class V2ServerProcess(ServerProcess):
+    """A server of the Open Inference Protocol (Triton, MLServer) on three free loopback ports."""
+
+    model: str
+
+    def __init__(self, work_dir: Path | None, startup_timeout_s: float) -> None:
+        super().__init__(work_dir, startup_timeout_s)
+        self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
+
+    @property
+    def http_base(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def grpc_url(self) -> str:
+        return f"v2+grpc://127.0.0.1:{self.grpc_port}"
+
+    @property
+    def http_url(self) -> str:
+        return f"v2+http://127.0.0.1:{self.http_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
+    def ready_urls(self) -> list[str]:
+        # the server, then the model: both answer 200 only once it can serve (the protocol's health API)
+        return [f"{self.http_base}/v2/health/ready", f"{self.http_base}/v2/models/{self.model}/ready"]

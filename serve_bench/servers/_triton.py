@@ -25,8 +25,7 @@ from pathlib import Path
 
 from serve_bench.export import TritonBatching, write_triton_model
 from serve_bench.servers._env import ServersEnv, servers_env
-from serve_bench.servers._ports import free_port
-from serve_bench.servers._process import ServerProcess
+from serve_bench.servers._process import V2ServerProcess
 
 __all__ = ["TritonServer"]
 
@@ -46,7 +45,7 @@ def _backend_dir(env: ServersEnv) -> Path:
     return backends
 
 
-class TritonServer(ServerProcess):
+class TritonServer(V2ServerProcess):
     name = "tritonserver"
 
     def __init__(
@@ -64,29 +63,12 @@ class TritonServer(ServerProcess):
         self.env = servers_env("Triton")
         self.model = model
         self.batching = batching or TritonBatching()
-        self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
         parameters = {"EXECUTION_ENV_PATH": str(self.env.root)}
         if intra_op_threads:
             parameters["intra_op_threads"] = str(intra_op_threads)
         self.repository = self.work_dir / "repository"
         write_triton_model(models_dir, model, self.repository, self.batching, parameters=parameters, symlink=True)
         self.extra_args = extra_args
-
-    @property
-    def http_base(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}"
-
-    @property
-    def grpc_url(self) -> str:
-        return f"v2+grpc://127.0.0.1:{self.grpc_port}"
-
-    @property
-    def http_url(self) -> str:
-        return f"v2+http://127.0.0.1:{self.http_port}"
-
-    @property
-    def metrics_url(self) -> str:
-        return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
     @property
     def stats_url(self) -> str:
@@ -113,9 +95,6 @@ class TritonServer(ServerProcess):
         libs = str(self.env.triton_libs)
         env["LD_LIBRARY_PATH"] = libs + (os.pathsep + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
         return env
-
-    def ready_urls(self) -> list[str]:
-        return [f"{self.http_base}/v2/health/ready", f"{self.http_base}/v2/models/{self.model}/ready"]
 
     def failure_lines(self, log: tuple[str, ...]) -> tuple[str, ...]:
         # the model's own reason is in "failed to load ...", logged before the tables that end the log

@@ -16,7 +16,6 @@ import asyncio
 import json
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import BinaryIO, Protocol
 
 from serve_bench.client import ServeBenchError, connect
+from serve_bench.servers import free_port, log_tail
 from serve_bench.stats import Target
 from serve_bench.tune._config import ServerConfig, TuneConfig
 from serve_bench.tune._spec import ServerSpec
@@ -41,7 +41,6 @@ __all__ = [
     "wait_available",
 ]
 
-LOG_TAIL_LINES = 20
 METRICS_PATH = "/monitoring/prometheus/metrics"
 
 
@@ -52,20 +51,6 @@ class StartFailed(Exception):
         super().__init__(why)
         self.why = why
         self.log_tail = log_tail
-
-
-def log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> tuple[str, ...]:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return ()
-    return tuple(text.rstrip("\n").splitlines()[-lines:])
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _rest_state(status_url: str) -> str:
@@ -158,7 +143,7 @@ class LocalRestarter:
     async def start(self, config: ServerConfig, batching_file: Path, log_path: Path) -> Target:
         self.monitoring.parent.mkdir(parents=True, exist_ok=True)
         self.monitoring.write_text(f'prometheus_config {{ enable: true path: "{METRICS_PATH}" }}\n')
-        grpc_port, rest_port = _free_port(), _free_port()
+        grpc_port, rest_port = free_port(), free_port()
         command = self.command(_tf_serving(config), batching_file, grpc_port, rest_port)
         log = open(log_path, "wb")
         log.write(("$ " + shlex.join(command[1:]) + "\n").encode())
