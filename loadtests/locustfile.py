@@ -89,11 +89,12 @@ class GrpcPredictUser(User):
         import grpc
 
         from serve_bench.client._grpc import CHANNEL_OPTIONS
+        from serve_bench.client._v2_grpc import V2_CHANNEL_OPTIONS
 
         options = self.environment.parsed_options
         host = self.host or "grpc://localhost:8500"
         target = host.split("://", 1)[-1]
-        self._channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+        self._channel = grpc.insecure_channel(target, options=V2_CHANNEL_OPTIONS if is_v2(host) else CHANNEL_OPTIONS)
         if is_v2(host):
             self._predict = self._channel.unary_unary("/inference.GRPCInferenceService/ModelInfer")
             self._payload, self._items = build_v2_grpc_request(options)

@@ -19,12 +19,24 @@ from grpc import aio
 
 from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo
 from serve_bench.client._errors import ConnectError, InvalidArgument, RequestTimeout, ServeBenchError, error_for_grpc
-from serve_bench.client._grpc import CHANNEL_OPTIONS
 from serve_bench.client._v2_codec import DATATYPES, datatype_of, from_raw, listed_versions, signatures, to_raw
 from serve_bench.client._v2_descriptor import SERIALIZED
 from serve_bench.codec import CodecError
 
-__all__ = ["V2GrpcTransport", "decode_infer_response", "encode_infer_request", "message"]
+__all__ = ["V2_CHANNEL_OPTIONS", "V2GrpcTransport", "decode_infer_response", "encode_infer_request", "message"]
+
+# No message size limits (an InceptionV3 batch passes 4 MiB), and keepalive pings no more often than
+# Triton's gRPC server accepts them: it counts a ping less than 5 minutes after the previous one, with no
+# data between, as a strike and sends GOAWAY "too_many_pings" after 2 (tritonserver --help, 2.51:
+# --grpc-http2-min-recv-ping-interval-without-data 300000, --grpc-http2-max-ping-strikes 2), which TF
+# Serving's 30 s pings (client/_grpc.py) drew from Triton during long InceptionV3 points.
+V2_CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", -1),
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.keepalive_time_ms", 360_000),
+    ("grpc.keepalive_timeout_ms", 20_000),
+    ("grpc.keepalive_permit_without_calls", 0),
+]
 
 _SERVICE = "/inference.GRPCInferenceService/"
 
@@ -112,7 +124,7 @@ class V2GrpcTransport:
         self.url = url
         self.model = model
         self.version = version
-        self._channel = channel or aio.insecure_channel(f"{host}:{port}", options=CHANNEL_OPTIONS)
+        self._channel = channel or aio.insecure_channel(f"{host}:{port}", options=V2_CHANNEL_OPTIONS)
         # No serializers: requests are bytes already, responses are decoded apart from the call.
         self._infer: Any = self._channel.unary_unary(_SERVICE + "ModelInfer")
         self.server_identity = ""  # "triton/2.51.0", "mlserver/1.7.1": from ServerMetadata when the client opens
