@@ -116,3 +116,13 @@ def test_export_writes_both_repositories(models_dir):
 def test_write_triton_model_refuses_a_model_not_exported(models_dir, tmp_path):
     with pytest.raises(UserError, match="serve-bench export nope"):
         write_triton_model(models_dir, "nope", tmp_path)
+
+
+def test_a_server_leaves_no_directory_it_made_for_itself(models_dir):
+    """A launcher given no work_dir makes a temporary one (repository, log) and removes it at stop."""
+    from serve_bench.servers import LocalServerProcess
+
+    with LocalServerProcess(models_dir, "tiny") as server:
+        made = server.work_dir
+        assert (made / "serve-bench-local.log").exists()
+    assert not made.exists()

@@ -35,8 +35,8 @@ class MLServerServer(V2ServerProcess):
         work_dir: Path | None = None,
         startup_timeout_s: float = 120.0,
     ) -> None:
+        self.env = servers_env("MLServer")  # before any directory is made: a missing environment leaves nothing
         super().__init__(work_dir, startup_timeout_s)
-        self.env = servers_env("MLServer")
         self.model = model
         self.batching = batching or MLServerBatching()
         self.repository = self.work_dir / "repository"

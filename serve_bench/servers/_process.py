@@ -8,6 +8,7 @@ it) and SIGKILL after a grace period.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -157,6 +158,8 @@ class ServerProcess:
             os.killpg(process.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
+        if self._own_dir:  # a directory the caller never named: nothing of it is wanted afterwards
+            shutil.rmtree(self.work_dir, ignore_errors=True)
         return process.returncode
 
     def __enter__(self) -> ServerProcess:

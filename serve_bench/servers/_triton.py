@@ -59,8 +59,8 @@ class TritonServer(V2ServerProcess):
         startup_timeout_s: float = 120.0,
         extra_args: tuple[str, ...] = (),
     ) -> None:
+        self.env = servers_env("Triton")  # before any directory is made: a missing environment leaves nothing
         super().__init__(work_dir, startup_timeout_s)
-        self.env = servers_env("Triton")
         self.model = model
         self.batching = batching or TritonBatching()
         parameters = {"EXECUTION_ENV_PATH": str(self.env.root)}
