@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import signal
 import threading
 import time
@@ -115,15 +116,36 @@ def test_allowed_batch_sizes_must_end_at_max(tmp_path, models_dir, capsys):
     assert "max_batch_size" in _one_line(capsys)
 
 
+def _queued_tasks(rest_port: int) -> int:
+    """Requests the server's batching queues have taken: BatchingSession's input_batch_size count (one input)."""
+    url = f"http://127.0.0.1:{rest_port}/monitoring/prometheus/metrics"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        page = response.read().decode()
+    match = re.search(r"^:tensorflow:serving:batching_session:input_batch_size_count\{\} (\d+)$", page, re.M)
+    return int(match.group(1)) if match else 0
+
+
 def test_sigterm_finishes_in_flight_requests_and_exits_0(models_dir, tmp_path):
-    # A 1.5 s batch timeout holds the request in the queue while SIGTERM arrives.
+    # A 5 s batch timeout holds the request in the queue while SIGTERM arrives; the server's own metric
+    # says when it is queued. (The queue is drained only after the REST runner's cleanup, which waits for
+    # the handler: the answer comes when the batch times out, not at once.)
     params = tmp_path / "batching.txt"
     params.write_text(
-        "max_batch_size { value: 8 }\nbatch_timeout_micros { value: 1500000 }\nnum_batch_threads { value: 1 }\n"
+        "max_batch_size { value: 8 }\nbatch_timeout_micros { value: 5000000 }\nnum_batch_threads { value: 1 }\n"
     )
-    server = ServeProcess(models_dir, "--enable_batching", "--batching_parameters_file", str(params))
+    monitoring = tmp_path / "monitoring.txt"
+    monitoring.write_text('prometheus_config { enable: true path: "/monitoring/prometheus/metrics" }\n')
+    server = ServeProcess(
+        models_dir,
+        "--enable_batching",
+        "--batching_parameters_file",
+        str(params),
+        "--monitoring_config_file",
+        str(monitoring),
+    )
     process, rest_port = server.process, server.rest_port
     try:
+        before = _queued_tasks(rest_port)  # warmup requests may have gone through the queue already
         result: dict = {}
 
         def send() -> None:
@@ -135,7 +157,11 @@ def test_sigterm_finishes_in_flight_requests_and_exits_0(models_dir, tmp_path):
 
         sender = threading.Thread(target=send)
         sender.start()
-        time.sleep(0.5)  # the request is now waiting in the batch queue
+        deadline = time.monotonic() + 30
+        while _queued_tasks(rest_port) == before and time.monotonic() < deadline:
+            time.sleep(0.01)  # between polls of the metrics page
+        assert _queued_tasks(rest_port) == before + 1, "the request never reached the batch queue"
+        assert not result, "answered before SIGTERM: the test would not see an in-flight request"
         process.send_signal(signal.SIGTERM)
         sender.join(timeout=30)
         assert result.get("status") == 200

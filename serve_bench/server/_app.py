@@ -16,7 +16,7 @@ from serve_bench.errors import UserError
 from serve_bench.server._config import ServerConfig
 from serve_bench.server._core import ServingCore
 from serve_bench.server._errors import ServingError
-from serve_bench.server._grpc import SERVER_OPTIONS, add_services
+from serve_bench.server._grpc import SERVER_OPTIONS, GrpcService, add_services
 from serve_bench.server._metrics import Metrics
 from serve_bench.server._rest import make_app
 from serve_bench.server._runtime import Model, ModelRegistry
@@ -48,6 +48,7 @@ class LocalServer:
         self.core: ServingCore | None = None
         self.ports: BoundPorts | None = None
         self._grpc: aio.Server | None = None
+        self._grpc_service: GrpcService | None = None
         self._runner: web.AppRunner | None = None
 
     def load(self) -> ModelRegistry:
@@ -75,7 +76,7 @@ class LocalServer:
         registry = await loop.run_in_executor(None, self.load)
         self.core = ServingCore(self.config, registry, self.metrics)
         self._grpc = aio.server(options=SERVER_OPTIONS)
-        add_services(self._grpc, self.core)
+        self._grpc_service = add_services(self._grpc, self.core)
         grpc_port = self._grpc.add_insecure_port(f"{self.config.host}:{self.config.port}")
         if grpc_port == 0:
             raise UserError(f"cannot bind gRPC to {self.config.host}:{self.config.port} (in use?); choose --port")
@@ -107,6 +108,8 @@ class LocalServer:
     async def stop(self, grace: float = 30.0) -> None:
         """Stop accepting, let in-flight requests finish (up to ``grace`` seconds), release."""
         if self._grpc is not None:
+            if self._grpc_service is not None:  # first let every call gRPC core holds reach a handler
+                await self._grpc_service.quiesce(grace)
             await self._grpc.stop(grace)
         if self._runner is not None:
             await self._runner.cleanup()

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from serve_bench.server._batching import BatchScheduler, BatchThreads
+from serve_bench.server._budget import COST_FACTOR, MemoryBudget
 from serve_bench.server._config import ServerConfig
 from serve_bench.server._errors import ServingError
 from serve_bench.server._metrics import Metrics
@@ -37,6 +38,8 @@ class ServingCore:
         # one pool of batch threads for every queue, as tensorflow_model_server's SharedBatchScheduler
         self._batch_threads = BatchThreads(config.batching) if config.batching is not None else None
         self.in_flight = 0
+        # What REST bodies being parsed and gRPC tensors being served may hold at once.
+        self.budget = MemoryBudget(max(1 << 30, COST_FACTOR * config.max_body_bytes))
 
     def scheduler(self, servable: Servable, signature: Signature) -> BatchScheduler | None:
         """One scheduler per model version and signature, as TF Serving's BatchingSession keeps."""

@@ -7,20 +7,23 @@ unknown method.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
 import grpc
 import numpy as np
+from google.protobuf.message import DecodeError
 from grpc import aio
 
 from serve_bench import __version__, _protos
-from serve_bench.codec import CodecError, from_tensor_proto, proto_shape, to_tensor_proto
+from serve_bench.codec import DT_STRING, DTYPE_TO_NUMPY, CodecError, from_tensor_proto, proto_shape, to_tensor_proto
+from serve_bench.server._budget import COST_FACTOR, TRIM_AFTER_BYTES, trim_soon
 from serve_bench.server._core import ServingCore, record_request
 from serve_bench.server._errors import ServingError
 from serve_bench.server._runtime import Signature, tf_type_name
 
-__all__ = ["IDENTITY", "SERVER_OPTIONS", "add_services"]
+__all__ = ["IDENTITY", "SERVER_OPTIONS", "GrpcService", "add_services"]
 
 # Sent on metadata and status calls (not Predict), so results can say which server they measured.
 IDENTITY = (("x-serve-bench-server", f"serve-bench-local/{__version__}"),)
@@ -49,12 +52,34 @@ def _require_spec(request: Any) -> None:
         raise ServingError("INVALID_ARGUMENT", "Missing ModelSpec")
 
 
+# quiesce() returns once no Predict call has arrived or run for this long.
+_QUIET_S = 0.25
+
+
+def _broadcast(tensor: Any, shape: tuple[int, ...]) -> np.ndarray | None:
+    """A tensor of many elements given by ONE typed value, as a read-only view of that value.
+
+    TensorFlow fills every element past the values sent with the last one (tensor.cc
+    FromProtoField: copy_n, then fill_n with the last value), so one value means all equal; the
+    view costs nothing until TensorFlow fills its own tensor (Servable.run). None otherwise."""
+    if tensor.tensor_content or tensor.dtype == DT_STRING or tensor.dtype in (8, 18):  # complex: 2 values each
+        return None
+    if int(np.prod(shape, dtype=np.int64)) <= 1:
+        return None
+    if [len(values) for field, values in tensor.ListFields() if field.is_repeated] != [1]:
+        return None
+    single = type(tensor)()
+    single.CopyFrom(tensor)
+    single.ClearField("tensor_shape")  # a scalar: its one value
+    return np.broadcast_to(from_tensor_proto(single), shape)
+
+
 def _grpc_message(message: str) -> str:
     """Long messages cut as model_servers/grpc_status_util.cc:25-33 ToGRPCStatus cuts them."""
     return message if len(message) <= 1024 else message[:1024] + "...TRUNCATED"
 
 
-class _Service:
+class GrpcService:
     def __init__(self, core: ServingCore) -> None:
         self.core = core
         # The most elements one input may declare: what a body of the REST limit could carry as
@@ -64,12 +89,20 @@ class _Service:
         self.metadata_response = _protos.message("tensorflow.serving.GetModelMetadataResponse")
         self.status_response = _protos.message("tensorflow.serving.GetModelStatusResponse")
         self.signature_map = _protos.message("tensorflow.serving.SignatureDefMap")
+        self.draining = False  # set by quiesce(): new Predict calls are answered UNAVAILABLE
+        self.active = 0  # Predict calls inside their handler now
+        self.calls = 0  # Predict calls that reached a handler, ever
 
     async def predict(self, request: Any, context: aio.ServicerContext[Any, Any]) -> Any:
         # request_latency starts before the tensors are parsed (prediction_service_impl.cc:41)
         started = time.perf_counter()
+        held: list[int] = []
+        self.calls += 1
+        if self.draining:
+            await context.abort(grpc.StatusCode.UNAVAILABLE, "the server is shutting down; retry on another")
+        self.active += 1
         try:
-            response = await self._predict(request, started, context.time_remaining())
+            response = await self._predict(request, started, context.time_remaining(), held)
         except ServingError as exc:
             code, message = exc.code, exc.message
             # Its traceback's frames hold the request's decoded tensors; the abort below raises
@@ -78,55 +111,111 @@ class _Service:
             del exc
         else:
             return response
+        finally:
+            self.active -= 1
+            if held and held[0] >= TRIM_AFTER_BYTES:  # the request's tensors are gone: return their pages
+                trim_soon(asyncio.get_running_loop())
         await context.abort(getattr(grpc.StatusCode, code), _grpc_message(message))
 
-    async def _predict(self, request: Any, started: float, timeout: float | None = None) -> Any:
+    async def quiesce(self, timeout: float) -> None:
+        """Answer new Predict calls UNAVAILABLE and wait (up to ``timeout``) until no call is running.
+
+        grpc core's shutdown cancels every call it has received but not yet handed to Python
+        (grpc.aio asks core for one call at a time), so a busy server stopped at once answers
+        CANCELLED to requests sent before the signal. Draining here first lets each of those
+        reach a handler and get a retryable answer, and each running one finish.
+        """
+        self.draining = True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        quiet_since = loop.time()
+        seen = self.calls
+        while loop.time() < deadline:
+            if self.active or self.calls != seen:
+                seen, quiet_since = self.calls, loop.time()
+            elif loop.time() - quiet_since >= _QUIET_S:
+                return
+            await asyncio.sleep(0.01)
+
+    async def _predict(self, request: Any, started: float, timeout: float | None, held: list[int]) -> Any:
         """Predict as servables/tensorflow/predict_util.cc:79-119 RunPredict orders its checks: servable
         (NOT_FOUND), signature (FAILED_PRECONDITION), input names, then each tensor parsed."""
         spec = request.model_spec
         version, label = _version(spec)
         reached_core = False
         status = "OK"
-        try:
-            _require_spec(request)
-            servable = self.core.registry.get(spec.name, version, label)
-            signature = servable.signature(spec.signature_name)
-            inputs = self._decode_inputs(request, signature)
-            reached_core = True  # ServingCore.predict counts the request from here on
-            servable, outputs = await self.core.predict(
-                spec.name,
-                version,
-                label,
-                spec.signature_name,
-                inputs,
-                list(request.output_filter),
-                "GRPC",
-                started=started,
-                timeout=timeout,  # the deadline, as TF Serving's RunOptions timeout
-            )
-        except ServingError as exc:
-            status = exc.code
-            raise
+        try:  # what the request reserved goes back however it ends: refused, failed in the run, answered
+            try:
+                _require_spec(request)
+                servable = self.core.registry.get(spec.name, version, label)
+                signature = servable.signature(spec.signature_name)
+                shapes = self._check_inputs(request, signature)
+                held.append(self._reserve(request, shapes))
+                inputs = self._decode_inputs(request, shapes)
+                reached_core = True  # ServingCore.predict counts the request from here on
+                servable, outputs = await self.core.predict(
+                    spec.name,
+                    version,
+                    label,
+                    spec.signature_name,
+                    inputs,
+                    list(request.output_filter),
+                    "GRPC",
+                    started=started,
+                    timeout=timeout,  # the deadline, as TF Serving's RunOptions timeout
+                )
+            except ServingError as exc:
+                status = exc.code
+                raise
+            finally:
+                if not reached_core:
+                    record_request(self.core.metrics, spec.name, "Predict", "GRPC", status, started)
+            del inputs
+            response = self.predict_response()
+            # MakeModelSpec (servables/tensorflow/util.cc:261): name as asked, signature defaulted, version served
+            response.model_spec.name = spec.name
+            response.model_spec.version.value = servable.version
+            response.model_spec.signature_name = signature.name
+            for alias, array in outputs.items():
+                # typed value fields, as RunPredict's default kAsProtoField (predict_util.cc:177-182)
+                to_tensor_proto(array, response.outputs[alias], typed_fields=True)
+            del outputs
+            return response
         finally:
-            if not reached_core:
-                record_request(self.core.metrics, spec.name, "Predict", "GRPC", status, started)
-        del inputs
-        response = self.predict_response()
-        # MakeModelSpec (servables/tensorflow/util.cc:261): name as asked, signature defaulted, version served
-        response.model_spec.name = spec.name
-        response.model_spec.version.value = servable.version
-        response.model_spec.signature_name = signature.name
-        for alias, array in outputs.items():
-            # typed value fields, as RunPredict's default kAsProtoField (predict_util.cc:177-182)
-            to_tensor_proto(array, response.outputs[alias], typed_fields=True)
-        return response
+            self.core.budget.give(sum(held))
 
-    def _decode_inputs(self, request: Any, signature: Signature) -> dict[str, np.ndarray]:
+    def _reserve(self, request: Any, shapes: dict[str, tuple[int, ...]]) -> int:
+        """Reserve what the request's tensors will hold (declared elements x dtype size, times the
+        cost of TensorFlow's copy and the run) before any is allocated, from the budget REST bodies
+        share. TF Serving has none (it allocates what is declared, tensor.cc FromProto); past it the
+        codes are the ones TF Serving gives for memory it cannot have now (RESOURCE_EXHAUSTED, as
+        TensorFlow's allocator reports an OOM) or for a server that is busy (UNAVAILABLE)."""
+        declared = 0
+        for alias, shape in shapes.items():
+            tensor = request.inputs[alias]
+            count = int(np.prod(shape, dtype=np.int64))
+            if tensor.dtype == DT_STRING:  # one reference per element plus the bytes sent
+                declared += 8 * count + sum(len(value) for value in tensor.string_val)
+            else:
+                declared += count * DTYPE_TO_NUMPY[tensor.dtype].itemsize
+        needed = COST_FACTOR * declared
+        budget = self.core.budget
+        if budget.try_take(needed):
+            return needed
+        if needed > budget.total:
+            raise ServingError(
+                "RESOURCE_EXHAUSTED",
+                f"the request's tensors declare {declared} bytes; serving them needs more than the {budget.total} "
+                "bytes this server lets requests hold (serve-bench serve --max_body_bytes)",
+            )
+        raise ServingError("UNAVAILABLE", "too many large requests are being served at once; retry shortly")
+
+    def _check_inputs(self, request: Any, signature: Signature) -> dict[str, tuple[int, ...]]:
         """Each input checked against the signature on its DECLARED dtype and shape before any value
         is read, so a 40-byte request declaring 300M floats costs nothing (serve-bench's own rule;
-        TF Serving would allocate and pad it, tensor.cc FromProto)."""
+        TF Serving would allocate and pad it, tensor.cc FromProto). Returns the declared shapes."""
         signature.check_names(set(request.inputs))
-        inputs: dict[str, np.ndarray] = {}
+        shapes: dict[str, tuple[int, ...]] = {}
         for position, alias in enumerate(sorted(request.inputs)):
             tensor = request.inputs[alias]
             want = signature.inputs[alias].dtype
@@ -137,11 +226,32 @@ class _Service:
                 )
             try:
                 shape = proto_shape(tensor)
-            except CodecError:
-                raise ServingError("INVALID_ARGUMENT", f"tensor parsing error: {alias}") from None
+            except CodecError as exc:
+                # TF's GetInputValues (cc/saved_model/util.cc) says only "tensor parsing error: <alias>"
+                # when Tensor::FromProto fails (here: TensorShape::IsValid refuses a dimension < 0);
+                # the reason in parentheses is serve-bench's, as for the other parsing errors below.
+                message = str(exc)
+                raise ServingError("INVALID_ARGUMENT", f"tensor parsing error: {alias} ({message})") from None
             signature.check_shape(alias, shape)
+            count = int(np.prod(shape, dtype=np.int64))
+            if count > self.max_elements:  # the cap from_tensor_proto applies, before the budget is asked
+                raise ServingError(
+                    "INVALID_ARGUMENT",
+                    f"tensor parsing error: {alias} (tensor shape {list(shape)} holds {count} elements, "
+                    f"more than the {self.max_elements} allowed)",
+                )
+            shapes[alias] = shape
+        return shapes
+
+    def _decode_inputs(self, request: Any, shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+        inputs: dict[str, np.ndarray] = {}
+        for alias, shape in shapes.items():
+            tensor = request.inputs[alias]
             try:
-                inputs[alias] = from_tensor_proto(tensor, max_elements=self.max_elements)
+                single = _broadcast(tensor, shape)
+                inputs[alias] = (
+                    single if single is not None else from_tensor_proto(tensor, max_elements=self.max_elements)
+                )
             except CodecError as exc:
                 message = str(exc)
                 raise ServingError("INVALID_ARGUMENT", f"tensor parsing error: {alias} ({message})") from None
@@ -191,13 +301,35 @@ class _Service:
         return response
 
 
-def add_services(server: aio.Server, core: ServingCore) -> None:
-    service = _Service(core)
+# What the request deserializer gives for bytes that are not a message of its type.
+_UNPARSEABLE = object()
+
+
+def _parser(message_type: Any) -> Any:
+    def parse(data: bytes) -> Any:
+        try:
+            return message_type.FromString(data)
+        except DecodeError:
+            return _UNPARSEABLE
+
+    return parse
+
+
+def add_services(server: aio.Server, core: ServingCore) -> GrpcService:
+    service = GrpcService(core)
 
     def handler(method: Any, request_name: str, response_name: str) -> grpc.RpcMethodHandler[Any, Any]:
+        async def guarded(request: Any, context: aio.ServicerContext[Any, Any]) -> Any:
+            if request is _UNPARSEABLE:
+                # What a C++ gRPC server (TF Serving's) answers for bytes it cannot parse: INTERNAL with
+                # the message's InitializationErrorString(), "" for proto3 messages
+                # (grpcpp/impl/generic_serialize.h GenericDeserialize). grpc.aio would say UNKNOWN.
+                await context.abort(grpc.StatusCode.INTERNAL, "")
+            return await method(request, context)
+
         return grpc.unary_unary_rpc_method_handler(
-            method,
-            request_deserializer=_protos.message(request_name).FromString,
+            guarded,
+            request_deserializer=_parser(_protos.message(request_name)),
             response_serializer=_protos.message(response_name).SerializeToString,
         )
 
@@ -225,3 +357,4 @@ def add_services(server: aio.Server, core: ServingCore) -> None:
         },
     )
     server.add_generic_rpc_handlers((prediction, model))
+    return service

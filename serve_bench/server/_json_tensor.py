@@ -124,11 +124,33 @@ def _debug(value: Any, runs: list[Run]) -> str:
 
     def default(obj: Any) -> Any:
         if isinstance(obj, Run):
-            return "[...]"
+            return _run_fragment(obj)
         raise TypeError
 
-    text = orjson.dumps(value, default=default).decode(errors="replace")
+    text = orjson.dumps(_with_runs(value, runs), default=default).decode(errors="replace")
     return text if len(text) <= 256 else text[:256]
+
+
+def _with_runs(value: Any, runs: list[Run]) -> Any:
+    """``value`` with each cut-out run back in place of its marker (the client's JSON, not ours)."""
+    resolved = _resolve(value, runs)
+    if isinstance(resolved, Run):
+        return _run_fragment(resolved)
+    if isinstance(resolved, dict):
+        return {key: _with_runs(item, runs) for key, item in resolved.items()}
+    if isinstance(resolved, list):
+        return [_with_runs(item, runs) for item in resolved]
+    return resolved
+
+
+def _run_fragment(run: Run) -> orjson.Fragment:
+    """The start of a run as compact JSON: enough for a message cut at 256 bytes."""
+    compact, start = b"", run.start
+    while len(compact) < 512 and start < run.end:
+        stop = min(start + 4096, run.end)
+        compact += run.raw[start:stop].translate(None, b" \t\n\r")
+        start = stop
+    return orjson.Fragment(compact)
 
 
 def _json_type(value: Any) -> str:

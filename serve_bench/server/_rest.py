@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, NamedTuple
@@ -25,6 +24,7 @@ from google.protobuf import json_format
 
 from serve_bench import __version__
 from serve_bench.codec import array_to_json_value
+from serve_bench.server._budget import COST_FACTOR, TRIM_AFTER_BYTES, MemoryBudget, trim_soon
 from serve_bench.server._core import ServingCore, record_request
 from serve_bench.server._errors import ServingError, invalid
 from serve_bench.server._json_tensor import ParseBudgetExceeded, parse_predict_body
@@ -107,40 +107,11 @@ def _model_name_and_verb(request: web.Request) -> tuple[str, str]:
     return (info.name, info.verb) if info else ("", "")
 
 
-class _ParseBudget:
-    """Bytes that request bodies and their parsing may hold at once, across all requests.
-
-    Each predict reserves its body's size times a cost factor before reading it; past the
-    budget it is answered 503 (try again) or, when it could never fit, 413. This bounds the
-    server's memory under many large bodies, where TF Serving would take whatever they need.
-    """
-
-    def __init__(self, total: int) -> None:
-        self.total = total
-        self.held = 0
-        self._lock = threading.Lock()
-
-    def try_take(self, amount: int) -> bool:
-        with self._lock:
-            if self.held + amount > self.total:
-                return False
-            self.held += amount
-            return True
-
-    def give(self, amount: int) -> None:
-        with self._lock:
-            self.held -= amount
-
-
-# A body's bytes, then at most about twice that while it is parsed (see _json_tensor).
-_COST_FACTOR = 3
-
-
 class _Handlers:
     def __init__(self, core: ServingCore, metrics_path: str | None) -> None:
         self.core = core
         self.metrics_path = metrics_path
-        self.budget = _ParseBudget(max(1 << 30, _COST_FACTOR * core.config.max_body_bytes))
+        self.budget = core.budget  # shared with gRPC's decoded tensors
 
     async def route(self, request: web.Request) -> web.StreamResponse:
         """HttpRestApiHandler::ProcessRequest (model_servers/http_rest_api_handler.cc:65-109)."""
@@ -165,7 +136,11 @@ class _Handlers:
                     return self.metadata(info.name, info.version, info.label)
                 return self.status(info.name, info.version, info.label)
             if info.verb == "predict":
-                return await self.predict(request, info)
+                try:
+                    return await self.predict(request, info)
+                finally:
+                    if (request.content_length or 0) >= TRIM_AFTER_BYTES:  # a large body's pages go back to the OS
+                        trim_soon(asyncio.get_running_loop())
             if info.verb in ("classify", "regress"):
                 raise ServingError(
                     "UNIMPLEMENTED", f"{info.verb} is not implemented by the serve-bench local server (only predict)"
@@ -225,7 +200,7 @@ class _Handlers:
                 raw = await request.read()
             except web.HTTPRequestEntityTooLarge:
                 return too_large
-        reserved = _COST_FACTOR * (declared if declared is not None else len(raw or b""))
+        reserved = COST_FACTOR * (declared if declared is not None else len(raw or b""))
         if not self.budget.try_take(reserved):
             return self._over_budget(reserved, declared if declared is not None else len(raw or b""))
         try:
@@ -259,7 +234,9 @@ class _Handlers:
         _, outputs = await self.core.predict(
             info.name, info.version, info.label, body.signature_name, body.inputs, [], "REST", started=started
         )
-        return _json_response(_outputs_json(outputs, body.row_format))
+        row_format = body.row_format
+        del body  # its inputs are done with: only the outputs go on
+        return _json_response(_outputs_json(outputs, row_format))
 
     def _over_budget(self, needed: int, declared: int | None) -> web.Response:
         """413 when the body could never be parsed within the budget, else 503 (retry later)."""
@@ -329,7 +306,7 @@ def _outputs_json(outputs: dict[str, np.ndarray], row_format: bool) -> dict[str,
 
 
 _METRICS = web.AppKey("metrics", Metrics)
-PARSE_BUDGET = web.AppKey("parse_budget", _ParseBudget)  # tests read and shrink it
+PARSE_BUDGET = web.AppKey("parse_budget", MemoryBudget)  # tests read and shrink it
 _TF_STATUS = web.RequestKey("tf_status", str)
 # TF Serving's canonical code for an HTTP status (the inverse of http_server.cc:46 ToHTTPStatusCode).
 _CODE_OF_HTTP = {
@@ -381,4 +358,15 @@ def make_app(core: ServingCore, metrics_path: str | None) -> web.Application:
         app.router.add_get(metrics_path, handlers.metrics)
     app.router.add_route("*", "/v1/{tail:.*}", handlers.route)  # http_rest_api_util.h:33 "(?i)/v1/.*"
     app.router.add_route("*", "/V1/{tail:.*}", handlers.route)
+    app.router.add_route("*", "/{tail:.*}", _not_found)
     return app
+
+
+# libevent's evhttp_send_error(req, HTTP_NOTFOUND, nullptr) page, which TF Serving's HTTP server sends
+# for a path no handler takes (util/net_http/server/internal/evhttp_server.cc:175-177).
+_NOT_FOUND_PAGE = "<HTML><HEAD>\n<TITLE>404 Not Found</TITLE>\n</HEAD><BODY>\n<H1>Not Found</H1>\n</BODY></HTML>\n"
+
+
+async def _not_found(request: web.Request) -> web.Response:
+    """A path outside (?i)/v1/.* and the metrics path: not TF Serving's REST API, so not JSON."""
+    return web.Response(status=404, text=_NOT_FOUND_PAGE, content_type="text/html", headers={"Connection": "close"})

@@ -195,7 +195,7 @@ class Servable:
     def run(self, signature: Signature, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Call TensorFlow (blocking; call from a worker thread, never the event loop)."""
         tf = self._tf
-        tensors = {alias: tf.constant(array) for alias, array in inputs.items()}
+        tensors = {alias: _to_tensor(tf, array) for alias, array in inputs.items()}
         try:
             result = signature.function(**tensors)
         except tf.errors.OpError as exc:
@@ -227,6 +227,15 @@ class Servable:
             count += 1
         self.warmup_replayed = count
         return count
+
+
+def _to_tensor(tf: Any, array: np.ndarray) -> Any:
+    """A TensorFlow tensor of ``array``; one value broadcast to a shape (a zero-strides view, as the
+    gRPC front end decodes a tensor given by a single value) is filled by TensorFlow at once, with no
+    numpy copy first (tf.constant would make one of the whole shape)."""
+    if array.size > 1 and array.dtype != object and not any(array.strides):
+        return tf.fill(array.shape, tf.constant(array[(0,) * array.ndim]))
+    return tf.constant(array)
 
 
 def _numpy_type_name(dtype: np.dtype[Any]) -> str:
