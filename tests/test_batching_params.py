@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from serve_bench.errors import UserError
-from serve_bench.server import BatchingParams, build_arg_parser, config_from_args, parse_batching_parameters
-from serve_bench.server._config import BatchingParametersError
+from serve_bench.export import BatchingParametersError, BatchingParams
+from serve_bench.server import build_arg_parser, config_from_args, parse_batching_parameters
 
 SPLITTING = """
 max_batch_size { value: 64 }

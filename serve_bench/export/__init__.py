@@ -3,6 +3,12 @@
 Importing this package is cheap; TensorFlow is imported when a model is built.
 """
 
+from serve_bench.export._batching import (
+    BATCHING_FIELDS,
+    BatchingParametersError,
+    BatchingParams,
+    batching_parameters_text,
+)
 from serve_bench.export._catalogue import CATALOGUE, ModelSpec, get_spec
 from serve_bench.export._config import models_config_text, write_models_config
 from serve_bench.export._export import (
@@ -34,16 +40,20 @@ from serve_bench.export._repos import (
 from serve_bench.export._warmup import read_warmup_records, warmup_requests
 
 __all__ = [
+    "BATCHING_FIELDS",
     "CATALOGUE",
     "DEFAULT_WARMUP_BATCH_SIZES",
     "METADATA_FILE",
     "MLSERVER_RUNTIME",
     "WARMUP_FILE",
+    "BatchingParametersError",
+    "BatchingParams",
     "ExportResult",
     "MLServerBatching",
     "ModelFacts",
     "ModelSpec",
     "TritonBatching",
+    "batching_parameters_text",
     "catalogue_table",
     "describe_export",
     "export_model",

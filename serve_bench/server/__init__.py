@@ -8,7 +8,6 @@ record it as ``serve-bench-local``.
 
 from serve_bench.server._app import SERVER_KIND, LocalServer
 from serve_bench.server._config import (
-    BatchingParams,
     ModelEntry,
     ServerConfig,
     build_arg_parser,
@@ -20,7 +19,6 @@ from serve_bench.server._errors import ServingError
 
 __all__ = [
     "SERVER_KIND",
-    "BatchingParams",
     "LocalServer",
     "ModelEntry",
     "ServerConfig",

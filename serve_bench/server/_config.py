@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import itertools
-import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +11,7 @@ from google.protobuf import text_format
 
 from serve_bench import _protos
 from serve_bench.errors import UserError
+from serve_bench.export import BatchingParametersError, BatchingParams
 
 __all__ = [
     "BatchingParametersError",
@@ -26,157 +25,6 @@ __all__ = [
 ]
 
 DEFAULT_METRICS_PATH = "/monitoring/prometheus/metrics"
-
-
-class BatchingParametersError(UserError):
-    """A BatchingParameters value TF Serving refuses (the message uses TF Serving's wording)."""
-
-
-@dataclass(frozen=True)
-class BatchingParams:
-    """TF Serving's BatchingParameters (session_bundle_config.proto) with the defaults it applies.
-
-    Defaults are SharedBatchScheduler's QueueOptions/Options (max_batch_size 1000,
-    timeout 0, 10 enqueued batches, one batch thread per CPU, pool "batch_threads").
-    ``max_execution_batch_size`` None means "not set": with splitting on, TF Serving
-    then executes batches of up to max_batch_size (bundle_factory_util.h GetQueueOptions).
-    Build one from text with :meth:`from_text`, check it with :meth:`validate` and
-    write it for ``--batching_parameters_file`` with :meth:`to_text`.
-    """
-
-    max_batch_size: int = 1000
-    batch_timeout_micros: int = 0
-    max_enqueued_batches: int = 10
-    num_batch_threads: int = os.cpu_count() or 1
-    thread_pool_name: str = "batch_threads"
-    allowed_batch_sizes: tuple[int, ...] = ()
-    pad_variable_length_inputs: bool = False
-    enable_large_batch_splitting: bool = False
-    max_execution_batch_size: int | None = None
-
-    @property
-    def execution_batch_size(self) -> int:
-        """The largest batch the scheduler forms (shared_batch_scheduler.h GetMaxExecutionBatchSize)."""
-        if self.enable_large_batch_splitting and self.max_execution_batch_size is not None:
-            return self.max_execution_batch_size
-        return self.max_batch_size
-
-    @property
-    def queue_capacity_batches(self) -> int:
-        """max_enqueued_batches as the scheduler uses it: SharedBatchScheduler::AddQueue turns 0
-        into 1 when splitting is off, for old configurations that relied on it."""
-        if not self.enable_large_batch_splitting and self.max_enqueued_batches == 0:
-            return 1
-        return self.max_enqueued_batches
-
-    def validate(self) -> BatchingParams:
-        """Refuse what tensorflow_model_server refuses, with its wording; return self when valid.
-
-        Checks follow shared_batch_scheduler.h (Create, AddQueueAfterRewritingOptions) and
-        bundle_factory_util.cc WrapSessionForBatching. Raises BatchingParametersError.
-        """
-
-        def fail(message: str) -> None:
-            raise BatchingParametersError(message)
-
-        if self.num_batch_threads < 1:
-            fail(f"num_batch_threads must be positive; was {self.num_batch_threads}")
-        if self.max_batch_size < 1:
-            # TF Serving maps max_batch_size onto the queue's input_batch_size_limit
-            fail(f"input_batch_size_limit (max_batch_size) must be positive; was {self.max_batch_size}")
-        if self.batch_timeout_micros < 0:
-            fail(f"batch_timeout_micros must be non-negative; was {self.batch_timeout_micros}")
-        if self.queue_capacity_batches < 1:
-            fail(f"max_enqueued_batches must be positive; was {self.max_enqueued_batches}")
-        if self.enable_large_batch_splitting:
-            if self.execution_batch_size < 1:
-                fail(f"max_execution_batch_size must be positive; was {self.execution_batch_size}")
-            if self.max_batch_size < self.execution_batch_size:
-                fail(
-                    "When enable_large_batch_splitting is true, input_batch_size_limit must be greater than or "
-                    f"equal to max_execution_batch_size. (max_batch_size {self.max_batch_size}, "
-                    f"max_execution_batch_size {self.execution_batch_size})"
-                )
-        allowed = self.allowed_batch_sizes
-        if allowed:
-            if any(size < 1 for size in allowed):
-                fail(f"allowed_batch_sizes entries must be positive; got {list(allowed)}")
-            if any(b <= a for a, b in itertools.pairwise(allowed)):
-                fail("allowed_batch_sizes entries must be monotonically increasing")
-            if allowed[-1] != self.max_batch_size:
-                fail(
-                    "Last entry in allowed_batch_sizes must match max_batch_size; last entry was "
-                    f"{allowed[-1]}; expected {self.max_batch_size}"
-                )
-        return self
-
-    def warnings(self) -> tuple[str, ...]:
-        """Valid settings that probably do not do what the user meant (TF Serving accepts them silently)."""
-        notes: list[str] = []
-        if self.max_execution_batch_size is not None and not self.enable_large_batch_splitting:
-            notes.append("max_execution_batch_size is ignored unless enable_large_batch_splitting is true")
-        if self.enable_large_batch_splitting and self.allowed_batch_sizes:
-            limit = self.execution_batch_size
-            fitting = [s for s in self.allowed_batch_sizes if s >= limit]
-            if fitting and fitting[0] != limit:
-                notes.append(
-                    f"batches of up to {limit} (max_execution_batch_size) are padded to the next allowed "
-                    f"size; a batch of {limit} becomes {fitting[0]}: add {limit} to allowed_batch_sizes"
-                )
-        return tuple(notes)
-
-    @classmethod
-    def from_text(cls, text: str, source: str = "batching parameters") -> BatchingParams:
-        """Parse a text-format BatchingParameters (what TF Serving reads) and validate it.
-
-        Unset fields keep TF Serving's defaults. Raises BatchingParametersError naming ``source``.
-        """
-        try:
-            proto = text_format.Parse(text, _protos.message("tensorflow.serving.BatchingParameters")())
-        except text_format.ParseError as exc:
-            # ParseError's text starts with "line:column : problem"
-            raise BatchingParametersError(
-                f"{source} does not parse at line {exc.GetLine()}: {str(exc).split(' : ', 1)[-1]}"
-            ) from exc
-        values: dict[str, Any] = {}
-        for name in (
-            "max_batch_size",
-            "batch_timeout_micros",
-            "max_enqueued_batches",
-            "num_batch_threads",
-            "thread_pool_name",
-            "enable_large_batch_splitting",
-            "max_execution_batch_size",
-        ):
-            if proto.HasField(name):
-                values[name] = getattr(proto, name).value
-        values["allowed_batch_sizes"] = tuple(proto.allowed_batch_sizes)
-        values["pad_variable_length_inputs"] = proto.pad_variable_length_inputs
-        params = replace(cls(), **values)
-        try:
-            return params.validate()
-        except BatchingParametersError as exc:
-            raise BatchingParametersError(f"{source}: {exc}") from None
-
-    def to_text(self) -> str:
-        """Text-format BatchingParameters for ``--batching_parameters_file`` (TF Serving parses it as is)."""
-        lines = [
-            f"max_batch_size {{ value: {self.max_batch_size} }}",
-            f"batch_timeout_micros {{ value: {self.batch_timeout_micros} }}",
-            f"max_enqueued_batches {{ value: {self.max_enqueued_batches} }}",
-            f"num_batch_threads {{ value: {self.num_batch_threads} }}",
-        ]
-        if self.thread_pool_name != BatchingParams.thread_pool_name:
-            escaped = self.thread_pool_name.replace("\\", "\\\\").replace('"', '\\"')
-            lines.append(f'thread_pool_name {{ value: "{escaped}" }}')
-        lines += [f"allowed_batch_sizes: {size}" for size in self.allowed_batch_sizes]
-        if self.pad_variable_length_inputs:
-            lines.append("pad_variable_length_inputs: true")
-        if self.enable_large_batch_splitting:
-            lines.append("enable_large_batch_splitting { value: true }")
-        if self.max_execution_batch_size is not None:
-            lines.append(f"max_execution_batch_size {{ value: {self.max_execution_batch_size} }}")
-        return "\n".join(lines) + "\n"
 
 
 @dataclass(frozen=True)

@@ -2,37 +2,29 @@
 
 A knob left as None is not written, so TF Serving applies its own default
 (tensorflow_serving/servables/tensorflow/bundle_factory_util.h:104, GetQueueOptions,
-copies a field only when it ``has_`` a value). The rules checked in ``validate`` are
-TF Serving's: bundle_factory_util.cc:113-124 (the last allowed batch size must equal
-max_batch_size, whose default is the queue's input_batch_size_limit, 1000) and the
-comments of session_bundle_config.proto's BatchingParameters (num_batch_threads >= 1;
-max_batch_size >= max_execution_batch_size when splitting large batches).
+copies a field only when it ``has_`` a value). What TF Serving refuses is decided by the
+one model of its BatchingParameters, ``serve_bench.export.BatchingParams``, which the
+local server reads too: ``validate`` fills the unset knobs with TF Serving's defaults and
+asks it.
 """
 
 from __future__ import annotations
 
-from dataclasses import Field, dataclass, fields
+from dataclasses import Field, dataclass, fields, replace
 from typing import Any, ClassVar, Protocol
 
-from google.protobuf import text_format
-
-from serve_bench import _protos
 from serve_bench.errors import UserError
+from serve_bench.export import BatchingParams, batching_parameters_text
 
 __all__ = [
     "BATCHING_KNOBS",
     "FLAG_KNOBS",
     "KNOBS",
     "RECIPE_ORDER",
-    "TF_SERVING_DEFAULT_MAX_BATCH_SIZE",
     "ServerConfig",
     "TuneConfig",
     "config_of",
 ]
-
-# SharedBatchScheduler::QueueOptions().input_batch_size_limit, the max_batch_size TF Serving
-# validates allowed_batch_sizes against when the file sets none (bundle_factory_util.cc:117-119)
-TF_SERVING_DEFAULT_MAX_BATCH_SIZE = 1000
 
 BATCHING_KNOBS = (
     "max_batch_size",
@@ -133,58 +125,27 @@ class TuneConfig:
     def value_of(self, knob: str) -> str:
         return dict(self.knobs())[knob]
 
+    def params(self) -> BatchingParams:
+        """The BatchingParameters TF Serving runs with: the knobs set here, its defaults for the rest."""
+        values = {name: getattr(self, name) for name in BATCHING_KNOBS if getattr(self, name) is not None}
+        return replace(BatchingParams(), **values)
+
     def validate(self, where: str = "configuration") -> None:
-        """Raise UserError when TF Serving would refuse this configuration."""
-
-        def positive(name: str) -> None:
-            value = getattr(self, name)
-            if value is not None and value < 1:
-                raise UserError(f"{where}: {name} must be at least 1 (TF Serving refuses {value})")
-
-        for name in ("max_batch_size", "num_batch_threads", "max_enqueued_batches", "max_execution_batch_size"):
-            positive(name)
-        if self.batch_timeout_micros is not None and self.batch_timeout_micros < 0:
-            raise UserError(f"{where}: batch_timeout_micros must not be negative, got {self.batch_timeout_micros}")
+        """Raise UserError (BatchingParametersError for the batching knobs) when TF Serving would refuse this."""
         for name in FLAG_KNOBS:
             value = getattr(self, name)
             if value is not None and value < 0:
-                raise UserError(f"{where}: {name} must be 0 (TensorFlow decides) or more, got {value}")
-        max_size = self.max_batch_size or TF_SERVING_DEFAULT_MAX_BATCH_SIZE
-        allowed = self.allowed_batch_sizes
-        if allowed:
-            if list(allowed) != sorted(set(allowed)) or allowed[0] < 1:
-                raise UserError(f"{where}: allowed_batch_sizes must be increasing positive sizes, got {list(allowed)}")
-            if allowed[-1] != max_size:
-                raise UserError(
-                    f"{where}: the last allowed_batch_sizes entry ({allowed[-1]}) must equal "
-                    f"max_batch_size ({max_size}), as TF Serving requires"
-                )
-        if self.max_execution_batch_size is not None and self.max_execution_batch_size > max_size:
-            raise UserError(
-                f"{where}: max_execution_batch_size ({self.max_execution_batch_size}) must not exceed "
-                f"max_batch_size ({max_size})"
-            )
+                raise UserError(f"{where}: {name} must be 0 (auto) or a number of threads; got {value}")
+        if self.batching:
+            self.params().checked(where)
 
     def to_text(self) -> str:
-        """The batching_parameters.txt TF Serving reads (text BatchingParameters); "" when batching is off.
-
-        Written by hand so that a value of 0 (a timeout of 0) is spelt out: the protobuf printer would
-        write ``batch_timeout_micros {}``, which means the same to TF Serving but not to a reader.
-        """
+        """The batching_parameters.txt TF Serving reads (text BatchingParameters); "" when batching is off."""
         if not self.batching:
             return ""
-        lines = [f"# serve-bench tune configuration {self.id} (unset fields keep TF Serving's defaults)"]
-        for name in BATCHING_KNOBS:
-            value = getattr(self, name)
-            if name == "allowed_batch_sizes":
-                lines += [f"allowed_batch_sizes: {size}" for size in value]
-            elif isinstance(value, bool):
-                lines.append(f"{name} {{ value: {'true' if value else 'false'} }}")
-            elif value is not None:
-                lines.append(f"{name} {{ value: {value} }}")
-        text = "\n".join(lines) + "\n"
-        text_format.Parse(text, _protos.message("tensorflow.serving.BatchingParameters")())  # must read back
-        return text
+        values = {name: getattr(self, name) for name in BATCHING_KNOBS if getattr(self, name) not in (None, ())}
+        header = f"serve-bench tune configuration {self.id} (unset fields keep TF Serving's defaults)"
+        return batching_parameters_text(values, header)
 
     def server_flags(self, batching_file: str) -> tuple[str, ...]:
         """tensorflow_model_server flags for this configuration (the batching file at ``batching_file``)."""
@@ -204,7 +165,7 @@ def _allowed_sizes(value: Any, max_batch_size: int | None, where: str) -> tuple[
     if value == "none":
         return ()
     if value == "powers_of_two":
-        top = max_batch_size or 1000
+        top = max_batch_size or BatchingParams.max_batch_size
         sizes = [1 << i for i in range(top.bit_length()) if 1 << i < top]
         return (*sizes, top)
     if isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
