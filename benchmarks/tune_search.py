@@ -27,8 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from serve_bench.stats import Score
 from serve_bench.tune import (
-    Score,
     TuneOutcome,
     TuneSpec,
     bayesian_search,
@@ -59,7 +59,7 @@ kind = "local"
 models_dir = "{models_dir}"
 [space]
 {space}
-[workload]
+[load]
 concurrency = [4, 16]
 [durations]
 {durations}

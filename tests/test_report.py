@@ -13,9 +13,9 @@ import pytest
 
 from serve_bench.cli import main
 from serve_bench.errors import UserError
-from serve_bench.report import analyze_run, build_report, compare_runs, fit_latency_model, format_ratio
+from serve_bench.report import analyze_run, build_report, compare_runs, fit_latency_model
 from serve_bench.report._tables import model_line
-from serve_bench.stats import LoadInfo, Point, ResultsWriter, Slo, read_points
+from serve_bench.stats import LoadInfo, Point, ResultsWriter, Slo, format_ratio, read_points
 from serve_bench.sweep import parse_spec, run_sweep
 from tests._points import make_point
 from tests._servers import local_server
@@ -122,7 +122,8 @@ def test_a_latency_model_below_the_measured_gain_is_said_not_to_hold():
     measured = target.client_gain.ratio.value
     assert measured == pytest.approx((64 / 42_000) / (1 / 20_000))
     assert target.model.gain_bound < measured and target.model_contradicted
-    low, high = target.model.gain_bound_range
+    low, high = target.model.bound.low, target.model.bound.high
+    assert low is not None and high is not None
     assert low < target.model.gain_bound < high  # shown with its uncertainty
     line = model_line(target)
     assert "does not describe this server" in line and f"{format_ratio(measured)}" in line
@@ -133,10 +134,11 @@ def test_fit_gives_the_bound_a_range_that_holds_it():
     rng = np.random.default_rng(0)
     noisy = [(GPU_A + GPU_B * b) * rng.uniform(0.97, 1.03) for b in BATCHES]
     model = fit_latency_model(BATCHES, noisy)
-    low, high = model.gain_bound_range
+    low, high = model.bound.low, model.bound.high
+    assert low is not None and high is not None
     assert low < model.gain_bound < high
     assert low <= (GPU_A + GPU_B) / GPU_B <= high  # the true bound is inside
-    assert fit_latency_model([1, 8], [GPU_A + GPU_B, GPU_A + 8 * GPU_B]).gain_bound_range is None
+    assert fit_latency_model([1, 8], [GPU_A + GPU_B, GPU_A + 8 * GPU_B]).bound.low is None
 
 
 class _Images(html.parser.HTMLParser):
@@ -205,7 +207,7 @@ url = "{rest_url}"
 
 @pytest.fixture(scope="module")
 def two_runs(models_dir, tmp_path_factory):
-    from serve_bench.server import BatchingParams
+    from serve_bench.export import BatchingParams
 
     root = tmp_path_factory.mktemp("runs")
     with local_server(models_dir, batching=BatchingParams(max_batch_size=8, num_batch_threads=1)) as server:
@@ -234,7 +236,17 @@ def test_short_real_run_produces_a_report(two_runs, models_dir, capsys):
 def test_compare_two_runs(two_runs, capsys):
     result = compare_runs(two_runs / "a", two_runs / "b")
     assert len(result.rows) == 6  # 2 targets x (b1 c1, b4 c1, b1 c4)
-    assert all(row["items_ratio"] > 0 for row in result.rows)
+    # each row against the two points.jsonl files read here and paired by point key (the same target
+    # names in both runs), so a wrong pairing or a ratio upside down shows
+    a_points = {p.key: p for p in read_points(two_runs / "a")}
+    b_points = {p.key: p for p in read_points(two_runs / "b")}
+    assert a_points.keys() == b_points.keys() and len(a_points) == 6
+    by_key = {row["a"].key: row for row in result.rows}
+    assert by_key.keys() == a_points.keys()
+    for key, row in by_key.items():
+        assert row["b"].key == key
+        assert row["items_ratio"] == pytest.approx(b_points[key].items_per_s / a_points[key].items_per_s)
+        assert row["p99_ratio"] == pytest.approx(b_points[key].latency.p99 / a_points[key].latency.p99)
     assert main(["compare", str(two_runs / "a"), str(two_runs / "b")]) == 0
     assert "B/A" in capsys.readouterr().out
 
@@ -300,8 +312,11 @@ def test_a_damaged_tune_answer_is_a_one_line_error(tmp_path):
 
 
 def test_tune_section_shows_failed_and_missing_configurations(tmp_path):
-    """A configuration whose server did not start and one missing the SLO are rows that say so."""
-    from serve_bench.report._tune import tune_html
+    """A configuration whose server did not start and one missing the SLO are rows that say so (the answer is
+    written as tune wrote it before answer.json had a schema_version: read as version 1)."""
+    import json
+
+    from serve_bench.report._tune import read_tune_answer, tune_html
 
     answer = {
         "mode": "throughput",
@@ -317,8 +332,31 @@ def test_tune_section_shows_failed_and_missing_configurations(tmp_path):
         "gains": [],
         "evaluated": ["mbs8", "mbs64"],
     }
-    page = tune_html(answer, tmp_path, "")
+    (tmp_path / "answer.json").write_text(json.dumps(answer))
+    typed = read_tune_answer(tmp_path)
+    assert typed is not None
+    page = tune_html(typed, tmp_path, "")
     assert "No configuration meets p99 ≤ 100 ms; the closest is <b>mbs8</b>" in page
     assert "<td class=l>misses p99</td>" in page
     assert "did not start: out of &lt;memory&gt;" in page
     assert "in this order: mbs8, mbs64" in page
+
+
+def test_a_tune_answer_is_versioned_and_one_of_an_unknown_version_is_refused_in_one_line(tmp_path):
+    import json
+
+    from serve_bench.errors import UserError
+    from serve_bench.stats import Estimate, Score, TuneAnswer, read_tune_answer
+
+    best = Score("mbs8", True, Estimate(500.0, 490.0, 510.0, "95% CI"), Estimate(24.0), "mbs8|k", "concurrency 8")
+    written = TuneAnswer("throughput", "p99", 50.0, best, best, (best,), (), (), (), ("mbs8",), {}, ("best.txt",))
+    path = tmp_path / "answer.json"
+    written.write(path)
+    data = json.loads(path.read_text())
+    assert data["schema_version"] == 1 and data["best"]["items_ci"] == [490.0, 510.0]
+    assert data["best_file"] == "best.txt"
+    assert read_tune_answer(path) == written
+    path.write_text(json.dumps({**data, "schema_version": 7}))
+    with pytest.raises(UserError, match="schema_version 7; this serve-bench reads version 1") as caught:
+        read_tune_answer(path)
+    assert "\n" not in str(caught.value)

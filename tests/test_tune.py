@@ -34,7 +34,7 @@ startup_timeout_s = 120
 [space]
 batching = [false, true]
 max_batch_size = [4]
-[workload]
+[load]
 concurrency = [4]
 [durations]
 warmup_s = 0.2
@@ -55,7 +55,9 @@ def _entries(run_dir: Path) -> list[dict[str, object]]:
 
 
 def _args(spec: Path, run_dir: Path, resume: bool) -> argparse.Namespace:
-    return argparse.Namespace(spec=str(spec), run_dir=str(run_dir), resume=resume, method=None, dry_run=False)
+    return argparse.Namespace(
+        spec=str(spec), run_dir=str(run_dir), resume=resume, method=None, dry_run=False, input_data=None
+    )
 
 
 def _alive(pid: int) -> bool:
@@ -120,9 +122,16 @@ def test_tune_tiny_on_the_local_server(models_dir: Path, tmp_path: Path, capsys:
 
     # 4. the written files parse as TF Serving's BatchingParameters
     proto_type = _protos.message("tensorflow.serving.BatchingParameters")
-    best = text_format.Parse((run_dir / "best_batching_parameters.txt").read_text(), proto_type())
-    if answer["best"]["config"] != "nobatch":
-        assert best.max_batch_size.value == int(answer["configs"][answer["best"]["config"]]["max_batch_size"])
+    best_text = (run_dir / "best_batching_parameters.txt").read_text()
+    best = text_format.Parse(best_text, proto_type())
+    # Which configuration wins is measured; what its file must say is written here for each of them, so
+    # the file is checked whichever won: TF Serving's flag, and max_batch_size (None: no field at all).
+    expected = {"nobatch": ("--enable_batching=false", None), "mbs4": ("--enable_batching=true", 4)}
+    winner = answer["best"]["config"]
+    flag, size = expected[winner]
+    assert f"# serve-bench tune tune-tiny: best configuration {winner}\n" in best_text
+    assert f"# tensorflow_model_server flags: {flag}" in best_text
+    assert (best.max_batch_size.value if best.HasField("max_batch_size") else None) == size
     mbs4 = text_format.Parse((run_dir / "configs" / "mbs4" / "batching_parameters.txt").read_text(), proto_type())
     assert mbs4.max_batch_size.value == 4 and not mbs4.HasField("batch_timeout_micros")
     from serve_bench.server._config import parse_batching_parameters  # the local server reads it too

@@ -57,7 +57,7 @@ protocol = "{protocol}"
 startup_timeout_s = 120
 [space]
 {space}
-[workload]
+[load]
 concurrency = [8]
 {DURATIONS}
 [slo]
@@ -315,9 +315,11 @@ def test_tune_on_triton_loads_each_written_config_pbtxt_and_names_the_best(model
     body = "".join(line + "\n" for line in best_text.splitlines() if not line.startswith("#"))
     assert body == (run_dir / "configs" / best_id / "config.pbtxt").read_text()
 
-    from serve_bench.report._tune import tune_html
+    from serve_bench.report._tune import read_tune_answer, tune_html
 
-    assert "<h3>best_config.pbtxt</h3>" in tune_html(answer, run_dir, "")
+    typed = read_tune_answer(run_dir)
+    assert typed is not None and typed.best_files == ("best_config.pbtxt",)
+    assert "<h3>best_config.pbtxt</h3>" in tune_html(typed, run_dir, "")
 
     # best_config.pbtxt, exactly as written (comments and all), is what a fresh tritonserver loads to READY
     from serve_bench.servers import TritonServer, http_ok

@@ -11,7 +11,6 @@ from serve_bench.report._analysis import (
     TargetAnalysis,
     analyze_run,
     fit_latency_model,
-    format_ratio,
 )
 from serve_bench.report._build import (
     Comparison,
@@ -21,7 +20,7 @@ from serve_bench.report._build import (
     find_model_facts,
     load_run_metadata,
 )
-from serve_bench.report._cells import Cell, Estimate, cells_of, ratio
+from serve_bench.report._cells import Cell, cells_of
 from serve_bench.report._decision import Decision, DecisionRow, decide
 from serve_bench.report._tables import CSV_COLUMNS, print_comparison, print_summary, write_summary_csv
 
@@ -33,7 +32,6 @@ __all__ = [
     "Decision",
     "DecisionRow",
     "DeviceRatio",
-    "Estimate",
     "Gain",
     "LatencyModel",
     "ReportOutput",
@@ -45,10 +43,8 @@ __all__ = [
     "decide",
     "find_model_facts",
     "fit_latency_model",
-    "format_ratio",
     "load_run_metadata",
     "print_comparison",
     "print_summary",
-    "ratio",
     "write_summary_csv",
 ]

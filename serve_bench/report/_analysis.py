@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from serve_bench.report._cells import Cell, Estimate, cells_of, ratio
-from serve_bench.stats import Point, Slo
+from serve_bench.report._cells import Cell, cells_of
+from serve_bench.stats import Estimate, Point, Slo, ratio, ratio_text
 
 __all__ = [
     "Analysis",
@@ -29,7 +29,6 @@ __all__ = [
     "TargetAnalysis",
     "analyze_run",
     "fit_latency_model",
-    "format_ratio",
 ]
 
 _CURVE_MODES = ("closed", "locust", "stream")  # modes with a fixed number in flight
@@ -39,7 +38,7 @@ _CURVE_MODES = ("closed", "locust", "stream")  # modes with a fixed number in fl
 class LatencyModel:
     """latency(B) ≈ a + b·B: a is the fixed cost per call, b the cost per item (µs).
 
-    ``gain_bound_range`` is the bound's ±2 sigma range from the fit's residuals (None
+    ``bound`` is the gain bound with its ±2 sigma range from the fit's residuals (no range
     with fewer than three batch sizes: a line through two points has no residuals).
     """
 
@@ -47,7 +46,7 @@ class LatencyModel:
     b_us: float
     r_squared: float
     points: int
-    gain_bound_range: tuple[float, float] | None = None
+    bound: Estimate  # the gain bound (a + b) / b with its range when the fit has one
 
     def latency_us(self, batch: float) -> float:
         return self.a_us + self.b_us * batch
@@ -58,14 +57,7 @@ class LatencyModel:
     @property
     def gain_bound(self) -> float:
         """Throughput gain from batch 1 to an unbounded batch: (a + b) / b."""
-        return (self.a_us + self.b_us) / self.b_us if self.b_us > 0 else math.inf
-
-    @property
-    def bound(self) -> Estimate:
-        if self.gain_bound_range is None:
-            return Estimate(self.gain_bound)
-        low, high = self.gain_bound_range
-        return Estimate(self.gain_bound, low, high, "±2 sigma of the fit")
+        return self.bound.value
 
     def describe(self) -> str:
         return (
@@ -94,26 +86,20 @@ def fit_latency_model(batches: list[int], latencies_us: list[float]) -> LatencyM
     residuals = y - (a + b * x)
     ss_tot = float(((y - y.mean()) ** 2).sum())
     r2 = 1.0 - float((residuals**2).sum()) / ss_tot if ss_tot > 0 else 1.0
-    spread = None
+    gain = float((a + b) / b)
+    bound = Estimate(gain)
     free = len(x) - (1 if through_origin else 2)
     if free > 0 and b > 0:
         variance = float((w2 * residuals**2).sum()) / free
         if through_origin:
-            spread = (1.0, 1.0)  # no fixed cost: batching cannot raise throughput, whatever b is
+            bound = Estimate(gain, 1.0, 1.0, "±2 sigma of the fit")  # no fixed cost: batching cannot raise throughput
         else:
             cov = variance * np.linalg.inv(normal)
             # delta method on g = 1 + a/b
             grad = np.array([1.0 / b, -a / b**2])
             sigma = math.sqrt(max(float(grad @ cov @ grad), 0.0))
-            bound = (a + b) / b
-            spread = (max(1.0, bound - 2 * sigma), bound + 2 * sigma)
-    return LatencyModel(float(a), float(b), r2, len(x), spread)
-
-
-def format_ratio(value: float | None) -> str:
-    if value is None or not np.isfinite(value):
-        return "n/a"
-    return f"{value:.2f}×" if value < 10 else f"{value:.1f}×"
+            bound = Estimate(gain, max(1.0, gain - 2 * sigma), gain + 2 * sigma, "±2 sigma of the fit")
+    return LatencyModel(float(a), float(b), r2, len(x), bound)
 
 
 @dataclass(frozen=True)
@@ -125,11 +111,7 @@ class Gain:
     base: Cell
 
     def text(self) -> str:
-        r = self.ratio
-        text = format_ratio(r.value)
-        if r.low is not None and r.high is not None:
-            text += f" [{format_ratio(r.low)}–{format_ratio(r.high)}]"
-        return text
+        return ratio_text(self.ratio)
 
 
 def _gain(top: Cell, base: Cell) -> Gain:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +11,7 @@ from serve_bench.export import latest_metadata
 from serve_bench.report._analysis import Analysis, analyze_run
 from serve_bench.report._decision import cost_energy_ratios
 from serve_bench.report._tune import draw_tune_plots, read_tune_answer
-from serve_bench.stats import Point, Slo, read_points, read_run
+from serve_bench.stats import Point, PointId, Slo, read_points, read_run
 
 __all__ = ["Comparison", "ReportOutput", "build_report", "compare_runs", "find_model_facts", "load_run_metadata"]
 
@@ -78,20 +78,9 @@ class Comparison:
     differences: list[str] = field(default_factory=list)
 
 
-def _config_key(point: Point) -> tuple[Any, ...]:
-    load = point.load
-    return (
-        point.target.protocol,
-        point.model,
-        point.signature,
-        point.payload,
-        point.batch_size,
-        load.mode,
-        load.concurrency,
-        load.rate,
-        load.arrival,
-        point.repeat,
-    )
+def _config_key(point: Point) -> PointId:
+    """The same grid point in another run: its targets' names may differ, their protocols not."""
+    return replace(point.grid_id, target=point.target.protocol)
 
 
 _COMPARED_SETTINGS = ("warmup_s", "min_duration_s", "min_requests", "windows", "tolerance", "timeout_s")
@@ -117,8 +106,8 @@ def compare_runs(run_a: Path, run_b: Path, *, allow_mismatch: bool = False) -> C
             + "); pass --allow-mismatch to compare them anyway"
         )
 
-    def index(points: list[Point]) -> dict[tuple[Any, ...], list[Point]]:
-        table: dict[tuple[Any, ...], list[Point]] = {}
+    def index(points: list[Point]) -> dict[PointId, list[Point]]:
+        table: dict[PointId, list[Point]] = {}
         for point in points:
             table.setdefault(_config_key(point), []).append(point)
         return table

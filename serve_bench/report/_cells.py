@@ -7,57 +7,12 @@ measurement, the point's own 95% interval when it has one.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from serve_bench.stats import Interval, Point
+from serve_bench.stats import Estimate, Point, PointId
 
-__all__ = ["Cell", "Estimate", "cells_of", "ratio"]
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A figure and, when known, the range it is uncertain within (``basis`` says which range)."""
-
-    value: float
-    low: float | None = None
-    high: float | None = None
-    basis: str = ""  # "95% CI", "range of 3 repeats", or "" (no spread known)
-
-    @classmethod
-    def of(cls, value: float, interval: Interval | None) -> Estimate:
-        if interval is None:
-            return cls(value)
-        return cls(value, interval.low, interval.high, f"{interval.confidence:.0%} CI")
-
-    @property
-    def known(self) -> bool:
-        return self.low is not None and self.high is not None
-
-    def text(self, scale: float = 1.0, digits: int = 1, suffix: str = "") -> str:
-        """``12.3`` or ``12.3 [11.9–12.8]`` (the range after the value, same unit)."""
-        value = f"{self.value * scale:.{digits}f}{suffix}"
-        if self.low is None or self.high is None:
-            return value
-        return f"{value} [{self.low * scale:.{digits}f}–{self.high * scale:.{digits}f}{suffix}]"
-
-    def error_bar(self, scale: float = 1.0) -> tuple[float, float]:
-        """(below, above) distances for a plot's error bar; zeros without a range."""
-        if self.low is None or self.high is None:
-            return 0.0, 0.0
-        return max(0.0, (self.value - self.low) * scale), max(0.0, (self.high - self.value) * scale)
-
-
-def ratio(top: Estimate, bottom: Estimate) -> Estimate:
-    """top / bottom, its range from the ranges' extremes (wide on purpose: no independence assumed)."""
-    if bottom.value <= 0:
-        return Estimate(math.inf)
-    value = top.value / bottom.value
-    if top.known and bottom.known and bottom.low and bottom.low > 0:
-        assert top.low is not None and top.high is not None and bottom.high is not None
-        return Estimate(value, top.low / bottom.high, top.high / bottom.low, "from both ranges")
-    return Estimate(value)
+__all__ = ["Cell", "cells_of"]
 
 
 def _median(values: list[float]) -> float:
@@ -132,25 +87,13 @@ class Cell:
         return tuple(seen)
 
 
-def _cell_key(point: Point) -> tuple[object, ...]:
-    load = point.load
-    return (
-        point.target.name,
-        point.model,
-        point.signature,
-        point.payload,
-        point.batch_size,
-        load.mode,
-        load.concurrency,
-        load.rate,
-        load.arrival,
-        load.processes,
-    )
+def _cell_key(point: Point) -> PointId:
+    return replace(point.grid_id, repeat=0)  # a cell holds the repeats
 
 
 def cells_of(points: Iterable[Point]) -> list[Cell]:
     """Points grouped into cells (repeats together), in the order each cell was first measured."""
-    groups: dict[tuple[object, ...], list[Point]] = {}
+    groups: dict[PointId, list[Point]] = {}
     for point in points:
         groups.setdefault(_cell_key(point), []).append(point)
     return [Cell.of(group) for group in groups.values()]

@@ -21,9 +21,9 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from serve_bench.report._analysis import Analysis, TargetAnalysis, format_ratio
-from serve_bench.report._cells import Cell, Estimate, ratio
-from serve_bench.stats import NOT_MEASURED, Point, Slo
+from serve_bench.report._analysis import Analysis, TargetAnalysis
+from serve_bench.report._cells import Cell
+from serve_bench.stats import NOT_MEASURED, Estimate, Point, Slo, format_ratio, ratio, ratio_text
 
 __all__ = [
     "NO_PRICE",
@@ -38,7 +38,6 @@ __all__ = [
     "format_figure",
     "idle_watts",
     "joules_estimate",
-    "ratio_text",
     "with_range",
 ]
 
@@ -219,15 +218,6 @@ def with_range(estimate: Estimate, unit: str) -> str:
     text = f"{format_figure(estimate.value)}{unit}"
     if estimate.low is not None and estimate.high is not None:
         text += f" [{format_figure(estimate.low)}–{format_figure(estimate.high)}]"
-    return text
-
-
-def ratio_text(estimate: Estimate | None, why: str = "not measured") -> str:
-    if estimate is None:
-        return why
-    text = format_ratio(estimate.value)
-    if estimate.low is not None and estimate.high is not None:
-        text += f" [{format_ratio(estimate.low)}–{format_ratio(estimate.high)}]"
     return text
 
 
@@ -469,7 +459,7 @@ def _notes(points: Iterable[Point]) -> tuple[str, ...]:
     lines = []
     for note, labels in where.items():
         unique = list(dict.fromkeys(labels))
-        shown = ", ".join(unique[:4]) + (f", … {len(unique) - 4} more" if len(unique) > 4 else "")
+        shown = ", ".join(unique[:4]) + (f" and {len(unique) - 4} more" if len(unique) > 4 else "")
         lines.append(f"{note} ({len(labels)} point{'s' if len(labels) != 1 else ''}: {shown})")
     return tuple(lines)
 

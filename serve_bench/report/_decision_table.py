@@ -6,7 +6,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from serve_bench.report._cells import Cell, Estimate
+from serve_bench.report._cells import Cell
 from serve_bench.report._decision import (
     Decision,
     DecisionRow,
@@ -15,10 +15,10 @@ from serve_bench.report._decision import (
     cost_per_million,
     idle_watts,
     joules_estimate,
-    ratio_text,
     with_range,
 )
-from serve_bench.stats import Point
+from serve_bench.report._terminal import Column, print_fitted
+from serve_bench.stats import Estimate, Point, ratio_text
 
 __all__ = [
     "COLUMNS",
@@ -92,18 +92,20 @@ def _caption(decision: Decision) -> str:
     )
 
 
+# In a narrow terminal the last-ranked columns are left out (report.html keeps them; _terminal.py).
+_TERMINAL = tuple(
+    Column(name, rank, justify="left" if rank < 2 else "right", wrap=name not in ("images/s", "p99 ms"))
+    for rank, name in enumerate(COLUMNS)
+)
+
+
 def decision_text(decision: Decision, console: Any | None = None) -> None:
     """Print the decision table and its verdict to a rich console (the terminal summary's top)."""
     from rich.console import Console
-    from rich.table import Table
 
     out = console if console is not None else Console()
-    table = Table(title=_caption(decision).split(". ", 1)[0].replace("(", "", 1).rstrip(")"))
-    for column in COLUMNS:
-        table.add_column(column, justify="left" if column in ("device", "best configuration") else "right")
-    for row in table_rows(decision):
-        table.add_row(*row)
-    out.print(table)
+    title = _caption(decision).split(". ", 1)[0].replace("(", "", 1).rstrip(")")
+    print_fitted(out, title, _TERMINAL, table_rows(decision))
     for line in decision.verdict:
         out.print(f"  • {line}")
     for note in decision.notes:

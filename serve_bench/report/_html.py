@@ -8,12 +8,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from serve_bench.report._analysis import Analysis, format_ratio
+from serve_bench.report._analysis import Analysis
 from serve_bench.report._decision import decide
 from serve_bench.report._decision_table import decision_html
 from serve_bench.report._tables import CELL_COLUMNS, cell_rows, model_line
 from serve_bench.report._tune import tune_html
-from serve_bench.stats import Point
+from serve_bench.stats import Point, TuneAnswer, format_ratio
 
 __all__ = ["write_html"]
 
@@ -82,7 +82,7 @@ def write_html(
     path: Path,
     title: str,
     *,
-    tune: tuple[Path, dict[str, Any], dict[str, Path]] | None = None,
+    tune: tuple[Path, TuneAnswer, dict[str, Path]] | None = None,
 ) -> Path:
     """``tune``: a tune run's directory, its answer.json and the tune plots: a Tune section comes first."""
     images = _figures(plots)

@@ -7,11 +7,12 @@ import io
 from pathlib import Path
 from typing import Any
 
-from serve_bench.report._analysis import Analysis, TargetAnalysis, format_ratio
+from serve_bench.report._analysis import Analysis, TargetAnalysis
 from serve_bench.report._cells import Cell
 from serve_bench.report._decision import decide
 from serve_bench.report._decision_table import COST_ENERGY_COLUMNS, cell_cost_energy, cost_energy_cells, decision_text
-from serve_bench.stats import Point
+from serve_bench.report._terminal import Column, print_fitted
+from serve_bench.stats import Point, format_ratio
 
 __all__ = ["CSV_COLUMNS", "model_line", "print_comparison", "print_summary", "write_summary_csv"]
 
@@ -119,97 +120,106 @@ def cell_rows(target: TargetAnalysis) -> list[list[str]]:
     return rows
 
 
-CELL_COLUMNS = (
-    "point",
-    "",
-    "batch",
-    "load",
-    "images/s [95% CI]",
-    "p50 ms",
-    "p99 ms",
-    "ms/image (p50)",
-    "GFLOP/s",
-    "server batch",
-    "cost/M images",
-    "J/image",
-    "flags",
+# The per-target table's columns (cell_rows' order). In a narrow terminal the lowest-ranked go first;
+# summary.csv and report.html keep them all.
+CELL_TABLE = (
+    Column("point", 0, justify="left"),
+    Column("", 5, justify="left"),  # "baseline"
+    Column("batch", 6),
+    Column("load", 7, justify="left"),
+    Column("images/s [95% CI]", 1),
+    Column("p50 ms", 3),
+    Column("p99 ms", 2),
+    Column("ms/image (p50)", 9),
+    Column("GFLOP/s", 10),
+    Column("server batch", 8),
+    Column("cost/M images", 11, wrap=True),
+    Column("J/image", 12, wrap=True),
+    Column("flags", 4, justify="left", wrap=True),
+)
+CELL_COLUMNS = tuple(c.header for c in CELL_TABLE)
+
+_RATIO_TABLE = (
+    Column("batch", 0),
+    Column("GPU images/s", 2),
+    Column("CPU images/s", 3),
+    Column("images/s ratio", 1),
+    Column("p99 ratio", 4),
 )
 
 
 def print_summary(analysis: Analysis, console: Any | None = None) -> None:
+    """The terminal summary: decision, a table per target, GPU/CPU ratios, verdict and warnings, in the
+    console's width (its narrowest columns dropped first, never a cell cut; see _terminal.py)."""
     from rich.console import Console
-    from rich.table import Table
 
     out = console if console is not None else Console()
     decision_text(decide(analysis), out)  # the deployer's answer first (issue 13)
     for target in analysis.targets:
-        table = Table(title=f"{target.name} — {target.device}, {target.protocol}, {target.server_kind}")
-        for column in CELL_COLUMNS:
-            table.add_column(column, justify="right")
-        for row in cell_rows(target):
-            table.add_row(*row)
-        out.print(table)
+        title = f"{target.name} — {target.device}, {target.protocol}, {target.server_kind}"
+        print_fitted(out, title, CELL_TABLE, cell_rows(target))
         if target.model is not None:
             out.print(f"  {model_line(target)}")
     if analysis.device_ratios:
-        table = Table(title="GPU / CPU (each device's best point at the batch size)")
-        for column in ("batch", "GPU images/s", "CPU images/s", "images/s ratio", "p99 ratio"):
-            table.add_column(column, justify="right")
-        for pair in analysis.device_ratios:
-            table.add_row(
+        rows = [
+            [
                 str(pair.batch_size),
                 pair.gpu.items_per_s.text(),
                 pair.cpu.items_per_s.text(),
                 format_ratio(pair.items_ratio.value),
                 format_ratio(pair.p99_ratio.value),
-            )
-        out.print(table)
+            ]
+            for pair in analysis.device_ratios
+        ]
+        print_fitted(out, "GPU / CPU (each device's best point at the batch size)", _RATIO_TABLE, rows)
     out.print("[bold]Verdict[/bold]")
     for line in analysis.verdict_lines:
         out.print(f"  • {line}")
     for warning in analysis.warnings[:20]:
         out.print(f"[yellow]warning:[/yellow] {warning}")
     if len(analysis.warnings) > 20:
-        out.print(f"[yellow]… and {len(analysis.warnings) - 20} more warnings in report.html[/yellow]")
+        out.print(f"[yellow]and {len(analysis.warnings) - 20} more warnings in report.html[/yellow]")
+
+
+_COMPARE_TABLE = (
+    Column("configuration", 0, justify="left", wrap=True),
+    Column("A target", 9, wrap=True),
+    Column("B target", 10, wrap=True),
+    Column("A images/s", 3),
+    Column("B images/s", 4),
+    Column("B/A images/s", 1),
+    Column("A p99 ms", 5),
+    Column("B p99 ms", 6),
+    Column("B/A p99", 2),
+    Column("B/A cost/image", 7),
+    Column("B/A J/image", 8),
+)
 
 
 def print_comparison(result: Any, title: str, console: Any | None = None) -> None:
     """The table `serve-bench compare` prints: B over A per matching point (result: report.Comparison)."""
     from rich.console import Console
-    from rich.table import Table
 
     out = console if console is not None else Console()
-    table = Table(title=title)
-    for column in (
-        "configuration",
-        "A target",
-        "B target",
-        "A images/s",
-        "B images/s",
-        "B/A images/s",
-        "A p99 ms",
-        "B p99 ms",
-        "B/A p99",
-        "B/A cost/image",
-        "B/A J/image",
-    ):
-        table.add_column(column, justify="right")
+    rows = []
     for row in result.rows:
         a, b = row["a"], row["b"]
-        table.add_row(
-            row["config"],
-            f"{a.target.name} ({a.target.server_kind})",
-            f"{b.target.name} ({b.target.server_kind})",
-            f"{a.items_per_s:.1f}",
-            f"{b.items_per_s:.1f}",
-            format_ratio(row["items_ratio"]),
-            f"{a.latency.p99 / 1000:.1f}",
-            f"{b.latency.p99 / 1000:.1f}",
-            format_ratio(row["p99_ratio"]),
-            format_ratio(row.get("cost_ratio")),
-            format_ratio(row.get("joules_ratio")),
+        rows.append(
+            [
+                row["config"],
+                f"{a.target.name} ({a.target.server_kind})",
+                f"{b.target.name} ({b.target.server_kind})",
+                f"{a.items_per_s:.1f}",
+                f"{b.items_per_s:.1f}",
+                format_ratio(row["items_ratio"]),
+                f"{a.latency.p99 / 1000:.1f}",
+                f"{b.latency.p99 / 1000:.1f}",
+                format_ratio(row["p99_ratio"]),
+                format_ratio(row.get("cost_ratio")),
+                format_ratio(row.get("joules_ratio")),
+            ]
         )
-    out.print(table)
+    print_fitted(out, title, _COMPARE_TABLE, rows, elsewhere="a wider terminal (COLUMNS=200)")
     for difference in result.differences:
         out.print(f"[yellow]measured differently:[/yellow] {difference}")
     if result.only_a or result.only_b:

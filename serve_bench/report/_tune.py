@@ -10,73 +10,66 @@ recompute the answer.
 from __future__ import annotations
 
 import html
-import json
 import math
 from pathlib import Path
 from typing import Any
 
-from serve_bench.errors import UserError
-from serve_bench.stats import BEST_BATCHING_FILE, TUNE_ANSWER_FILE, Point
+from serve_bench.stats import (
+    BEST_BATCHING_FILE,
+    TUNE_ANSWER_FILE,
+    Estimate,
+    KnobRow,
+    Point,
+    Score,
+    TuneAnswer,
+)
+from serve_bench.stats import read_tune_answer as _read_answer_file
 
 __all__ = ["draw_tune_plots", "read_tune_answer", "tune_html"]
 
 
-def read_tune_answer(run_dir: Path) -> dict[str, Any] | None:
+def read_tune_answer(run_dir: Path) -> TuneAnswer | None:
     """answer.json of a tune run, None for a sweep; a damaged file is a one-line error."""
-    path = run_dir / TUNE_ANSWER_FILE
-    if not path.exists():
-        return None
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise UserError(
-            f"{path} is not a tune answer ({exc}); rerun `serve-bench tune ... --resume` to rewrite it"
-        ) from None
-    if not isinstance(data, dict) or not isinstance(data.get("scores"), list):
-        raise UserError(f"{path} is not a tune answer (no scores); rerun `serve-bench tune ... --resume` to rewrite it")
-    return data
+    return _read_answer_file(run_dir / TUNE_ANSWER_FILE)
 
 
 def _e(value: Any) -> str:
     return html.escape(str(value))
 
 
-def _ci(ci: Any, digits: int = 1) -> str:
-    return f" [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]" if isinstance(ci, list) and len(ci) == 2 else ""
+def _number(value: Estimate | float) -> str:
+    """A figure with its interval, or a dash where none was measured (inf, NaN)."""
+    figure = value if isinstance(value, Estimate) else Estimate(value)
+    if not math.isfinite(figure.value):
+        return "—"
+    return figure.text()
 
 
-def _number(value: Any, interval: Any = None) -> str:
-    """A figure with its interval, or a dash where none was measured (null, inf, NaN)."""
-    if isinstance(value, int | float) and math.isfinite(value):
-        return f"{value:.1f}{_ci(interval)}"
-    return "—"
-
-
-def _score_row(score: dict[str, Any], percentile: str, best: str) -> str:
-    css = " class=baseline" if score["config"] == best else ""
-    if score.get("failed"):
-        why = _e(score["failed"])
-        return f"<tr{css}><td class=l>{_e(score['config'])}</td><td class=l colspan=4>did not start: {why}</td></tr>"
+def _score_row(score: Score, percentile: str, best: str) -> str:
+    css = " class=baseline" if score.config == best else ""
+    if score.failed:
+        why = _e(score.failed)
+        return f"<tr{css}><td class=l>{_e(score.config)}</td><td class=l colspan=4>did not start: {why}</td></tr>"
     return (
-        f"<tr{css}><td class=l>{_e(score['config'])}</td>"
-        f"<td>{_number(score.get('items_per_s'), score.get('items_ci'))}</td>"
-        f"<td>{_number(score.get('latency_ms'), score.get('latency_ci_ms'))}</td>"
-        f"<td class=l>{_e(score.get('load', ''))}</td>"
-        f"<td class=l>{'meets' if score['feasible'] else 'misses'} {_e(percentile)}</td></tr>"
+        f"<tr{css}><td class=l>{_e(score.config)}</td>"
+        f"<td>{_number(score.items)}</td>"
+        f"<td>{_number(score.latency)}</td>"
+        f"<td class=l>{_e(score.load)}</td>"
+        f"<td class=l>{'meets' if score.feasible else 'misses'} {_e(percentile)}</td></tr>"
     )
 
 
-def _vs(row: dict[str, Any]) -> str:
-    return f"{row['vs_best_pct']:+.1f}%" if row["feasible"] else "misses the SLO"
+def _vs(row: KnobRow) -> str:
+    return f"{row.vs_best_pct:+.1f}%" if row.feasible else "misses the SLO"
 
 
-def _knob_table(answer: dict[str, Any], percentile: str) -> str:
+def _knob_table(answer: TuneAnswer, percentile: str) -> str:
     rows = "".join(
-        f"<tr><td class=l>{_e(r['knob'])}</td><td class=l>{_e(r['value'])}</td><td>{r['configs']}</td>"
-        f"<td>{_number(r['items_per_s'])}</td><td>{_number(r['latency_ms'])}</td>"
+        f"<tr><td class=l>{_e(r.knob)}</td><td class=l>{_e(r.value)}</td><td>{r.configs}</td>"
+        f"<td>{_number(r.items_per_s)}</td><td>{_number(r.latency_ms)}</td>"
         f"<td>{_vs(r)}</td>"
-        f"<td class=l>{_e(r['best_config'])}</td></tr>"
-        for r in answer.get("knobs", [])
+        f"<td class=l>{_e(r.best_config)}</td></tr>"
+        for r in answer.knobs
     )
     if not rows:
         return "<p>Only one value of each knob was measured: nothing to compare.</p>"
@@ -88,47 +81,43 @@ def _knob_table(answer: dict[str, Any], percentile: str) -> str:
     )
 
 
-def tune_html(answer: dict[str, Any], run_dir: Path, figures: str) -> str:
+def tune_html(answer: TuneAnswer, run_dir: Path, figures: str) -> str:
     """The section; ``figures`` is the markup of the tune plots, embedded by the caller."""
-    percentile = str(answer.get("percentile", "p99"))
-    max_ms = float(answer.get("max_ms", math.inf))
+    percentile, max_ms = answer.percentile, answer.max_ms
     objective = (
         f"most items/s with {percentile} ≤ {max_ms:g} ms"
-        if answer.get("mode") == "throughput"
+        if answer.mode == "throughput"
         else f"lowest {percentile} at the SLO's rate, {percentile} ≤ {max_ms:g} ms"
     )
-    best = answer.get("best")
-    closest = answer.get("closest")
+    best, closest = answer.best, answer.closest
     if best:
         head = (
-            f"Best configuration ({_e(objective)}): <b>{_e(best['config'])}</b>, "
-            f"{best['items_per_s']:.1f} items/s{_ci(best.get('items_ci'))}, "
-            f"{_e(percentile)} {best['latency_ms']:.1f} ms at {_e(best.get('load', ''))}."
+            f"Best configuration ({_e(objective)}): <b>{_e(best.config)}</b>, "
+            f"{_e(best.items.text())} items/s, "
+            f"{_e(percentile)} {best.latency_ms:.1f} ms at {_e(best.load)}."
         )
-    elif closest and closest.get("failed"):
+    elif closest and closest.failed:
         head = "No configuration was measured: every server start failed (the reasons are in the table below)."
     elif closest:
-        head = (
-            f"No configuration meets {_e(percentile)} ≤ {max_ms:g} ms; the closest is <b>{_e(closest['config'])}</b>."
-        )
+        head = f"No configuration meets {_e(percentile)} ≤ {max_ms:g} ms; the closest is <b>{_e(closest.config)}</b>."
     else:
         head = "No configuration was measured."
-    gains = "".join(f"<li>vs {_e(g['baseline'])}: {_e(g['text'])}</li>" for g in answer.get("gains", []))
-    # the winner's file(s) in the server's own format (tune's answer.json names them; before it did, TF Serving's)
-    names = answer.get("best_files") or [answer.get("best_file") or BEST_BATCHING_FILE]
+    gains = "".join(f"<li>vs {_e(g.baseline)}: {_e(g.text)}</li>" for g in answer.gains)
+    # the winner's file(s) in the server's own format (answer.json names them; before it did, TF Serving's)
+    names = answer.best_files or (BEST_BATCHING_FILE,)
     winner = "".join(
         f"<h3>{_e(name)}</h3><pre>{_e((run_dir / name).read_text())}</pre>"
         for name in names
-        if isinstance(name, str) and (run_dir / name).is_file()
+        if (run_dir / name).is_file()
     )
-    evaluated = answer.get("evaluated") or []
+    evaluated = answer.evaluated
     order = (
         f"<p>{len(evaluated)} configurations evaluated (baselines and any finished before a resume included), "
         f"in this order: {_e(', '.join(evaluated))}.</p>"
         if evaluated
         else ""
     )
-    rows = "".join(_score_row(s, percentile, best["config"] if best else "") for s in answer["scores"])
+    rows = "".join(_score_row(s, percentile, best.config if best else "") for s in answer.scores)
     return (
         f'<div class="decision"><h2>Tune</h2><p>{head}</p><ul>{gains}</ul></div>{winner}{order}'
         f"<h3>What each knob did</h3>{_knob_table(answer, percentile)}{figures}"
@@ -137,16 +126,15 @@ def tune_html(answer: dict[str, Any], run_dir: Path, figures: str) -> str:
     )
 
 
-def draw_tune_plots(answer: dict[str, Any], points: list[Point], out_dir: Path) -> dict[str, Path]:
+def draw_tune_plots(answer: TuneAnswer, points: list[Point], out_dir: Path) -> dict[str, Path]:
     """Throughput vs latency of every configuration's points with the Pareto front, and per knob the
     objective of every configuration measured with each value."""
     from serve_bench.report._plots import _pyplot
 
     plt = _pyplot()
     out_dir.mkdir(parents=True, exist_ok=True)
-    percentile = str(answer.get("percentile", "p99"))
-    max_ms = float(answer.get("max_ms", math.inf))
-    best = (answer.get("best") or {}).get("config")
+    percentile, max_ms = answer.percentile, answer.max_ms
+    best = answer.best.config if answer.best else None
     paths: dict[str, Path] = {}
 
     measured = [p for p in points if not p.needs_remeasure]
@@ -154,7 +142,7 @@ def draw_tune_plots(answer: dict[str, Any], points: list[Point], out_dir: Path) 
         fig, ax = plt.subplots(figsize=(7, 4.5))
         by_config: dict[str, list[Point]] = {}
         for p in measured:
-            by_config.setdefault(p.key.split("|", 1)[0], []).append(p)
+            by_config.setdefault(p.grid_id.target, []).append(p)  # tune names targets after configurations
         for config, group in by_config.items():
             xs = [p.items_per_s for p in group]
             ys = [p.latency.due.ms(percentile) for p in group]
@@ -162,11 +150,11 @@ def draw_tune_plots(answer: dict[str, Any], points: list[Point], out_dir: Path) 
                 ax.plot(xs, ys, "*", color="tab:green", markersize=14, label=f"best: {config}", zorder=3)
             else:
                 ax.plot(xs, ys, "o", color="0.6", markersize=4)
-        front = answer.get("pareto") or []
+        front = answer.pareto
         if front:
             ax.plot(
-                [f["items_per_s"] for f in front],
-                [f["latency_ms"] for f in front],
+                [f.items_per_s for f in front],
+                [f.latency_ms for f in front],
                 "-o",
                 color="tab:blue",
                 label="Pareto front",
@@ -185,19 +173,22 @@ def draw_tune_plots(answer: dict[str, Any], points: list[Point], out_dir: Path) 
         plt.close(fig)
 
     knobs: dict[str, list[str]] = {}
-    for row in answer.get("knobs", []):
-        knobs.setdefault(row["knob"], []).append(row["value"])
-    configs = answer.get("configs") or {}
-    scores = [s for s in answer["scores"] if not s.get("failed") and s["config"] in configs]
-    latency_mode = answer.get("mode") == "latency"
-    field = "latency_ms" if latency_mode else "items_per_s"
+    for row in answer.knobs:
+        knobs.setdefault(row.knob, []).append(row.value)
+    configs = answer.configs
+    scores = [s for s in answer.scores if not s.failed and s.config in configs]
+    latency_mode = answer.mode == "latency"
     if knobs and scores:
         fig, axes = plt.subplots(1, len(knobs), figsize=(3.2 * len(knobs) + 1, 3.8), sharey=True, squeeze=False)
         for ax, (knob, values) in zip(axes[0], knobs.items()):
             for i, value in enumerate(values):
-                mine = [s for s in scores if configs[s["config"]].get(knob) == value]
-                meets = [s[field] for s in mine if s["feasible"] and math.isfinite(s[field])]
-                misses = [s[field] for s in mine if not s["feasible"] and math.isfinite(s[field])]
+                mine = [
+                    (s.latency_ms if latency_mode else s.items_per_s, s.feasible)
+                    for s in scores
+                    if configs[s.config].get(knob) == value
+                ]
+                meets = [figure for figure, feasible in mine if feasible and math.isfinite(figure)]
+                misses = [figure for figure, feasible in mine if not feasible and math.isfinite(figure)]
                 ax.plot([i] * len(meets), meets, "o", color="tab:blue", alpha=0.6)
                 ax.plot([i] * len(misses), misses, "x", color="tab:red")
                 if meets:

@@ -1,4 +1,4 @@
-"""Energy and power of one point, from counters the hardware keeps (owner: H2, telemetry).
+"""Energy and power of one point, from counters the hardware keeps (read by metrics' telemetry).
 
 Produced by ``serve_bench.metrics.TelemetrySession.stop()``; embedded in a Point as
 ``Point.energy`` (None when no telemetry was asked for). Only measured figures appear:

@@ -6,7 +6,7 @@ Library: ``parse_tune_spec`` / ``load_tune_spec``, ``run_tune`` (async), the con
 ``run_tune_command``.
 """
 
-from serve_bench.tune._answer import Gain, KnobRow, ParetoPoint, Score, TuneAnswer, answer, pareto_front, score_config
+from serve_bench.tune._answer import answer, pareto_front, score_config
 from serve_bench.tune._cli import add_tune_arguments, run_tune_command
 from serve_bench.tune._config import ServerConfig, TuneConfig
 from serve_bench.tune._restart import (
@@ -26,19 +26,14 @@ __all__ = [
     "BASELINES",
     "CommandRestarter",
     "ComposeRestarter",
-    "Gain",
-    "KnobRow",
     "LocalRestarter",
     "MLServerConfig",
     "MLServerRestarter",
-    "ParetoPoint",
-    "Score",
     "ServerConfig",
     "ServerSpec",
     "StartFailed",
     "TritonConfig",
     "TritonRestarter",
-    "TuneAnswer",
     "TuneConfig",
     "TuneEvent",
     "TuneOutcome",

@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from serve_bench.tune._answer import Score
+from serve_bench.stats import Score
 from serve_bench.tune._config import ServerConfig, config_of
 
 __all__ = ["Candidate", "candidates_of", "initial_design", "next_candidate", "objective_of"]

@@ -24,19 +24,20 @@ from pathlib import Path
 from typing import Any
 
 from serve_bench.client import Client, ServeBenchError, connect
-from serve_bench.load import InputSet, image_size_of, load_input_data, signature_for_payload
+from serve_bench.load import InputSet, PointPlan, image_size_of, load_input_data, signature_for_payload
 from serve_bench.stats import (
-    BEST_BATCHING_FILE,
     BEST_MLSERVER_SERVER_SETTINGS_FILE,
     TUNE_ANSWER_FILE,
     LoadInfo,
     Point,
     ResultsWriter,
+    Score,
+    TuneAnswer,
     collect_run_metadata,
     read_points,
 )
-from serve_bench.sweep import PointPlan, measure_point
-from serve_bench.tune._answer import Score, TuneAnswer, answer, config_id_of, score_config
+from serve_bench.sweep import measure_point
+from serve_bench.tune._answer import answer, config_id_of, score_config
 from serve_bench.tune._config import ServerConfig, TuneConfig
 from serve_bench.tune._restart import Restarter, StartFailed, make_restarter
 from serve_bench.tune._search import bayesian_search, coordinate_search, grid_search
@@ -56,8 +57,6 @@ __all__ = [
 ]
 
 CONFIGS_FILE = "configs.jsonl"
-BEST_FILE = BEST_BATCHING_FILE  # TF Serving's; each family names its own (Family.best_file)
-ANSWER_FILE = TUNE_ANSWER_FILE
 
 
 @dataclass(frozen=True)
@@ -343,12 +342,13 @@ class _Tuner:
         )
         winner = result.best or result.closest
         files = self._best_files(finished[winner.config], winner, result) if winner and not winner.failed else {}
-        data = dataclasses.asdict(result)
-        data["evaluated"] = self.outcome.evaluated
-        data["configs"] = {cid: dict(c.knobs()) for cid, c in finished.items()}
-        data["best_file"] = next(iter(files), None)  # the winner's file in its server's format (report shows it)
-        data["best_files"] = list(files)
-        (self.run_dir / ANSWER_FILE).write_text(json.dumps(data, indent=1, default=str) + "\n")
+        written = dataclasses.replace(
+            result,
+            evaluated=tuple(self.outcome.evaluated),
+            configs={cid: dict(c.knobs()) for cid, c in finished.items()},
+            best_files=tuple(files),  # the winner's file(s) in its server's format (the report shows them)
+        )
+        written.write(self.run_dir / TUNE_ANSWER_FILE)
         for name, text in files.items():
             (self.run_dir / name).write_text(text)
         if files:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from serve_bench.tune._answer import Score
+from serve_bench.stats import Score
 from serve_bench.tune._bayes import Candidate, candidates_of, initial_design, next_candidate
 from serve_bench.tune._config import RECIPE_ORDER, ServerConfig, config_of
 
