@@ -10,7 +10,12 @@ the words its user typed, with ``InvalidValue.named``.
 
 from __future__ import annotations
 
-__all__ = ["InvalidValue", "UserError"]
+import argparse
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["InvalidValue", "Renamed", "UserError", "say_renamed"]
 
 
 class UserError(Exception):
@@ -45,3 +50,41 @@ class InvalidValue(UserError):
 
 def _show(value: object) -> str:
     return repr(value) if isinstance(value, str) else str(value)
+
+
+# Each renamed name is pointed out once per process, however often it is typed.
+_SAID: set[str] = set()
+
+
+def say_renamed(old: str, new: str, where: str) -> None:
+    """Tell the user, in one line on stderr, that ``old`` is now called ``new`` (once per process).
+
+    ``where`` is what the name was typed into: a command (``serve-bench bench``) or a spec file.
+    The old name keeps working; this line is the only difference.
+    """
+    line = f"{where}: {old} is now {new} ({old} still works for now)"
+    if line not in _SAID:
+        _SAID.add(line)
+        print(line, file=sys.stderr)
+
+
+class Renamed(argparse.Action):
+    """An old flag kept as an alias of its new name: stores into the new flag's ``dest`` and says the new name.
+
+    Hidden from ``--help``, so each concept shows one flag: add it with ``help=argparse.SUPPRESS``
+    and ``new="--new-name"``.
+    """
+
+    def __init__(self, option_strings: Sequence[str], dest: str, *, new: str, **kwargs: Any) -> None:
+        self.new = new
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        say_renamed(option_string or self.option_strings[0], self.new, parser.prog)
+        setattr(namespace, self.dest, values)

@@ -13,8 +13,8 @@ import pytest
 from serve_bench.client import (
     ConnectError,
     InvalidArgument,
+    InvalidTarget,
     NotFound,
-    ServeBenchError,
     connect,
     connect_sync,
     predict_stream,
@@ -164,7 +164,7 @@ async def test_unreachable_target_names_the_url_within_timeout(scheme):
 
 
 def test_unknown_scheme():
-    with pytest.raises(ServeBenchError, match="unknown scheme"):
+    with pytest.raises(InvalidTarget, match="unknown scheme"):
         connect("ftp://localhost:21", "tiny")
 
 

@@ -19,6 +19,7 @@ import pytest
 from serve_bench.client import (
     ConnectError,
     InvalidArgument,
+    InvalidTarget,
     NotFound,
     ServeBenchError,
     ServerError,
@@ -41,8 +42,9 @@ from serve_bench.client._v2_codec import (
 )
 from serve_bench.client._v2_grpc import decode_infer_response, encode_infer_request, message
 from serve_bench.codec import CodecError, dtype_name
+from serve_bench.errors import UserError
 from serve_bench.stats import Target
-from tests.conftest import free_port
+from tests.conftest import _servers_env_or_skip, free_port
 
 TINY = {
     "serving_default": SignatureInfo(
@@ -56,13 +58,7 @@ def _images(n: int, seed: int = 0) -> np.ndarray:
 
 
 def _servers_or_skip() -> None:
-    from serve_bench.errors import UserError
-    from serve_bench.servers import servers_env
-
-    try:
-        servers_env()
-    except UserError as exc:
-        pytest.skip(str(exc))
+    _servers_env_or_skip()
 
 
 @pytest.fixture(scope="module")
@@ -253,10 +249,12 @@ async def test_server_not_running_is_connect_error_naming_the_url(scheme):
     ],
 )
 def test_bad_url_is_one_clear_error(url, words):
-    """A malformed target fails in connect() itself, before any socket, with one line naming it."""
-    with pytest.raises(ServeBenchError, match=words) as info:
+    """A malformed target fails in connect() itself, before any socket, with one line naming it: the user's
+    error to fix (a UserError, exit 2), not a network error (not a ServeBenchError)."""
+    with pytest.raises(InvalidTarget, match=words) as info:
         connect(url, "tiny")
-    assert type(info.value) is ServeBenchError and "\n" not in str(info.value) and url in str(info.value)
+    assert isinstance(info.value, UserError) and not isinstance(info.value, ServeBenchError)
+    assert "\n" not in str(info.value) and url in str(info.value)
 
 
 def test_parse_target_defaults():
@@ -417,8 +415,9 @@ def test_the_shipped_messages_agree_with_mlservers_field_by_field():
 
     try:
         dataplane = servers_env().site_packages / "mlserver" / "grpc" / "dataplane_pb2.py"
-    except UserError as exc:
-        pytest.skip(str(exc))
+    except UserError:
+        _servers_env_or_skip()
+        raise
     theirs = descriptor_pb2.FileDescriptorProto.FromString(_serialized_descriptor(str(dataplane)))
     ours = descriptor_pb2.FileDescriptorProto.FromString(SERIALIZED)
 

@@ -11,15 +11,17 @@ Importing this package does not import TensorFlow.
 """
 
 from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo, TensorInfo, Transport
-from serve_bench.client._client import Client, Response, connect, parse_target
+from serve_bench.client._client import Client, Response, connect, parse_target, server_kind
 from serve_bench.client._errors import (
     ConnectError,
     InvalidArgument,
+    InvalidTarget,
     NotFound,
     RequestTimeout,
     ServeBenchError,
     ServerError,
     Unavailable,
+    user_error,
 )
 from serve_bench.client._fake import FakeTransport
 from serve_bench.client._pipeline import BatchFailed, BatchResult, StreamStats, predict_stream
@@ -32,6 +34,7 @@ __all__ = [
     "ConnectError",
     "FakeTransport",
     "InvalidArgument",
+    "InvalidTarget",
     "ModelStatus",
     "NotFound",
     "PreparedRequest",
@@ -49,4 +52,6 @@ __all__ = [
     "connect_sync",
     "parse_target",
     "predict_stream",
+    "server_kind",
+    "user_error",
 ]

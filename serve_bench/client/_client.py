@@ -11,10 +11,10 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo, Transport
-from serve_bench.client._errors import ConnectError, InvalidArgument, NotFound, ServeBenchError
+from serve_bench.client._errors import ConnectError, InvalidArgument, InvalidTarget, NotFound, ServeBenchError
 from serve_bench.codec import DT_STRING, DTYPE_TO_NUMPY, dtype_name
 
-__all__ = ["Client", "Response", "connect", "parse_target"]
+__all__ = ["Client", "Response", "connect", "parse_target", "server_kind"]
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -25,6 +25,7 @@ class Response:
     send_seconds: float  # from send until the raw response was received
     decode_seconds: float
     nbytes: int
+    received_nbytes: int = 0  # the raw response's size (0 when the transport's raw answer is not bytes)
 
 
 # scheme -> default port: TF Serving's API, and the Open Inference Protocol (KServe v2: Triton, MLServer)
@@ -36,27 +37,44 @@ def parse_target(url: str) -> tuple[str, str, int]:
     """(scheme, host, port) from a target URL; the scheme as given, lower-cased.
 
     ``grpc``, ``http`` and ``https`` speak TF Serving's API; ``v2+grpc``, ``v2+http`` and ``v2+https``
-    the Open Inference Protocol. Raises ServeBenchError with one line naming what is wrong.
+    the Open Inference Protocol. Raises InvalidTarget (a UserError) with one line naming what is wrong.
     """
     try:
         parts = urlsplit(url)
         port = parts.port
     except ValueError as exc:  # a port out of range or not a number, an unclosed [IPv6]
-        raise ServeBenchError(f"target {url!r} is not a valid URL ({exc}); use {_FORMS}", url=url) from None
+        raise InvalidTarget(f"target {url!r} is not a valid URL ({exc}); use {_FORMS}", url=url) from None
     scheme = parts.scheme.lower()
     if scheme not in _DEFAULT_PORTS:
-        raise ServeBenchError(f"unknown scheme in target {url!r}; use {_FORMS}", url=url)
+        raise InvalidTarget(f"unknown scheme in target {url!r}; use {_FORMS}", url=url)
     if not parts.hostname:
-        raise ServeBenchError(
+        raise InvalidTarget(
             f"target {url!r} has no host; use e.g. {scheme}://localhost:{_DEFAULT_PORTS[scheme]}", url=url
         )
     if scheme.startswith("v2+") and (parts.path.strip("/") or parts.query or parts.fragment):
         # a pasted model URL (…/v2/models/m/infer) would otherwise be silently cut to its server
-        raise ServeBenchError(
+        raise InvalidTarget(
             f"target {url!r} has a path; give the server only ({scheme}://{parts.netloc}) and the model apart",
             url=url,
         )
     return scheme, parts.hostname, port or _DEFAULT_PORTS[scheme]
+
+
+# servers that name themselves "<name>/<version>" in the Open Inference Protocol's server metadata (GET /v2)
+_V2_SERVERS = ("triton", "mlserver")
+
+
+def server_kind(client: Client, declared: str = "") -> tuple[str, str]:
+    """(kind, version) of the server behind ``client``: the local server names itself, and so do
+    Triton and MLServer ("triton/2.51.0", "mlserver/1.7.1" from their server metadata); else as declared."""
+    identity = client.transport.server_identity or ""
+    if "serve-bench-local" in identity:
+        _, _, version = identity.partition("/")
+        return "serve-bench-local", version.split()[0] if version else ""
+    name, _, version = identity.partition("/")
+    if name.strip().lower() in _V2_SERVERS:
+        return name.strip().lower(), version.strip()
+    return (declared or "unknown"), ""
 
 
 class Client:
@@ -169,7 +187,8 @@ class Client:
         raw = await self.transport.send(prepared, timeout if timeout is not None else self.timeout)
         received = time.perf_counter()
         outputs = self.transport.decode(raw)
-        return Response(outputs, received - started, time.perf_counter() - received, prepared.nbytes)
+        size = len(raw) if isinstance(raw, (bytes, bytearray)) else 0
+        return Response(outputs, received - started, time.perf_counter() - received, prepared.nbytes, size)
 
     async def predict(self, inputs: dict[str, Any], timeout: float | None = None) -> dict[str, np.ndarray]:
         return (await self.predict_prepared(self.prepare(inputs), timeout)).outputs

@@ -14,13 +14,23 @@
 
 Each carries ``status`` (the gRPC code name or the HTTP status as text) and
 ``url``; the transport's own exception is chained as ``__cause__``.
+
+A target URL that is malformed is not a network error: ``InvalidTarget`` is a
+``UserError`` (one line, exit 2), raised before any socket is opened. Where a
+network error means the user must change something (``serve-bench bench``
+against a server that is down), ``user_error`` is the one translation.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from serve_bench.errors import UserError
+
 __all__ = [
     "ConnectError",
     "InvalidArgument",
+    "InvalidTarget",
     "NotFound",
     "RequestTimeout",
     "ServeBenchError",
@@ -28,6 +38,8 @@ __all__ = [
     "Unavailable",
     "error_for_grpc",
     "error_for_http",
+    "serialize_request",
+    "user_error",
 ]
 
 
@@ -60,6 +72,20 @@ class Unavailable(ServeBenchError):
 
 class ServerError(ServeBenchError):
     pass
+
+
+class InvalidTarget(UserError):
+    """A target URL serve-bench cannot talk to as written (scheme, host, port or path): the user's to fix."""
+
+    def __init__(self, message: str, *, url: str) -> None:
+        super().__init__(message, parameter="url")
+        self.url = url
+
+
+def user_error(exc: ServeBenchError, what: str = "") -> UserError:
+    """A client error as the user sees it when it ends the command: one line (``what`` first: which target
+    or step); raise it ``from exc`` so the cause stays chained."""
+    return UserError(f"{what}: {exc}" if what else str(exc))
 
 
 _GRPC = {
@@ -123,3 +149,16 @@ def error_for_http(status: int, message: str, url: str) -> ServeBenchError:
     """Map an HTTP status and the server's ``{"error": ...}`` text to serve-bench's tree."""
     cls = _by_words(message.lower()) or _HTTP.get(status, ServerError)
     return cls(f"{url}: HTTP {status}: {message}", status=str(status), url=url)
+
+
+def serialize_request(request: Any) -> bytes:
+    """A protobuf request as bytes; InvalidArgument when it is past protobuf's 2 GB message limit
+    (protobuf's own EncodeError says only "Failed to serialize proto")."""
+    from google.protobuf.message import EncodeError
+
+    try:
+        return bytes(request.SerializeToString())
+    except EncodeError as exc:
+        raise InvalidArgument(
+            "the request is past protobuf's 2 GB message limit (2**31 - 1 bytes): send fewer items per request"
+        ) from exc

@@ -10,7 +10,7 @@ from grpc import aio
 
 from serve_bench import _protos
 from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo, TensorInfo
-from serve_bench.client._errors import RequestTimeout, ServeBenchError, error_for_grpc
+from serve_bench.client._errors import RequestTimeout, ServeBenchError, error_for_grpc, serialize_request
 from serve_bench.codec import from_tensor_proto, to_tensor_proto
 
 __all__ = ["CHANNEL_OPTIONS", "GrpcTransport", "decode_predict_response", "encode_predict_request"]
@@ -53,7 +53,7 @@ def encode_predict_request(model: str, version: int | None, signature: str, inpu
     _fill_model_spec(request.model_spec, model, version, signature)
     for alias, array in inputs.items():
         to_tensor_proto(array, request.inputs[alias])
-    return bytes(request.SerializeToString())
+    return serialize_request(request)
 
 
 def decode_predict_response(raw: bytes) -> dict[str, np.ndarray]:

@@ -18,7 +18,14 @@ from google.protobuf.message import DecodeError
 from grpc import aio
 
 from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo
-from serve_bench.client._errors import ConnectError, InvalidArgument, RequestTimeout, ServeBenchError, error_for_grpc
+from serve_bench.client._errors import (
+    ConnectError,
+    InvalidArgument,
+    RequestTimeout,
+    ServeBenchError,
+    error_for_grpc,
+    serialize_request,
+)
 from serve_bench.client._v2_codec import DATATYPES, datatype_of, from_raw, listed_versions, signatures, to_raw
 from serve_bench.client._v2_descriptor import SERIALIZED
 from serve_bench.codec import CodecError
@@ -80,7 +87,7 @@ def encode_infer_request(model: str, version: int | None, inputs: dict[str, np.n
         tensor = request.inputs.add(name=name, datatype=datatype_of(array))
         tensor.shape.extend(array.shape)
         request.raw_input_contents.append(to_raw(array))
-    return bytes(request.SerializeToString())
+    return serialize_request(request)
 
 
 def _from_contents(contents: Any, datatype: str, shape: tuple[int, ...]) -> np.ndarray:
