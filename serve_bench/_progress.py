@@ -7,8 +7,8 @@ from types import TracebackType
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from serve_bench.load import PointPlan
 from serve_bench.stats import Point
-from serve_bench.sweep import PointPlan
 
 __all__ = ["SweepProgress"]
 

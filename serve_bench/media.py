@@ -196,7 +196,9 @@ def image_files(directory: str | os.PathLike[str]) -> tuple[list[ImageFile], lis
                 image.verify()  # reads the whole structure; a truncated file fails here
             with Image.open(io.BytesIO(data)) as image:
                 images.append(ImageFile(path, data, image.width, image.height, str(image.format)))
-        except (OSError, UnidentifiedImageError, SyntaxError, ValueError) as exc:
+        except UnidentifiedImageError:  # its message names the in-memory buffer, not the file
+            skipped.append(f"{path.name}: not a readable image (not a JPEG or PNG Pillow recognises)")
+        except (OSError, SyntaxError, ValueError) as exc:
             skipped.append(f"{path.name}: not a readable image ({exc})")
     return images, skipped
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -42,14 +44,40 @@ def test_throughput_interval_covers_the_true_rate_at_about_its_confidence():
     assert covered >= 25
 
 
-def test_latency_intervals_hold_the_estimate_and_narrow_with_more_requests():
-    short = analyze(closed_loop(1, requests=400)[0], "closed", SETTINGS).latency
-    long = analyze(closed_loop(1, requests=4000)[0], "closed", SETTINGS).latency
-    for latency in (short, long):
+def _order_statistic_interval(values: np.ndarray, q: float, confidence: float = 0.95) -> tuple[float, float]:
+    """The distribution-free interval for the q-quantile of iid ``values``: the order statistics whose
+    ranks bracket Binomial(n, q) at the given confidence (no bootstrap, no histogram)."""
+    ordered, n = np.sort(values), len(values)
+    k = np.arange(n + 1)
+    log_pmf = (
+        np.array([math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) for i in k])
+        + k * math.log(q)
+        + (n - k) * math.log1p(-q)
+    )
+    cdf, tail = np.cumsum(np.exp(log_pmf)), (1 - confidence) / 2
+    lower = int(np.searchsorted(cdf, tail, side="right"))  # P(fewer than `lower` below) <= tail
+    upper = int(np.searchsorted(cdf, 1 - tail, side="left")) + 1
+    return float(ordered[max(lower, 1) - 1]), float(ordered[min(upper, n) - 1])
+
+
+def test_latency_intervals_agree_with_order_statistics_and_narrow_with_more_requests():
+    """The bootstrap's p50 and p99 intervals against the distribution-free ones computed from the same
+    requests' latencies (the requests are iid here, so those are exact). The code clamps an interval
+    to hold its estimate, so "contains the estimate" could not fail; these ends can. Measured over
+    seeds 1-7: bootstrap ends within 0.25 (p50) and 0.57 (p99) of the order-statistic width."""
+    half_widths = []
+    for requests in (400, 4000):
+        run, _ = closed_loop(1, requests=requests)
+        latency = analyze(run, "closed", SETTINGS).latency
+        counted = np.array([r.done - r.intended for r in run.records if run.window_start <= r.done < run.window_end])
         assert latency.p50_ci is not None and latency.p99_ci is not None
-        assert latency.p50_ci.contains(latency.p50) and latency.p99_ci.contains(latency.p99)
-        assert latency.p50_ci.high < latency.p99_ci.high
-    assert long.p50_ci.half_width < short.p50_ci.half_width  # type: ignore[union-attr]
+        for interval, q, margin in ((latency.p50_ci, 0.5, 0.35), (latency.p99_ci, 0.99, 0.6)):
+            low, high = _order_statistic_interval(counted * 1e6, q)
+            assert abs(interval.low - low) <= margin * (high - low), (requests, q)
+            assert abs(interval.high - high) <= margin * (high - low), (requests, q)
+        assert latency.p50_ci.high < latency.p99_ci.low
+        half_widths.append(latency.p50_ci.half_width)
+    assert half_widths[1] < half_widths[0]
 
 
 def test_a_drifting_server_is_unstable_a_steady_one_stable():

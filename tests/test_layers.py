@@ -38,10 +38,12 @@ ALLOWED: dict[str, set[str]] = {
     "tune": {"sweep", "load", "metrics", "client", "stats", "export", "servers"},
     # one way to start, wait for and stop a server (local, Triton, MLServer); export: the model files it serves
     "servers": {"export"},
-    # the pipeline decodes videos (media) and runs the model in-process (_tf, lazily) for its comparison
-    "pipeline": {"client", "stats", "media", "_tf"},
+    # the pipeline decodes videos (media) and runs the model in-process (_tf, lazily) for its comparison;
+    # it measures through the one engine (load: the recorder, the analysis, the payloads) and reads
+    # batch-size lists as export does (export)
+    "pipeline": {"client", "stats", "media", "_tf", "load", "export"},
     "report": {"stats", "export"},  # export: FLOPs per image of the exported model
-    "_progress": {"sweep", "stats"},
+    "_progress": {"sweep", "load", "stats"},  # load: the PointPlan each progress line names
     "demo": {"export", "report", "sweep", "_progress", "servers"},
 }
 # The command line sits on top: it may import everything.

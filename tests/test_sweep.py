@@ -264,7 +264,7 @@ def test_bench_with_two_processes_merges_their_load(tmp_path, capsys):
     def bench(out: Path, concurrency: int, processes: int) -> int:
         argv = f"bench {server.grpc_url} --model {MODEL} --warmup 0.3 --duration 1.5 --metrics="
         return main(
-            [*argv.split(), "--concurrency", str(concurrency), "--processes", str(processes), "--out", str(out)]
+            [*argv.split(), "--concurrency", str(concurrency), "--processes", str(processes), "--run-dir", str(out)]
         )
 
     with DelayServer(delay=0.005) as server:
@@ -373,7 +373,8 @@ async def test_resume_measures_again_the_points_a_dead_target_left(tmp_path):
 def test_bench_refuses_to_mix_settings_in_one_directory(tmp_path, capsys):
     out = tmp_path / "bench"
     with DelayServer(delay=0.002) as server:
-        argv = ["bench", server.grpc_url, "--model", MODEL, "--metrics", "", "--out", str(out), "--warmup", "0.1"]
+        argv = ["bench", server.grpc_url, "--model", MODEL, "--metrics", "", "--run-dir", str(out), "--warmup", "0.1"]
+        argv.append("--no-until-stable")  # settings are under test here, not stability: fixed-length points
         assert main([*argv, "--duration", "0.4"]) == 0
         recorded = json.loads((out / "run.json").read_text())
         assert recorded["settings"]["min_duration_s"] == 0.4 and recorded["command"] == "bench"
@@ -397,7 +398,7 @@ def test_bench_exits_1_when_no_request_succeeded(tmp_path, capsys):
                 "other",
                 "--metrics",
                 "",
-                "--out",
+                "--run-dir",
                 str(tmp_path / "b"),
                 "--warmup",
                 "0.1",
@@ -435,7 +436,7 @@ async def test_bench_and_sweep_send_real_images(models_dir, tmp_path, capsys):
     with local_server(models_dir) as server:
         argv = f"bench {server.grpc_url} --model tiny --warmup 0.1 --duration 0.4 --min-requests 5 --batch-size 2"
         code = await asyncio.to_thread(
-            main, [*argv.split(), "--input-data", str(images), "--metrics", "", "--out", str(tmp_path / "b")]
+            main, [*argv.split(), "--input-data", str(images), "--metrics", "", "--run-dir", str(tmp_path / "b")]
         )
         assert code == 0
         spec = parse_spec(f"""

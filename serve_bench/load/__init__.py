@@ -1,33 +1,57 @@
-"""Load generation: closed loop (concurrency), open loop (seeded Poisson/constant schedule), payloads."""
+"""Load generation: closed loop (concurrency), open loop (seeded Poisson/constant schedule), payloads,
+and what to measure at a point (``PointPlan``) with the one set of checks of a point's batch size,
+load and settings (``check_batch_size``, ``check_load``, ``check_settings``)."""
 
 from serve_bench.load._analysis import MIN_WINDOW_REQUESTS, analyze, is_stable, stability_of
+from serve_bench.load._checks import check_batch_size, check_load, check_settings, positive_int, positive_number
 from serve_bench.load._digest import RunDigest, digest_records, merge_digests
 from serve_bench.load._generators import DOWN_AFTER, LoadRun, PointSettings, run_closed_loop, run_open_loop
 from serve_bench.load._inputs import InputSet, load_input_data
 from serve_bench.load._locust import LOCUST_NOTE, import_locust
 from serve_bench.load._multiproc import run_in_processes, split
-from serve_bench.load._payload import PAYLOADS, image_size_of, make_inputs, signature_for_payload
-from serve_bench.load._schedule import ARRIVALS, arrival_offsets
+from serve_bench.load._payload import (
+    PAYLOADS,
+    PROTOBUF_LIMIT,
+    image_size_of,
+    largest_batch,
+    make_inputs,
+    signature_for_payload,
+)
+from serve_bench.load._plan import PointPlan
+from serve_bench.load._recorder import Recorder, RecordingClient
+from serve_bench.load._schedule import ARRIVALS, MAX_RATE, ArrivalSchedule, arrival_offsets
 
 __all__ = [
     "ARRIVALS",
     "DOWN_AFTER",
     "LOCUST_NOTE",
+    "MAX_RATE",
     "MIN_WINDOW_REQUESTS",
     "PAYLOADS",
+    "PROTOBUF_LIMIT",
+    "ArrivalSchedule",
     "InputSet",
     "LoadRun",
+    "PointPlan",
     "PointSettings",
+    "Recorder",
+    "RecordingClient",
     "RunDigest",
     "analyze",
     "arrival_offsets",
+    "check_batch_size",
+    "check_load",
+    "check_settings",
     "digest_records",
     "image_size_of",
     "import_locust",
     "is_stable",
+    "largest_batch",
     "load_input_data",
     "make_inputs",
     "merge_digests",
+    "positive_int",
+    "positive_number",
     "run_closed_loop",
     "run_in_processes",
     "run_open_loop",

@@ -1,6 +1,6 @@
 """Closed loop (N requests in flight) and open loop (a seeded schedule), producing records.
 
-Generators only report: each finished request appends one RequestRecord.
+Generators only report: each finished request appends one RequestRecord (the recorder, _recorder.py).
 Statistics are computed afterwards from the records (see _analysis.py), so the
 per-request cost inside the loop is a few attribute reads and one append.
 
@@ -28,8 +28,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from serve_bench.client import Client, ConnectError, PreparedRequest, ServeBenchError
+from serve_bench.load._recorder import Recorder
+from serve_bench.load._schedule import ArrivalSchedule
 from serve_bench.load._timer import precise_timer
-from serve_bench.stats import OK, RequestRecord
+from serve_bench.stats import RequestRecord
 
 if TYPE_CHECKING:
     from serve_bench.load._digest import RunDigest
@@ -179,7 +181,8 @@ async def run_closed_loop(
     fixed_duration: float | None = None,
 ) -> LoadRun:
     """``concurrency`` workers, each sending its next request as soon as the last one is answered."""
-    records: list[RequestRecord] = []
+    recorder = Recorder(client, settings.timeout_s)
+    records = recorder.records
     stop = False
     ended = asyncio.Event()
     liveness = _Liveness()
@@ -189,23 +192,15 @@ async def run_closed_loop(
 
     async def worker() -> None:
         nonlocal stop
-        append = records.append
-        predict = client.predict_prepared
-        items, nbytes = prepared.items, prepared.nbytes
-        perf = time.perf_counter
+        send = recorder.send
         while not stop:
-            sent = perf()
             try:
-                response = await predict(prepared, timeout)
+                await send(prepared)
             except ServeBenchError as exc:
-                append(
-                    RequestRecord(sent, sent, perf(), exc.status or type(exc).__name__, items, nbytes, 0.0, type(exc))
-                )
                 if liveness.failed(exc):
                     stop = True
                     ended.set()
                 continue
-            append(RequestRecord(sent, sent, perf(), OK, items, nbytes, response.decode_seconds, None))
             liveness.answered()
 
     cpu_start: tuple[float, float] | None = None
@@ -272,18 +267,55 @@ async def run_closed_loop(
     return run
 
 
+class _Dues:
+    """The schedule's send times on the perf_counter clock, a chunk in memory at a time."""
+
+    def __init__(self, chunks: Iterator[np.ndarray], t0: float) -> None:
+        self._chunks = chunks
+        self._t0 = t0
+        self._times: list[float] = []
+        self._position = 0
+        self._refill()
+
+    def _refill(self) -> bool:
+        for chunk in self._chunks:
+            if len(chunk):
+                self._times = (self._t0 + chunk).tolist()
+                self._position = 0
+                return True
+        self._times, self._position = [], 0
+        return False
+
+    def next(self) -> float | None:
+        """The next send time, None once all are taken."""
+        return self._times[self._position] if self._position < len(self._times) else None
+
+    def take(self, now: float) -> list[float]:
+        """Every send time up to ``now``: all of them go in one batch, one wake-up rather than several."""
+        batch: list[float] = []
+        while True:
+            times, upper = self._times, self._position
+            while upper < len(times) and times[upper] <= now:
+                upper += 1
+            batch += times[self._position : upper]
+            self._position = upper
+            if upper < len(times) or not self._refill():
+                return batch
+
+
 async def run_open_loop(
     client: Client,
     prepared: PreparedRequest,
     rate: float,
-    offsets: np.ndarray,
+    offsets: ArrivalSchedule | np.ndarray,
     settings: PointSettings,
     start_at: float | None = None,
 ) -> LoadRun:
     """Send at the scheduled times whatever the server does; latency counts from the schedule.
 
     ``offsets`` are send times in seconds from the start, normally
-    ``arrival_offsets(rate, settings.min_duration_s, arrival, seed, warmup_s=settings.warmup_s)``.
+    ``ArrivalSchedule(rate, settings.min_duration_s, arrival, seed, warmup_s=settings.warmup_s)``,
+    drawn a chunk at a time as the point runs (or an array of them, e.g. ``arrival_offsets``).
     The measured window is [warm-up end, warm-up end + min_duration_s).
 
     The event loop waits for each send on a timerfd (see _timer.py): asyncio's own
@@ -293,37 +325,32 @@ async def run_open_loop(
     wait inside this process.
     """
     loop = asyncio.get_running_loop()
-    records: list[RequestRecord] = []
+    recorder = Recorder(client, settings.timeout_s)
+    records = recorder.records
     tasks: set[asyncio.Task[None]] = set()
     waiting: deque[float] = deque()
     cap_hits = 0
     finished = asyncio.Event()
     stop = threading.Event()
     liveness = _Liveness()
-    timeout = settings.timeout_s
     cap = settings.safety_cap
-    items, nbytes = prepared.items, prepared.nbytes
-    predict = client.predict_prepared
-    append = records.append
+    send = recorder.send
     perf = time.perf_counter
     t0 = window_start = window_end = 0.0  # set once the collector is paused (its collection takes time)
-    scheduled = int(
-        np.count_nonzero((offsets >= settings.warmup_s) & (offsets < settings.warmup_s + settings.min_duration_s))
-    )
+    if isinstance(offsets, ArrivalSchedule):
+        scheduled, count = offsets.scheduled, offsets.count
+    else:
+        window = (offsets >= settings.warmup_s) & (offsets < settings.warmup_s + settings.min_duration_s)
+        scheduled, count = int(np.count_nonzero(window)), len(offsets)
 
     async def one(intended: float) -> None:
-        sent = perf()
         try:
-            response = await predict(prepared, timeout)
+            await send(prepared, intended)
         except ServeBenchError as exc:
-            append(
-                RequestRecord(intended, sent, perf(), exc.status or type(exc).__name__, items, nbytes, 0.0, type(exc))
-            )
             if liveness.failed(exc):
                 stop.set()
                 finished.set()
         else:
-            append(RequestRecord(intended, sent, perf(), OK, items, nbytes, response.decode_seconds, None))
             liveness.answered()
 
     def launch(intended: float) -> None:
@@ -347,27 +374,14 @@ async def run_open_loop(
             else:
                 launch(intended)
 
-    dues: list[float] = []
-    count = len(offsets)
-    position = 0
-
-    def take_due() -> list[float]:
-        # everything already due goes in one batch: one wake-up, not several
-        nonlocal position
-        now = perf()
-        upper = position
-        while upper < count and dues[upper] <= now:
-            upper += 1
-        batch = dues[position:upper]
-        position = upper
-        return batch
+    dues = _Dues(iter(()), 0.0)
 
     def ticker() -> None:  # the fallback where there is no timerfd: a thread that sleeps
-        while position < count and not stop.is_set():
-            delay = dues[position] - perf()
+        while (due := dues.next()) is not None and not stop.is_set():
+            delay = due - perf()
             if delay > 0:
                 time.sleep(delay)
-            loop.call_soon_threadsafe(fire, take_due())
+            loop.call_soon_threadsafe(fire, dues.take(perf()))
         loop.call_soon_threadsafe(finished.set)
 
     timer = precise_timer() if USE_TIMERFD else None
@@ -375,9 +389,10 @@ async def run_open_loop(
     def on_tick() -> None:  # the timerfd fired: send what is due, arm for the next
         assert timer is not None
         timer.clear()
-        fire(take_due())
-        if position < count and not stop.is_set():
-            timer.arm(dues[position])
+        fire(dues.take(perf()))
+        due = dues.next()
+        if due is not None and not stop.is_set():
+            timer.arm(due)
         else:
             loop.remove_reader(timer.fd)
             finished.set()
@@ -390,12 +405,13 @@ async def run_open_loop(
         t0 = (start_at if start_at is not None else time.perf_counter()) + 0.05
         window_start = t0 + settings.warmup_s
         window_end = window_start + settings.min_duration_s
-        dues = (t0 + offsets).tolist()
-        if count == 0:
+        dues = _Dues(offsets.chunks() if isinstance(offsets, ArrivalSchedule) else iter((offsets,)), t0)
+        first = dues.next()
+        if first is None:
             finished.set()
         elif timer is not None:
             loop.add_reader(timer.fd, on_tick)
-            timer.arm(dues[0])
+            timer.arm(first)
         else:
             thread.start()
         try:
@@ -422,7 +438,7 @@ async def run_open_loop(
         run.loop_cpu_seconds = cpu_end[0] - cpu_start[0]
         run.process_cpu_seconds = cpu_end[1] - cpu_start[1]
     run.safety_cap_hits = cap_hits
-    unanswered = len(offsets) - len(records)
+    unanswered = count - len(records)
     if unanswered and not run.cut_off:
         run.notes.append(f"{unanswered} requests unanswered after a {settings.drain_s:g} s drain")
     return run

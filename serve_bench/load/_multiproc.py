@@ -1,8 +1,9 @@
 """One point's load from several processes, so one Python process is never the limit.
 
-Each child connects on its own, prepares its own payload and runs its share
-(closed loop: concurrency split; open loop: rate split, each with its own
-seed). They start together at an agreed CLOCK_MONOTONIC instant (perf_counter
+Each child gets one ``ChildPlan``: the point's ``PointPlan`` as the parent built (and
+checked) it, plus its share of the load and its own seed. It connects on its own,
+prepares its own payload and runs its share (closed loop: concurrency split; open
+loop: rate split, each drawing its own schedule). They start together at an agreed CLOCK_MONOTONIC instant (perf_counter
 is system-wide on Linux). Each child reduces its records to a RunDigest
 (histograms and counters, see _digest.py) and the parent adds the digests up,
 as Locust's workers report stats entries to the master: what crosses the
@@ -20,7 +21,8 @@ from dataclasses import dataclass
 from serve_bench.load._digest import RunDigest, digest_records, merge_digests
 from serve_bench.load._generators import LoadRun, PointSettings, run_closed_loop, run_open_loop
 from serve_bench.load._payload import make_inputs
-from serve_bench.load._schedule import arrival_offsets
+from serve_bench.load._plan import PointPlan
+from serve_bench.load._schedule import ArrivalSchedule
 from serve_bench.stats import LoadInfo
 
 __all__ = ["ChildPlan", "run_in_processes", "split"]
@@ -30,17 +32,15 @@ START_DELAY_S = 8.0  # time for spawned children to import and connect
 
 @dataclass(frozen=True)
 class ChildPlan:
-    url: str
-    model: str
-    signature: str
-    version: int | None
-    payload: str
-    batch_size: int
-    load: LoadInfo
+    """What one child process runs: the whole point's plan, and its part of it. Picklable."""
+
+    point: PointPlan  # as the parent built it; its load is the whole point's
+    share: LoadInfo  # this child's part of ``point.load``
+    seed: int  # this child's own (payload and schedule)
     settings: PointSettings
-    seed: int
+    version: int | None
     image_size: tuple[int, int]
-    start_at: float
+    start_at: float  # perf_counter instant at which every child starts
 
 
 def split(total: int, parts: int) -> list[int]:
@@ -63,32 +63,28 @@ class ChildResult:
 async def _child_async(plan: ChildPlan) -> ChildResult:
     from serve_bench.client import connect
 
-    async with connect(plan.url, plan.model, plan.signature, plan.version, plan.settings.timeout_s) as client:
-        prepared = client.prepare(
-            make_inputs(
-                plan.payload, plan.batch_size, client.signature_info, seed=plan.seed, image_size=plan.image_size
-            )
+    point, share, settings = plan.point, plan.share, plan.settings
+    async with connect(point.target.url, point.model, point.signature, plan.version, settings.timeout_s) as client:
+        inputs = make_inputs(
+            point.payload, point.batch_size, client.signature_info, seed=plan.seed, image_size=plan.image_size
         )
-        if plan.load.mode == "closed":
+        prepared = client.prepare(inputs)
+        if share.mode == "closed":
             run = await run_closed_loop(
                 client,
                 prepared,
-                plan.load.concurrency or 1,
-                plan.settings,
+                share.concurrency or 1,
+                settings,
                 start_at=plan.start_at,
-                fixed_duration=plan.settings.min_duration_s,
+                fixed_duration=settings.min_duration_s,
             )
         else:
-            rate = plan.load.rate or 1.0
-            offsets = arrival_offsets(
-                rate,
-                plan.settings.min_duration_s,
-                plan.load.arrival or "poisson",
-                plan.seed,
-                warmup_s=plan.settings.warmup_s,
+            rate = share.rate or 1.0
+            schedule = ArrivalSchedule(
+                rate, settings.min_duration_s, share.arrival or "poisson", plan.seed, warmup_s=settings.warmup_s
             )
-            run = await run_open_loop(client, prepared, rate, offsets, plan.settings, start_at=plan.start_at)
-    digest = digest_records(run.records, plan.load.mode, run.window_start, run.window_end)
+            run = await run_open_loop(client, prepared, rate, schedule, settings, start_at=plan.start_at)
+    digest = digest_records(run.records, share.mode, run.window_start, run.window_end)
     return ChildResult(
         digest,
         run.loop_cpu_seconds,
@@ -104,57 +100,26 @@ def _child(plan: ChildPlan) -> ChildResult:
     return asyncio.run(_child_async(plan))
 
 
-def run_in_processes(
-    processes: int,
-    url: str,
-    model: str,
-    signature: str,
-    version: int | None,
-    payload: str,
-    batch_size: int,
-    load: LoadInfo,
-    settings: PointSettings,
-    seed: int,
-    image_size: tuple[int, int],
-) -> LoadRun:
-    start_at = time.perf_counter() + START_DELAY_S
-    plans = []
+def _shares(point: PointPlan) -> list[tuple[LoadInfo, int]]:
+    """Each child's part of the point's load, with its seed."""
+    load, processes, seed = point.load, point.load.processes, point.seed
     if load.mode == "closed":
-        shares = [c for c in split(load.concurrency or 1, processes) if c > 0]
-        for i, share in enumerate(shares):
-            plans.append(
-                ChildPlan(
-                    url,
-                    model,
-                    signature,
-                    version,
-                    payload,
-                    batch_size,
-                    LoadInfo("closed", concurrency=share),
-                    settings,
-                    seed + i,
-                    image_size,
-                    start_at,
-                )
-            )
-    else:
-        rate = (load.rate or 1.0) / processes
-        for i in range(processes):
-            plans.append(
-                ChildPlan(
-                    url,
-                    model,
-                    signature,
-                    version,
-                    payload,
-                    batch_size,
-                    LoadInfo("open", rate=rate, arrival=load.arrival),
-                    settings,
-                    seed + 1000 * i,
-                    image_size,
-                    start_at,
-                )
-            )
+        counts = [c for c in split(load.concurrency or 1, processes) if c > 0]
+        return [(LoadInfo("closed", concurrency=c), seed + i) for i, c in enumerate(counts)]
+    rate = (load.rate or 1.0) / processes
+    return [(LoadInfo("open", rate=rate, arrival=load.arrival), seed + 1000 * i) for i in range(processes)]
+
+
+def run_in_processes(
+    point: PointPlan, settings: PointSettings, *, version: int | None, image_size: tuple[int, int]
+) -> LoadRun:
+    """Run ``point`` from ``point.load.processes`` processes at once and add up what they measured.
+
+    ``version`` is the model version the parent's client resolved, ``image_size`` the model's (H, W).
+    """
+    start_at = time.perf_counter() + START_DELAY_S
+    plans = [ChildPlan(point, share, seed, settings, version, image_size, start_at) for share, seed in _shares(point)]
+    load = point.load
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(len(plans), mp_context=context) as pool:
         results = list(pool.map(_child, plans))

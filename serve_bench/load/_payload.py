@@ -7,10 +7,25 @@ import io
 import numpy as np
 
 from serve_bench.client import SignatureInfo
+from serve_bench.stats import PAYLOAD_KINDS
 
-__all__ = ["PAYLOADS", "image_size_of", "make_inputs", "signature_for_payload"]
+__all__ = ["PAYLOADS", "PROTOBUF_LIMIT", "image_size_of", "largest_batch", "make_inputs", "signature_for_payload"]
 
-PAYLOADS = ("float", "jpeg")
+PAYLOADS = PAYLOAD_KINDS  # the payload kinds a point may hold (the schema declares them, in stats)
+
+# Protobuf serializes no message past INT_MAX bytes, and a gRPC request is one message: one batch.
+PROTOBUF_LIMIT = 2**31 - 1
+# What a message's length prefixes may grow by between a one-item request and one near the limit
+# (a varint grows by a byte per 7 bits; a tensor's bytes sit inside two or three nested messages).
+_PREFIX_GROWTH = 16
+
+
+def largest_batch(one_item_bytes: int, two_items_bytes: int, limit: int = PROTOBUF_LIMIT) -> int:
+    """The most items one request can hold within ``limit`` bytes, from the encoded sizes of a
+    request of one item and of two (what the second adds is what each item adds)."""
+    per_item = max(1, two_items_bytes - one_item_bytes)
+    fixed = one_item_bytes - per_item + _PREFIX_GROWTH
+    return max(0, (limit - fixed) // per_item)
 
 
 def signature_for_payload(payload: str, signature: str | None) -> str:

@@ -9,13 +9,12 @@ TensorFlow when it runs, if it is installed.
 """
 
 from serve_bench.pipeline._cli import add_pipeline_arguments, config_from_args, print_summary, run_pipeline_command
-from serve_bench.pipeline._run import PAYLOAD_SIGNATURES, PipelineConfig, PipelineOutcome, run_pipeline, video_features
+from serve_bench.pipeline._run import PipelineConfig, PipelineOutcome, run_pipeline, video_features
 from serve_bench.pipeline._stream import StreamRun, run_stream
 from serve_bench.pipeline._verdict import LIMITS, batching_answer, limit_of
 
 __all__ = [
     "LIMITS",
-    "PAYLOAD_SIGNATURES",
     "PipelineConfig",
     "PipelineOutcome",
     "StreamRun",

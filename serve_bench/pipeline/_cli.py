@@ -10,17 +10,22 @@ from pathlib import Path
 
 import numpy as np
 
-from serve_bench.errors import UserError
-from serve_bench.pipeline._run import PAYLOAD_SIGNATURES, PipelineConfig, PipelineOutcome, run_pipeline
+from serve_bench.errors import Renamed, UserError
+from serve_bench.export import parse_batch_sizes
+from serve_bench.load import PAYLOADS
+from serve_bench.pipeline._run import PipelineConfig, PipelineOutcome, run_pipeline
 
 __all__ = ["add_pipeline_arguments", "config_from_args", "print_summary", "run_pipeline_command"]
 
 
 def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags of `serve-bench pipeline`."""
+    # the shared flags are spelled as every subcommand spells them (serve_bench/_cli_args.py's docstring);
+    # the old names are hidden aliases that say the new one
     parser.add_argument("video", help="a video file FFmpeg can read (mp4, avi, mkv, ...)")
     parser.add_argument(
-        "--target",
+        "--url",
+        metavar="URL",
         default="grpc://localhost:8500",
         help="grpc://host:8500 or http://host:8501 (TF Serving); v2+grpc://host:8001, v2+http://host:8000 (KServe v2)",
     )
@@ -34,11 +39,24 @@ def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--max-delay-ms", type=float, default=50.0, help="send a partial batch after this wait")
     parser.add_argument("--max-frames", type=int, default=None, help="use only the first N frames")
-    parser.add_argument("--timeout", type=float, default=60.0, help="per-request deadline in seconds (default 60)")
-    parser.add_argument("--name", default="pipeline", help="target name in the results (the payload is appended)")
+    timeout = PipelineConfig.timeout_s  # bench's and the specs' default (PointSettings.timeout_s)
+    parser.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        type=float,
+        default=timeout,
+        help=f"per-request deadline in seconds (default {timeout:g})",
+    )
+    parser.add_argument(
+        "--target-name",
+        metavar="NAME",
+        default="pipeline",
+        help="target name in the results (default pipeline; the payload is appended)",
+    )
     parser.add_argument("--device", default="cpu", help="label for the target (cpu, gpu)")
     parser.add_argument(
         "--models-dir",
+        metavar="DIR",
         default="exported_models",
         help="where the SavedModel is, for the in-process TensorFlow comparison",
     )
@@ -46,25 +64,26 @@ def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--compare-frames", type=int, default=64, help="frames used by the in-process comparison (default 64)"
     )
-    parser.add_argument("--results", default=None, help="run directory (default results/pipeline-<time>)")
-    parser.add_argument("--out", default=None, help="write the features, in frame order, to this .npy file")
-
-
-def _sizes(text: str, flag: str) -> tuple[int, ...]:
-    try:
-        values = tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise UserError(f"{flag} {text!r}: write positive integers separated by commas, e.g. 1,4,16") from None
-    if not values or any(v < 1 for v in values):
-        raise UserError(f"{flag} {text!r}: write positive integers separated by commas, e.g. 1,4,16")
-    return values
+    parser.add_argument(
+        "--run-dir", metavar="DIR", default=None, help="run directory (default results/pipeline-<time>)"
+    )
+    parser.add_argument(
+        "--features", metavar="FILE", default=None, help="write the features, in frame order, to this .npy file"
+    )
+    for old, new, dest in (
+        ("--target", "--url", "url"),
+        ("--name", "--target-name", "target_name"),
+        ("--results", "--run-dir", "run_dir"),
+        ("--out", "--features", "features"),
+    ):
+        parser.add_argument(old, dest=dest, action=Renamed, new=new, help=argparse.SUPPRESS)
 
 
 def config_from_args(args: argparse.Namespace) -> PipelineConfig:
     asked = {p.strip() for p in args.payload.split(",") if p.strip()}
-    if not asked or not asked <= set(PAYLOAD_SIGNATURES):
+    if not asked or not asked <= set(PAYLOADS):
         raise UserError(f"--payload {args.payload!r}: use float, jpeg or float,jpeg")
-    payloads = tuple(p for p in PAYLOAD_SIGNATURES if p in asked)  # float first: --out gets exact pixels
+    payloads = tuple(p for p in PAYLOADS if p in asked)  # float first: --features gets exact pixels
     if args.max_frames is not None and args.max_frames < 1:
         raise UserError("--max-frames must be >= 1")
     if args.timeout <= 0 or args.max_delay_ms < 0 or args.compare_frames < 1:
@@ -72,25 +91,25 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
     from serve_bench.client import ServeBenchError, parse_target
 
     try:
-        parse_target(args.target)
+        parse_target(args.url)
     except ServeBenchError as exc:
-        raise UserError(f"--target: {exc}") from None
+        raise UserError(f"--url: {exc}") from None
     return PipelineConfig(
         video=Path(args.video),
-        target=args.target,
+        target=args.url,
         model=args.model,
-        batch_sizes=_sizes(args.batch_sizes, "--batch-sizes"),
-        max_in_flight=_sizes(args.max_in_flight, "--max-in-flight"),
+        batch_sizes=parse_batch_sizes(args.batch_sizes, "--batch-sizes"),
+        max_in_flight=parse_batch_sizes(args.max_in_flight, "--max-in-flight"),
         payloads=payloads,
         max_delay_ms=args.max_delay_ms,
         max_frames=args.max_frames,
         timeout_s=args.timeout,
-        name=args.name,
+        name=args.target_name,
         device=args.device,
         models_dir=Path(args.models_dir),
         inprocess=not args.no_inprocess,
         compare_frames=args.compare_frames,
-        keep_features=args.out is not None,
+        keep_features=args.features is not None,
     )
 
 
@@ -101,10 +120,10 @@ def run_pipeline_command(args: argparse.Namespace) -> int:
 
     config = config_from_args(args)
     probe_video(config.video)  # a missing or non-video file fails before a results directory is made
-    out = Path(args.out) if args.out else None
+    out = Path(args.features) if args.features else None
     if out is not None and not out.parent.exists():
-        raise UserError(f"--out {out}: directory {out.parent} does not exist")
-    run_dir = Path(args.results or f"results/pipeline-{_dt.datetime.now():%Y%m%d-%H%M%S}")
+        raise UserError(f"--features {out}: directory {out.parent} does not exist")
+    run_dir = Path(args.run_dir or f"results/pipeline-{_dt.datetime.now():%Y%m%d-%H%M%S}")
     with ResultsWriter(run_dir) as writer:
         writer.write_run(collect_run_metadata(str(vars(args)), command="pipeline"))
         outcome = asyncio.run(

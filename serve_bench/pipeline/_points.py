@@ -1,73 +1,46 @@
-"""A stream as a point in points.jsonl: payload "video", load mode "stream" (at most N batches in flight)."""
+"""A stream as a point in points.jsonl, its figures from the load engine's analysis.
+
+A stream's records come from the load engine's recorder (see _stream.py) and are read
+by ``load.analyze`` as any load run's are, over the stream's whole span (the decoder's
+start to the last features): the counts, throughput, latency with its intervals, the
+one stability rule and the codec figures are load's. The point says what every point
+says: the payload kind (float or jpeg), and the load mode ``stream`` (at most
+``max_in_flight`` batches in flight, each sent as the frame source fills it). The
+video is its ``InputSource``; what only a stream has (frames end to end, frame
+latency, decoder held back, server idle, the limit) rides along as ``StreamFigures``.
+"""
 
 from __future__ import annotations
 
 import datetime as _dt
-from collections import Counter
+from collections.abc import Sequence
 
-import numpy as np
-
+from serve_bench.load import LoadRun, PointSettings, analyze
 from serve_bench.pipeline._stream import StreamRun
 from serve_bench.stats import (
-    OK,
-    ClientView,
-    Codec,
-    Counts,
+    STREAM_MODE,
+    Figures,
     InputSource,
-    Latency,
     LoadInfo,
     Percentiles,
     Point,
-    Stability,
     StreamFigures,
     Target,
-    Throughput,
-    Window,
-    encode,
-    histogram_of,
     point_key,
 )
 
-__all__ = ["STREAM_MODE", "VIDEO_PAYLOAD", "stream_point", "stream_stability"]
+__all__ = ["STREAM_SETTINGS", "stream_figures", "stream_point"]
 
-STREAM_MODE = "stream"
-VIDEO_PAYLOAD = "video"
-WINDOWS = 3
-TOLERANCE = 0.10
+# A stream is judged as a load point is: the same windows and tolerance, the same rule (load/_analysis.py).
+STREAM_SETTINGS = PointSettings()
 
 
-def stream_stability(run: StreamRun, windows: int = WINDOWS) -> Stability:
-    """Frames/s and mean frame latency in ``windows`` consecutive slices of the stream holding equal
-    frame counts: how steady the stream was from start to end."""
-    done, ready = run.done_at, run.ready_at
-    if len(done) < windows:
-        return Stability(stable=False, tolerance=TOLERANCE, enough_requests=False)
-    result = []
-    lower = run.started
-    for index in np.array_split(np.arange(len(done)), windows):
-        upper = float(done[index[-1]])
-        result.append(
-            Window(
-                len(index),
-                float(len(index) / max(upper - lower, 1e-9)),
-                float(np.mean(done[index] - ready[index]) * 1e6),
-            )
-        )
-        lower = upper
-
-    def spread(values: list[float]) -> float:
-        mean = float(np.mean(values))
-        return float((max(values) - min(values)) / mean) if mean > 0 else 0.0
-
-    items, latency = spread([w.items_per_s for w in result]), spread([w.mean_latency_us for w in result])
-    return Stability(
-        stable=max(items, latency) <= TOLERANCE,
-        tolerance=TOLERANCE,
-        windows=tuple(result),
-        items_spread=items,
-        latency_spread=latency,
-        enough_requests=len(run.records) >= windows,
-    )
+def stream_figures(run: StreamRun) -> Figures:
+    """The load engine's figures of one stream: every request of it counts (its warm-up request
+    was sent before the stream began). Encoding happens inside the stream, per batch: the codec's
+    encode figure is the mean per request."""
+    encode_us = run.encode_seconds / len(run.records) * 1e6 if run.records else 0.0
+    return analyze(LoadRun(list(run.records), run.started, run.ended), STREAM_MODE, STREAM_SETTINGS, encode_us)
 
 
 def stream_point(
@@ -77,19 +50,15 @@ def stream_point(
     model: str,
     signature: str,
     payload_kind: str,
-    source: InputSource,
-    decoder_fps: float | None,
-    inprocess_fps: float | None,
-    limit: str,
-    why: str,
-    notes: list[str],
+    source: InputSource | None = None,
+    decoder_fps: float | None = None,
+    inprocess_fps: float | None = None,
+    limit: str = "",
+    why: str = "",
+    notes: Sequence[str] = (),
     started_at: str | None = None,
 ) -> Point:
-    """The Point for one stream (payload "video", load mode "stream" with max_in_flight as concurrency);
-    the pipeline's own figures ride along as ``StreamFigures`` and the video as ``InputSource``."""
-    ok = [r for r in run.records if r.status == OK]
-    histogram = histogram_of((r.done - r.sent) * 1e6 for r in ok)
-    errors = Counter(r.status for r in run.records if r.status != OK)
+    """The Point of one stream (load mode "stream", ``max_in_flight`` as its concurrency)."""
     load = LoadInfo(STREAM_MODE, concurrency=run.max_in_flight)
     figures = StreamFigures(
         frames=run.frames,
@@ -109,30 +78,17 @@ def stream_point(
         payload=payload_kind,
         duration_s=round(run.duration, 6),
     )
-    decode_mean = float(np.mean([r.decode_seconds for r in ok]) * 1e6) if ok else 0.0
-    requests = max(len(run.records), 1)
-    return Point(
+    return Point.measured(
+        stream_figures(run),
         target=target,
         model=model,
         signature=signature,
-        payload=VIDEO_PAYLOAD,
+        payload=payload_kind,
         batch_size=run.batch_size,
         load=load,
-        duration_s=round(run.duration, 6),
-        counts=Counts.of(len(run.records), len(ok), run.frames, errors),
-        throughput=Throughput(requests_per_s=len(ok) / run.duration, items_per_s=run.frames_per_s),
-        latency=Latency(due=Percentiles.of(histogram), histogram=encode(histogram)),
-        stability=stream_stability(run),
-        client=ClientView(),
-        # encoding is inside the stream here (the pipeline pays it per batch): the mean per request
-        codec=Codec(
-            encode_once_us=round(run.encode_seconds / requests * 1e6, 1),
-            decode_mean_us=round(decode_mean, 1),
-            request_bytes=round(run.request_bytes / requests),
-        ),
         inputs=source,
         pipeline=figures,
-        key=point_key(target.name, model, signature, VIDEO_PAYLOAD, run.batch_size, load, 0),
+        key=point_key(target.name, model, signature, payload_kind, run.batch_size, load, 0),
         started_at=started_at or _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
-        notes=(*notes, f"{payload_kind} payload; limit: {limit} ({why})"),
+        notes=(*notes, f"{payload_kind} payload; limit: {limit} ({why})" if limit else f"{payload_kind} payload"),
     )

@@ -10,8 +10,9 @@ from typing import Any
 
 import numpy as np
 
-from serve_bench.client import Client, ServeBenchError, connect
+from serve_bench.client import Client, ServeBenchError, connect, server_kind
 from serve_bench.errors import UserError
+from serve_bench.load import PAYLOADS, PointSettings, image_size_of, signature_for_payload
 from serve_bench.media import DecodeCounters, MediaError, VideoInfo, decode_video, encode_jpeg, probe_video
 from serve_bench.pipeline._inprocess import InProcessModel, find_saved_model, tensorflow_installed
 from serve_bench.pipeline._points import stream_point
@@ -19,9 +20,7 @@ from serve_bench.pipeline._stream import StreamRun, run_stream
 from serve_bench.pipeline._verdict import batching_answer, limit_of
 from serve_bench.stats import InputSource, Point, Target
 
-__all__ = ["PAYLOAD_SIGNATURES", "PipelineConfig", "PipelineOutcome", "run_pipeline", "video_features"]
-
-PAYLOAD_SIGNATURES = {"float": "serving_default", "jpeg": "serving_bytes"}
+__all__ = ["PipelineConfig", "PipelineOutcome", "run_pipeline", "video_features"]
 
 
 @dataclass(frozen=True)
@@ -34,7 +33,7 @@ class PipelineConfig:
     payloads: tuple[str, ...] = ("float",)
     max_delay_ms: float = 50.0
     max_frames: int | None = None
-    timeout_s: float = 60.0
+    timeout_s: float = PointSettings.timeout_s  # the one default, bench's and the specs'
     name: str = "pipeline"
     device: str = "cpu"
     models_dir: Path | None = Path("exported_models")  # for the in-process comparison
@@ -60,27 +59,18 @@ class PipelineOutcome:
 
     @property
     def answer(self) -> str:
-        return batching_answer(self.runs, self.limits)
+        return batching_answer(self.points)
 
 
-def _model_size(client: Client) -> tuple[int, int]:
-    info = client.signature_info
-    if info is not None:
-        for spec in info.inputs.values():
-            if spec.shape is not None and len(spec.shape) == 4 and spec.shape[1] > 0 and spec.shape[2] > 0:
-                return spec.shape[1], spec.shape[2]
-    raise UserError(
-        f"{client.url}: model {client.model!r} does not say its input size (signature "
-        f"{client.signature!r} has no [-1, H, W, 3] input); cannot scale the frames"
-    )
-
-
-def _server_kind(client: Client) -> tuple[str, str]:
-    identity = client.transport.server_identity or ""
-    if "serve-bench-local" in identity:
-        _, _, version = identity.partition("/")
-        return "serve-bench-local", version.split()[0] if version else ""
-    return "unknown", ""
+def _image_size(client: Client) -> tuple[int, int]:
+    """(H, W) the model takes; the frames are scaled to it, so a model that does not say is refused."""
+    size = image_size_of(client.signature_info, fallback=(0, 0))
+    if 0 in size:
+        raise UserError(
+            f"{client.url}: model {client.model!r} does not say its input size (signature "
+            f"{client.signature!r} has no [-1, H, W, 3] input); cannot scale the frames"
+        )
+    return size
 
 
 def _float_frames(
@@ -117,7 +107,7 @@ async def video_features(
     counters = DecodeCounters()
     run = await run_stream(
         client,
-        _float_frames(Path(video), max_frames, _model_size(client), counters),
+        _float_frames(Path(video), max_frames, _image_size(client), counters),
         batch_size,
         max_in_flight,
         max_delay_ms=max_delay_ms,
@@ -144,12 +134,12 @@ async def run_pipeline(
     """Measure the video pipeline; each point goes to ``on_point`` as soon as it ends."""
     say = on_progress or (lambda text: None)
     for payload in config.payloads:
-        if payload not in PAYLOAD_SIGNATURES:
-            raise UserError(f"unknown payload {payload!r}; use float or jpeg")
+        if payload not in PAYLOADS:
+            raise UserError(f"unknown payload {payload!r}; use {' or '.join(PAYLOADS)}")
     info = probe_video(config.video)
-    float_client = await _connect(config, PAYLOAD_SIGNATURES["float"])
+    float_client = await _connect(config, signature_for_payload("float", None))
     try:
-        size = _model_size(float_client)
+        size = _image_size(float_client)
         height, width = size
         # 1. The decoder alone: every frame, scaled by FFmpeg, nothing else running.
         counters = DecodeCounters()
@@ -171,7 +161,7 @@ async def run_pipeline(
             )
         compare = np.stack(kept)
         inprocess = _inprocess(config, compare, outcome, say)
-        kind, version = _server_kind(float_client)
+        kind, version = server_kind(float_client)
         for payload in config.payloads:
             # one target per payload, so `report` draws float and jpeg as two curves
             target = Target(
@@ -222,7 +212,7 @@ async def _sweep_payload(
     say: Callable[[str], None],
 ) -> None:
     height, width = outcome.image_size
-    signature = PAYLOAD_SIGNATURES[payload]
+    signature = signature_for_payload(payload, None)
     client = float_client if payload == "float" else await _connect(config, signature)
     notes: list[str] = []
     encoded: list[bytes] = []
@@ -287,7 +277,7 @@ async def _sweep_payload(
                     outcome.features = run.features
                     if payload == "jpeg":
                         outcome.notes.append(
-                            "--out: features of the JPEG-encoded frames (lossy), as no float payload was measured"
+                            "--features: features of the JPEG-encoded frames (lossy), as no float payload was measured"
                         )
                 limit, why = limit_of(
                     run, outcome.decoder_fps if payload == "float" else None, outcome.inprocess_fps.get(batch)

@@ -5,7 +5,8 @@ own thread and may run at most ``capacity`` frames ahead of what the stream has
 taken. When predict_stream stops taking frames (all ``max_in_flight`` batches
 outstanding), the source blocks; that blocked time is the decoder being held
 back by back-pressure. The time with no request in flight is the server
-waiting for frames.
+waiting for frames. Each request is recorded by the load engine's recorder
+(``load.RecordingClient``), so a stream's records are read by the one analysis.
 """
 
 from __future__ import annotations
@@ -19,55 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from serve_bench.client import Client, ServeBenchError, predict_stream
-from serve_bench.stats import OK, RequestRecord
+from serve_bench.client import Client, predict_stream
+from serve_bench.load import RecordingClient
+from serve_bench.stats import RequestRecord
 
 __all__ = ["StreamRun", "busy_seconds", "run_stream"]
 
 _END = object()
-
-
-class _RecordingClient(Client):
-    """The caller's client, seen through a lens that writes one record per request.
-
-    Shares the open transport; never closed itself (the caller closes the original).
-    """
-
-    def __init__(self, inner: Client) -> None:
-        super().__init__(inner.transport, inner.model, inner.signature, inner.version, inner.timeout)
-        self.signatures = inner.signatures
-        self.records: list[RequestRecord] = []
-        self.request_bytes = 0
-        self.response_bytes = 0
-        self.encode_seconds = 0.0
-
-    async def predict(self, inputs: dict[str, Any], timeout: float | None = None) -> dict[str, np.ndarray]:
-        prepared = self.prepare(inputs)  # encoding is the pipeline's cost too: counted, kept apart
-        self.encode_seconds += prepared.encode_seconds
-        self.request_bytes += prepared.nbytes
-        sent = time.perf_counter()
-        try:
-            raw = await self.transport.send(prepared, timeout if timeout is not None else self.timeout)
-            received = time.perf_counter()
-            outputs = self.transport.decode(raw)
-        except ServeBenchError as exc:
-            self.records.append(
-                RequestRecord(
-                    sent,
-                    sent,
-                    time.perf_counter(),
-                    exc.status or type(exc).__name__,
-                    prepared.items,
-                    prepared.nbytes,
-                    0.0,
-                    type(exc),
-                )
-            )
-            raise
-        done = time.perf_counter()
-        self.response_bytes += len(raw) if isinstance(raw, (bytes, bytearray)) else 0
-        self.records.append(RequestRecord(sent, sent, done, OK, prepared.items, prepared.nbytes, done - received))
-        return outputs
 
 
 class _Feeder:
@@ -189,7 +148,7 @@ async def run_stream(
     Failed batches are counted (``failed_frames``) and the stream goes on; their
     rows in ``features`` are NaN. ``on_progress(frames_done)`` is called after each batch.
     """
-    recorder = _RecordingClient(client)
+    recorder = RecordingClient(client)  # the load engine's recorder: one record per request
     feeder = _Feeder(source, capacity if capacity is not None else batch_size)
     done_at: list[float] = []
     parts: list[np.ndarray | int] = []
@@ -222,8 +181,8 @@ async def run_stream(
         np.array(done_at),
         recorder.records,
         feeder.held_seconds,
-        recorder.request_bytes,
-        recorder.response_bytes,
+        sum(r.nbytes for r in recorder.records),
+        recorder.received_nbytes,
         recorder.encode_seconds,
         failed,
         features,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from serve_bench.pipeline._stream import StreamRun
+from serve_bench.stats import Point
 
 __all__ = ["LIMITS", "batching_answer", "limit_of"]
 
@@ -46,48 +47,54 @@ def limit_of(run: StreamRun, decoder_fps: float | None, inprocess_fps: float | N
     )
 
 
-def _best(runs: Sequence[tuple[str, StreamRun]], batch: int, payload: str) -> StreamRun | None:
-    matching = [r for p, r in runs if p == payload and r.batch_size == batch and r.frames]
-    return max(matching, key=lambda r: r.frames_per_s) if matching else None
+def _best(points: Sequence[Point], batch: int, payload: str) -> Point | None:
+    matching = [p for p in points if _payload(p) == payload and p.batch_size == batch and p.counts.items]
+    return max(matching, key=lambda p: p.items_per_s) if matching else None
 
 
-def batching_answer(runs: Sequence[tuple[str, StreamRun]], limits: dict[int, str], *, prefer_batch: int = 16) -> str:
-    """ "batching 16 frames per request: N fps vs M fps unbatched (×R); the X is the limit".
+def _payload(point: Point) -> str:
+    return point.pipeline.payload if point.pipeline is not None else point.payload
 
-    ``runs`` are (payload, run); ``limits`` maps id(run) to its limit. The float payload is
-    preferred (what a pipeline sends without extra work); each batch size at its best in-flight.
+
+def batching_answer(points: Sequence[Point], *, prefer_batch: int = 16) -> str:
+    """ "batching 16 frames per request: N fps vs M fps unbatched (×R, 95% interval L–H); the X is the limit".
+
+    ``points`` are the pipeline's points: frames/s is their items/s (load's analysis), the limit
+    their ``pipeline.limit``. The float payload is preferred (what a pipeline sends without extra
+    work); each batch size at its best in-flight.
     """
-    payloads = [p for p, _ in runs]
+    payloads = [_payload(p) for p in points]
     payload = "float" if "float" in payloads else (payloads[0] if payloads else "float")
-    batches = sorted({r.batch_size for p, r in runs if p == payload and r.frames})
+    batches = sorted({p.batch_size for p in points if _payload(p) == payload and p.counts.items})
     if not batches:
         return "no frames were processed; nothing to compare"
-    base = _best(runs, 1, payload) if 1 in batches else _best(runs, batches[0], payload)
+    base = _best(points, 1, payload) if 1 in batches else _best(points, batches[0], payload)
     assert base is not None
     others = [b for b in batches if b != base.batch_size]
     if not others:
-        limit = limits.get(id(base), "unknown")
         return (
-            f"batch {base.batch_size}: {base.frames_per_s:.1f} fps (no other batch size measured); "
-            f"the {limit} is the limit"
+            f"batch {base.batch_size}: {base.items_per_s:.1f} fps (no other batch size measured); "
+            f"the {_limit(base)} is the limit"
         )
-    batch = prefer_batch if prefer_batch in others else max(others, key=lambda b: _best(runs, b, payload).frames_per_s)  # type: ignore[union-attr]
-    top = _best(runs, batch, payload)
+    batch = prefer_batch if prefer_batch in others else max(others, key=lambda b: _best(points, b, payload).items_per_s)  # type: ignore[union-attr]
+    top = _best(points, batch, payload)
     assert top is not None
-    ratio = top.frames_per_s / base.frames_per_s if base.frames_per_s else float("inf")
+    ratio = top.items_per_s / base.items_per_s if base.items_per_s else float("inf")
     unbatched = "unbatched" if base.batch_size == 1 else f"at batch {base.batch_size}"
     return (
-        f"batching {batch} frames per request: {top.frames_per_s:.1f} fps vs {base.frames_per_s:.1f} fps "
-        f"{unbatched} (×{ratio:.2f}{_ratio_range(top, base)}); the {limits.get(id(top), 'unknown')} is the limit"
+        f"batching {batch} frames per request: {top.items_per_s:.1f} fps vs {base.items_per_s:.1f} fps "
+        f"{unbatched} (×{ratio:.2f}{_ratio_range(top, base)}); the {_limit(top)} is the limit"
     )
 
 
-def _ratio_range(top: StreamRun, base: StreamRun) -> str:
-    """The ratio's spread: frames/s of each stream in its thirds (equal frame counts), worst and best pairing."""
-    from serve_bench.pipeline._points import stream_stability
+def _limit(point: Point) -> str:
+    return (point.pipeline.limit if point.pipeline is not None else "") or "unknown"
 
-    top_rates = [w.items_per_s for w in stream_stability(top).windows]
-    base_rates = [w.items_per_s for w in stream_stability(base).windows]
-    if not top_rates or not base_rates or min(base_rates) <= 0:
-        return ""
-    return f", {min(top_rates) / max(base_rates):.2f}–{max(top_rates) / min(base_rates):.2f} across the streams' thirds"
+
+def _ratio_range(top: Point, base: Point) -> str:
+    """The ratio's spread from each point's 95% interval of items/s (the analysis' bootstrap), worst and
+    best pairing; without an interval on either (too few requests) the answer says so."""
+    high_ci, low_ci = top.throughput.items_per_s_ci, base.throughput.items_per_s_ci
+    if high_ci is None or low_ci is None or low_ci.low <= 0:
+        return "; too few requests for an interval"
+    return f", 95% interval {high_ci.low / low_ci.high:.2f}–{high_ci.high / low_ci.low:.2f}"

@@ -16,9 +16,25 @@ from serve_bench.stats._figures import ClientView, Codec, Counts, Figures, Laten
 from serve_bench.stats._inputs import InputSource, StreamFigures
 from serve_bench.stats._server_view import ServerView
 
-__all__ = ["SCHEMA_VERSION", "LoadInfo", "Point", "Target", "point_key", "protocol_of"]
+__all__ = [
+    "LOAD_MODES",
+    "PAYLOAD_KINDS",
+    "SCHEMA_VERSION",
+    "STREAM_MODE",
+    "LoadInfo",
+    "Point",
+    "PointId",
+    "Target",
+    "point_key",
+    "protocol_of",
+]
 
-SCHEMA_VERSION = 3  # history and migrations: _schema.py
+SCHEMA_VERSION = 4  # history and migrations: _schema.py
+
+# The values a point may hold for its payload and its load mode; the reader refuses others.
+PAYLOAD_KINDS = ("float", "jpeg")  # float32 pixels (serving_default) | encoded image bytes (serving_bytes)
+STREAM_MODE = "stream"  # the video pipeline: at most N batches in flight, each sent as its frames arrive
+LOAD_MODES = ("closed", "open", "locust", STREAM_MODE)
 
 
 def protocol_of(url: str) -> str:
@@ -64,9 +80,10 @@ class Target:
 
 @dataclass(frozen=True)
 class LoadInfo:
-    """closed: ``concurrency`` requests in flight; open: a seeded schedule at ``rate``; locust: Locust users."""
+    """closed: ``concurrency`` requests in flight; open: a seeded schedule at ``rate``; locust: Locust users;
+    stream: a frame source's batches, at most ``concurrency`` of them in flight (the video pipeline)."""
 
-    mode: str  # closed | open | locust
+    mode: str  # one of LOAD_MODES: closed | open | locust | stream
     concurrency: int | None = None
     rate: float | None = None  # requests/s, open loop
     arrival: str | None = None  # poisson | constant (open loop)
@@ -87,6 +104,8 @@ class LoadInfo:
             return f"{self.rate:g} req/s {self.arrival or 'poisson'}"
         if self.mode == "locust":
             return f"{self.concurrency or 1} Locust users"
+        if self.mode == STREAM_MODE:
+            return f"stream of {self.concurrency or 1} batches in flight"
         return f"concurrency {self.concurrency or 1}"
 
 
@@ -106,7 +125,7 @@ class Point:
     target: Target
     model: str
     signature: str
-    payload: str  # float | jpeg
+    payload: str  # one of PAYLOAD_KINDS: float | jpeg (where the images came from is ``inputs``)
     batch_size: int
     load: LoadInfo
     duration_s: float
@@ -217,14 +236,44 @@ class Point:
     def with_notes(self, *notes: str) -> Point:
         return replace(self, notes=(*self.notes, *notes))
 
+    @property
+    def grid_id(self) -> PointId:
+        return PointId(
+            self.target.name, self.model, self.signature, self.payload, self.batch_size, self.load, self.repeat
+        )
+
     def superseding(self, old: Point) -> Point:
         """This point as the re-measurement of ``old`` (whose line stays in the file, marked superseded)."""
         return replace(self, supersedes=old.id)
 
 
+@dataclass(frozen=True)
+class PointId:
+    """Where a point sits in a grid: the one identity behind its ``key`` (resume, tune's configurations),
+    a report's cells (``repeat`` 0: the repeats together) and compare's matching of two runs (``target``
+    the protocol: the runs' target names differ). Tune names each target after its configuration."""
+
+    target: str
+    model: str
+    signature: str
+    payload: str
+    batch_size: int
+    load: LoadInfo
+    repeat: int = 0
+
+    @property
+    def key(self) -> str:
+        """``target|model|signature|payload|b<batch>|<mode>|<c<n> or r<rate>-<arrival>>|#<repeat>``."""
+        load = self.load
+        level = f"c{load.concurrency}" if load.mode != "open" else f"r{load.rate:g}-{load.arrival}"
+        return (
+            f"{self.target}|{self.model}|{self.signature}|{self.payload}|b{self.batch_size}|{load.mode}|{level}"
+            f"|#{self.repeat}"
+        )
+
+
 def point_key(
     target: str, model: str, signature: str, payload: str, batch_size: int, load: LoadInfo, repeat: int
 ) -> str:
-    """Identifies a grid point across runs (resume) and between runs (compare)."""
-    level = f"c{load.concurrency}" if load.mode != "open" else f"r{load.rate:g}-{load.arrival}"
-    return f"{target}|{model}|{signature}|{payload}|b{batch_size}|{load.mode}|{level}|#{repeat}"
+    """Identifies a grid point across runs (resume) and between runs (compare): ``PointId(...).key``."""
+    return PointId(target, model, signature, payload, batch_size, load, repeat).key

@@ -28,6 +28,12 @@ History of ``schema_version`` (points.jsonl):
    beside a gRPC target); the server view gains ``source`` and the figures of Triton and
    MLServer (compute input/infer/output, executions, per-batch-size counts, runtime). A
    version-2 point reads as is: every new field has a default.
+4. The video pipeline as a load mode (serve-bench 0.4). ``load.mode`` may be ``stream``
+   (at most ``concurrency`` batches in flight, each sent as a frame source fills it);
+   ``payload`` is ``float`` or ``jpeg`` for every point, and the reader refuses any other
+   payload or mode. Versions 2 and 3 wrote a pipeline point's payload as ``video``: it
+   reads as the point's ``pipeline.payload`` (the video itself is ``inputs``), and its
+   ``key`` is rewritten to match.
 
 History of ``schema_version`` (run.json):
 
@@ -44,7 +50,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
-from serve_bench.stats._point import SCHEMA_VERSION, Point
+from serve_bench.stats._point import LOAD_MODES, PAYLOAD_KINDS, SCHEMA_VERSION, Point
 
 __all__ = [
     "RUN_SCHEMA_VERSION",
@@ -61,6 +67,7 @@ SCHEMA_HISTORY = {
     1: "free-form figure objects (serve-bench 0.1)",
     2: "typed records, id/supersedes/cut_off (serve-bench 0.2)",
     3: "Triton and MLServer: v2 protocols, target.http_url, their server views (serve-bench 0.3)",
+    4: "the video pipeline: load mode stream, payload float|jpeg for every point, both checked (serve-bench 0.4)",
 }
 
 
@@ -176,15 +183,34 @@ def point_from_data(data: Any, line_text: str = "") -> Point:
     version = data["schema_version"]
     if version == 1:
         data = _v1_to_v2(data, line_text)
-    elif version == 2:  # 3 only added fields, each with a default
-        data = {**data, "schema_version": SCHEMA_VERSION}
+    elif version in (2, 3):  # 3 only added fields, each with a default; 4 names a pipeline point's payload
+        data = _v3_to_v4(data)
     elif version != SCHEMA_VERSION:
         raise ValueError(
             f"point has schema_version {version!r}; this serve-bench reads 1 to {SCHEMA_VERSION} "
             "(a newer serve-bench wrote it)"
         )
     point: Point = from_data(Point, data, "")
+    if point.payload not in PAYLOAD_KINDS:
+        raise ValueError(f"payload: expected one of {', '.join(PAYLOAD_KINDS)}, found {point.payload!r}")
+    if point.load.mode not in LOAD_MODES:
+        raise ValueError(f"load.mode: expected one of {', '.join(LOAD_MODES)}, found {point.load.mode!r}")
     return point
+
+
+def _v3_to_v4(old: dict[str, Any]) -> dict[str, Any]:
+    """A version-2 or -3 point as version 4: a pipeline point's payload ``video`` becomes the payload it
+    sent (``pipeline.payload``, float or jpeg), in ``payload`` and in the key."""
+    data = {**old, "schema_version": SCHEMA_VERSION}
+    pipeline = old.get("pipeline")
+    if old.get("payload") == "video" and isinstance(pipeline, dict):
+        payload = pipeline.get("payload", "float")
+        data["payload"] = payload
+        key = old.get("key")
+        parts = key.split("|") if isinstance(key, str) else []
+        if len(parts) > 3 and parts[3] == "video":  # target|model|signature|payload|b…|mode|level|#repeat
+            data["key"] = "|".join((*parts[:3], str(payload), *parts[4:]))
+    return data
 
 
 def _percentiles(value: Any) -> Any:

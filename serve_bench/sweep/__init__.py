@@ -2,15 +2,22 @@
 
 One-point measurement lives here because sweep is the lowest layer that may use both
 ``load`` (the generators) and ``metrics`` (the server's side). The checks of a point's
-settings and load (``check_settings``, ``check_load``) are the only ones: the CLI, the
-sweep spec and tune all call them.
+settings and load are ``load``'s (``check_settings``, ``check_load``): the CLI, the sweep
+spec and tune all call them.
 """
 
-from serve_bench.sweep._checks import check_batch_size, check_load, check_settings, positive_int, positive_number
-from serve_bench.sweep._measure import PointPlan, measure, measure_async, measure_point, metrics_url_of, server_kind
+from serve_bench.sweep._measure import (
+    measure,
+    measure_async,
+    measure_plan,
+    measure_point,
+    metrics_url_of,
+    plan_point,
+)
 from serve_bench.sweep._outcome import open_point_run, point_failure
 from serve_bench.sweep._runner import OnPoint, SweepOutcome, latest_run_dir, new_run_dir, plan_points, run_sweep
 from serve_bench.sweep._spec import (
+    UNTIL_STABLE,
     SweepSpec,
     load_spec,
     parse_durations,
@@ -21,31 +28,27 @@ from serve_bench.sweep._spec import (
 from serve_bench.sweep._toml import check_keys, checked, typed, typed_list
 
 __all__ = [
+    "UNTIL_STABLE",
     "OnPoint",
-    "PointPlan",
     "SweepOutcome",
     "SweepSpec",
-    "check_batch_size",
     "check_keys",
-    "check_load",
-    "check_settings",
     "checked",
     "latest_run_dir",
     "load_spec",
     "measure",
     "measure_async",
+    "measure_plan",
     "measure_point",
     "metrics_url_of",
     "new_run_dir",
     "open_point_run",
     "parse_durations",
     "parse_spec",
+    "plan_point",
     "plan_points",
     "point_failure",
-    "positive_int",
-    "positive_number",
     "run_sweep",
-    "server_kind",
     "target_pricing",
     "target_telemetry",
     "typed",

@@ -13,22 +13,25 @@ from __future__ import annotations
 import asyncio
 import datetime as _dt
 import os
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
 import numpy as np
 
-from serve_bench.client import Client, connect
+from serve_bench.client import Client, connect, server_kind
 from serve_bench.errors import InvalidValue
 from serve_bench.load import (
+    ArrivalSchedule,
     InputSet,
     LoadRun,
+    PointPlan,
     PointSettings,
     analyze,
-    arrival_offsets,
+    check_settings,
     image_size_of,
     is_stable,
+    largest_batch,
     load_input_data,
     make_inputs,
     run_closed_loop,
@@ -37,18 +40,17 @@ from serve_bench.load import (
     signature_for_payload,
 )
 from serve_bench.metrics import TelemetrySession, default_metrics_url, read_server, read_settled, server_breakdown
-from serve_bench.stats import OK, LoadInfo, Point, ServerView, Target, point_key
-from serve_bench.sweep._checks import check_batch_size, check_load, check_settings
+from serve_bench.stats import OK, LoadInfo, Point, RequestRecord, ServerView, Target
 
 __all__ = [
-    "PointPlan",
     "measure",
     "measure_async",
     "measure_idle_power",
+    "measure_plan",
     "measure_point",
     "metrics_url_of",
     "open_telemetry",
-    "server_kind",
+    "plan_point",
 ]
 
 _LOOPBACK = ("localhost", "127.0.0.1", "::1")
@@ -102,47 +104,18 @@ def open_telemetry(target: Target) -> TelemetrySession | None:
     )
 
 
+def _settled(records: list[RequestRecord], start: float, end: float, settings: PointSettings) -> bool:
+    """Until-stable's test: the windows agree, or no request in them succeeded (running longer cannot
+    make failures agree; the point ends at its minimum and says it had no successes)."""
+    if not any(r.status == OK for r in records if start <= r.done < end):
+        return True
+    return is_stable(records, start, end, settings.windows, settings.tolerance)
+
+
 async def measure_idle_power(session: TelemetrySession, target: Target) -> None:
     """Idle power before the target's first point, when it has a counter to read (kept in the session)."""
     if target.telemetry or (await asyncio.to_thread(session.read)).counters:
         await asyncio.to_thread(session.measure_idle, IDLE_S)
-
-
-@dataclass(frozen=True)
-class PointPlan:
-    """What to measure at one grid point: target, model and signature, payload, batch size, load."""
-
-    target: Target
-    model: str
-    signature: str
-    payload: str
-    batch_size: int
-    load: LoadInfo
-    repeat: int = 0
-    seed: int = 0
-
-    @property
-    def key(self) -> str:
-        return point_key(
-            self.target.name, self.model, self.signature, self.payload, self.batch_size, self.load, self.repeat
-        )
-
-
-# servers that name themselves "<name>/<version>" in the Open Inference Protocol's server metadata (GET /v2)
-_V2_SERVERS = ("triton", "mlserver")
-
-
-def server_kind(client: Client, declared: str) -> tuple[str, str]:
-    """(kind, version) of the server behind ``client``: the local server names itself, and so do
-    Triton and MLServer ("triton/2.51.0", "mlserver/1.7.1" from their server metadata); else as declared."""
-    identity = client.transport.server_identity or ""
-    if "serve-bench-local" in identity:
-        _, _, version = identity.partition("/")
-        return "serve-bench-local", version.split()[0] if version else ""
-    name, _, version = identity.partition("/")
-    if name.strip().lower() in _V2_SERVERS:
-        return name.strip().lower(), version.strip()
-    return (declared or "unknown"), ""
 
 
 async def _generate(
@@ -150,33 +123,20 @@ async def _generate(
 ) -> LoadRun:
     load = plan.load
     if load.processes > 1:
-        return await asyncio.to_thread(
-            run_in_processes,
-            load.processes,
-            plan.target.url,
-            plan.model,
-            plan.signature,
-            client.version,
-            plan.payload,
-            plan.batch_size,
-            load,
-            settings,
-            plan.seed,
-            image_size,
-        )
+        return await asyncio.to_thread(run_in_processes, plan, settings, version=client.version, image_size=image_size)
     if load.mode == "closed":
         return await run_closed_loop(
             client,
             prepared,
             load.concurrency or 1,
             settings,
-            stable=lambda records, start, end: is_stable(records, start, end, settings.windows, settings.tolerance),
+            stable=lambda records, start, end: _settled(records, start, end, settings),
         )
     rate = load.rate or 1.0
-    offsets = arrival_offsets(
+    schedule = ArrivalSchedule(
         rate, settings.min_duration_s, load.arrival or "poisson", plan.seed, warmup_s=settings.warmup_s
     )
-    return await run_open_loop(client, prepared, rate, offsets, settings)
+    return await run_open_loop(client, prepared, rate, schedule, settings)
 
 
 def _request_inputs(
@@ -189,6 +149,22 @@ def _request_inputs(
     info = client.signature_info
     name = next(iter(info.inputs)) if info is not None and len(info.inputs) == 1 else None
     return {name or ("image_bytes" if payload == "jpeg" else "images"): inputs.batch(0, batch_size)}
+
+
+def _check_one_message(client: Client, plan: PointPlan, inputs: InputSet | None) -> None:
+    """A gRPC request is one protobuf message, and protobuf serializes none past 2 GB: refuse a
+    batch past that before building it (it used to be built, then fail to serialize)."""
+    if plan.target.protocol not in ("grpc", "v2-grpc"):
+        return
+    one, two = (client.prepare(_request_inputs(client, plan.payload, n, plan.seed, inputs)).nbytes for n in (1, 2))
+    most = largest_batch(one, two)
+    if plan.batch_size > most:
+        raise InvalidValue(
+            "batch_size",
+            plan.batch_size,
+            f"at most {most} for {plan.model}'s input over gRPC ({two - one} bytes per item): a request is one "
+            "protobuf message and protobuf serializes none past 2 GB",
+        )
 
 
 async def measure_point(
@@ -208,11 +184,10 @@ async def measure_point(
     Its EnergyView goes into ``Point.energy``; a telemetry endpoint that is down is a note
     there ("telemetry unavailable: URL"), never a failed point.
     """
-    check_batch_size(plan.batch_size)
-    check_load(plan.load)
-    check_settings(settings)
+    check_settings(settings)  # the plan checked its batch size and load when it was built
     if inputs is not None and plan.load.processes > 1:
         raise InvalidValue("processes", plan.load.processes, "1 when real input data is sent")
+    _check_one_message(client, plan, inputs)
     target = plan.target
     image_size = image_size_of(client.signatures.get("serving_default"))
     prepared = client.prepare(_request_inputs(client, plan.payload, plan.batch_size, plan.seed, inputs))
@@ -267,6 +242,50 @@ async def measure_point(
     )
 
 
+def plan_point(
+    url: str,
+    model: str,
+    *,
+    batch_size: int = 1,
+    load: LoadInfo | None = None,
+    payload: str = "float",
+    signature: str = "",
+    target_name: str = "bench",
+    device: str = "cpu",
+    metrics_url: str | None = None,
+    seed: int = 0,
+) -> PointPlan:
+    """The plan of one point at ``url`` (``load`` defaults to one request in flight); ``InvalidValue``
+    for a batch size or load that cannot be measured, before anything is opened or sent."""
+    load = load or LoadInfo("closed", concurrency=1)
+    signature = signature_for_payload(payload, signature)
+    return PointPlan(
+        Target(target_name, url, device, metrics_url), model, signature, payload, batch_size, load, 0, seed
+    )
+
+
+async def measure_plan(
+    plan: PointPlan,
+    settings: PointSettings | None = None,
+    *,
+    version: int | None = None,
+    input_data: str | os.PathLike[str] | None = None,
+) -> Point:
+    """Connect to the plan's target, measure its point, close.
+
+    ``input_data``: a directory of images or a video to send instead of synthetic images.
+    Bad values raise ``InvalidValue`` before anything is sent; a target that cannot be
+    reached raises the client's ``ServeBenchError``.
+    """
+    settings = check_settings(settings or PointSettings())
+    async with connect(plan.target.url, plan.model, plan.signature, version, timeout=settings.timeout_s) as client:
+        inputs = None
+        if input_data is not None:
+            image_size = image_size_of(client.signatures.get("serving_default"))
+            inputs = await asyncio.to_thread(load_input_data, input_data, plan.payload, image_size)
+        return await measure_point(client, plan, settings, inputs=inputs)
+
+
 async def measure_async(
     url: str,
     model: str,
@@ -283,27 +302,20 @@ async def measure_async(
     seed: int = 0,
     input_data: str | os.PathLike[str] | None = None,
 ) -> Point:
-    """Connect to ``url``, measure one point, close. ``load`` defaults to one request in flight.
-
-    ``input_data``: a directory of images or a video to send instead of synthetic images.
-    Bad values raise ``InvalidValue`` before anything is sent; a target that cannot be
-    reached raises the client's ``ServeBenchError``.
-    """
-    load = load or LoadInfo("closed", concurrency=1)
-    settings = settings or PointSettings()
-    check_batch_size(batch_size)
-    check_load(load)
-    check_settings(settings)
-    signature = signature_for_payload(payload, signature)
-    plan = PointPlan(
-        Target(target_name, url, device, metrics_url), model, signature, payload, batch_size, load, 0, seed
+    """Connect to ``url``, measure one point, close: ``measure_plan`` of ``plan_point``'s plan."""
+    plan = plan_point(
+        url,
+        model,
+        batch_size=batch_size,
+        load=load,
+        payload=payload,
+        signature=signature,
+        target_name=target_name,
+        device=device,
+        metrics_url=metrics_url,
+        seed=seed,
     )
-    async with connect(url, model, signature, version, timeout=settings.timeout_s) as client:
-        inputs = None
-        if input_data is not None:
-            image_size = image_size_of(client.signatures.get("serving_default"))
-            inputs = await asyncio.to_thread(load_input_data, input_data, payload, image_size)
-        return await measure_point(client, plan, settings, inputs=inputs)
+    return await measure_plan(plan, settings, version=version, input_data=input_data)
 
 
 def measure(url: str, model: str, **options: Any) -> Point:

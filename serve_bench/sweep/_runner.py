@@ -16,14 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from serve_bench.client import Client, ServeBenchError, connect
-from serve_bench.errors import UserError
+from serve_bench.client import Client, ServeBenchError, connect, user_error
 from serve_bench.export import list_versions, read_metadata
-from serve_bench.load import InputSet, image_size_of, load_input_data, signature_for_payload
+from serve_bench.load import InputSet, PointPlan, image_size_of, load_input_data, signature_for_payload
 from serve_bench.metrics import TelemetrySession
 from serve_bench.stats import LoadInfo, Point, ResultsWriter, Target, collect_run_metadata, read_points
 from serve_bench.sweep._launch import launched_targets
-from serve_bench.sweep._measure import PointPlan, measure_idle_power, measure_point, open_telemetry
+from serve_bench.sweep._measure import measure_idle_power, measure_point, open_telemetry
 from serve_bench.sweep._spec import SweepSpec
 
 __all__ = ["OnPoint", "SweepOutcome", "latest_run_dir", "new_run_dir", "plan_points", "run_sweep"]
@@ -98,7 +97,7 @@ async def _open_clients(spec: SweepSpec) -> dict[tuple[str, str], Client]:
                         target.url, spec.model, signature, spec.version, timeout=spec.settings.timeout_s
                     )
                 except ServeBenchError as exc:
-                    raise UserError(f"target {target.name!r} ({target.url}) is not usable: {exc}") from exc
+                    raise user_error(exc, f"target {target.name!r} ({target.url}) is not usable") from exc
     except BaseException:
         for client in clients.values():
             await client.aclose()

@@ -14,8 +14,8 @@
     [durations]
     warmup_s = 2
     min_duration_s = 5
-    until_stable = true           # the default: run each closed-loop point until its windows agree,
-    max_duration_s = 60           #   at most this long
+    until_stable = true           # the default (here, in tune specs and bench): run each closed-loop
+    max_duration_s = 60           #   point until its windows agree, at most this long
     [slo]
     percentile = "p99"
     max_ms = 100
@@ -29,7 +29,7 @@
     telemetry = ["http://localhost:9100/metrics"]   # optional: energy counters (node exporter, dcgm-exporter)
 
 Every key is checked: an unknown or mistyped key is an error naming it and where; every
-number goes through the same checks as the CLI's flags (sweep/_checks.py).
+number goes through the same checks as the CLI's flags (load/_checks.py).
 """
 
 from __future__ import annotations
@@ -42,18 +42,18 @@ from pathlib import Path
 from typing import Any
 
 from serve_bench.errors import InvalidValue, UserError
-from serve_bench.load import PAYLOADS, PointSettings
+from serve_bench.load import PAYLOADS, PointSettings, check_load, check_settings, positive_int
 from serve_bench.metrics import check_endpoint
 from serve_bench.stats import PERCENTILE_NAMES, LoadInfo, Slo, Target
-from serve_bench.sweep._checks import check_load, check_settings, positive_int
 from serve_bench.sweep._launch import Launch, parse_launch
 from serve_bench.sweep._toml import check_keys, checked, typed, typed_list
 
-__all__ = ["SweepSpec", "load_spec", "parse_spec", "target_pricing", "target_telemetry"]
+__all__ = ["UNTIL_STABLE", "SweepSpec", "load_spec", "parse_spec", "target_pricing", "target_telemetry"]
 
-# A sweep runs each closed-loop point until its windows agree (capped by max_duration_s)
-# unless the spec says until_stable = false: one-shot points on a busy machine are noise.
-SWEEP_UNTIL_STABLE = True
+# Every closed-loop point runs until its windows agree (capped by max_duration_s) unless told
+# otherwise, as perf_analyzer measures until stable: one-shot points on a busy machine are noise.
+# One default for sweep and tune specs and bench's --until-stable.
+UNTIL_STABLE = True
 
 
 @dataclass(frozen=True)
@@ -89,9 +89,15 @@ def _at(exc: InvalidValue, where: str, source: str) -> UserError:
 
 
 def parse_durations(table: dict[str, Any], source: str, **defaults: Any) -> PointSettings:
-    """A spec's ``[durations]`` (sweep and tune alike): known keys, their types, then the settings' own checks."""
+    """A spec's ``[durations]`` (sweep and tune alike): known keys, their types, then the settings' own checks.
+
+    ``until_stable`` defaults to ``UNTIL_STABLE`` in both."""
     check_keys(table, _DURATIONS, "[durations]", source)
-    values = {**defaults, **{k: typed(v, _DURATIONS[k], f"durations.{k}", source) for k, v in table.items()}}
+    values = {
+        "until_stable": UNTIL_STABLE,
+        **defaults,
+        **{k: typed(v, _DURATIONS[k], f"durations.{k}", source) for k, v in table.items()},
+    }
     settings = PointSettings(**values)
     try:
         check_settings(settings)
@@ -212,7 +218,7 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
 
     load = data.get("load", {})
     check_keys(load, _LOAD, "[load]", source)
-    settings = parse_durations(data.get("durations", {}), source, until_stable=SWEEP_UNTIL_STABLE)
+    settings = parse_durations(data.get("durations", {}), source)
 
     concurrency = _positive_ints(load.get("concurrency", []), "load.concurrency", source)
     rates = typed_list(load.get("rates", []), (int, float), "load.rates", source, positive=False)
@@ -248,6 +254,9 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
         if payload not in PAYLOADS:
             raise UserError(f"{source}: payload {payload!r} is not one of {', '.join(PAYLOADS)}")
     batch_sizes = _positive_ints(data["batch_sizes"], "batch_sizes", source)
+    for key, given, example in (("batch_sizes", batch_sizes, "[1, 8]"), ("payloads", payloads, '["float"]')):
+        if not given:  # the grid would have no point: the sweep would "succeed" measuring nothing
+            raise UserError(f"{source}: {key} is empty; give at least one, e.g. {key} = {example}")
     repeats = checked(positive_int, "repeats", data.get("repeats", 1), where="repeats", source=source)
 
     slo = None

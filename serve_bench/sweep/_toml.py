@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from serve_bench.errors import InvalidValue, UserError
-from serve_bench.sweep._checks import positive_number
+from serve_bench.load import positive_number
 
 __all__ = ["check_keys", "checked", "typed", "typed_list"]
 

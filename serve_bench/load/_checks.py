@@ -1,4 +1,5 @@
-"""The one validator of a point's settings and load, used by the CLI, the sweep spec and ``measure``.
+"""The one validator of a point's settings, load and batch size, used by the CLI, the sweep and tune specs
+and ``PointPlan`` (which checks its batch size and load where it is built, and nowhere else).
 
 Each check raises ``InvalidValue`` naming the library's parameter (``min_duration_s``,
 ``rate``); the CLI and the spec parser rename it into their flag or key.
@@ -9,7 +10,8 @@ from __future__ import annotations
 import math
 
 from serve_bench.errors import InvalidValue
-from serve_bench.load import ARRIVALS, PointSettings
+from serve_bench.load._generators import PointSettings
+from serve_bench.load._schedule import ARRIVALS, MAX_RATE
 from serve_bench.stats import LoadInfo
 
 __all__ = ["check_batch_size", "check_load", "check_settings", "positive_int", "positive_number"]
@@ -55,9 +57,15 @@ def check_settings(settings: PointSettings) -> PointSettings:
 
 
 def check_load(load: LoadInfo) -> LoadInfo:
-    """Closed loop needs concurrency >= 1; open loop a finite rate > 0 and a known arrival."""
+    """Closed loop needs concurrency >= 1; open loop a rate in (0, MAX_RATE] and a known arrival."""
     if load.mode == "open":
-        positive_number("rate", load.rate)
+        if positive_number("rate", load.rate) > MAX_RATE:
+            raise InvalidValue(
+                "rate",
+                load.rate,
+                f"at most {MAX_RATE:g} requests/s: no generator gets near that (one process sends ~10^4 "
+                "requests/s, benchmarks/README.md), so give a rate it can send",
+            )
         if load.arrival not in ARRIVALS:
             raise InvalidValue("arrival", load.arrival, f"one of {', '.join(ARRIVALS)}")
     elif load.mode == "closed":

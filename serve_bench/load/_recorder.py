@@ -1,0 +1,84 @@
+"""The recorder: every request the load engine sends becomes one RequestRecord, made here and nowhere else.
+
+The closed and open loops send through ``Recorder.send``; a caller that hands a
+``Client`` to someone else's loop (the video pipeline gives one to predict_stream)
+wraps it in a ``RecordingClient``, whose ``predict`` goes through the same recorder.
+Either way the records are what ``analyze`` reads.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from serve_bench.client import Client, PreparedRequest, Response, ServeBenchError
+from serve_bench.stats import OK, RequestRecord
+
+__all__ = ["Recorder", "RecordingClient"]
+
+
+class Recorder:
+    """Sends prepared requests through ``client`` and appends one record per request to ``records``."""
+
+    def __init__(self, client: Client, timeout: float | None = None) -> None:
+        self.records: list[RequestRecord] = []
+        self._predict = client.predict_prepared
+        self._timeout = timeout
+
+    async def send(
+        self, prepared: PreparedRequest, intended: float | None = None, timeout: float | None = None
+    ) -> Response:
+        """Send once; ``intended`` is when the request was due (None: its send, as in a closed loop).
+
+        A failure is recorded with its status and error class, then raised.
+        """
+        sent = time.perf_counter()
+        due = sent if intended is None else intended
+        try:
+            response = await self._predict(prepared, self._timeout if timeout is None else timeout)
+        except ServeBenchError as exc:
+            self.records.append(
+                RequestRecord(
+                    due,
+                    sent,
+                    time.perf_counter(),
+                    exc.status or type(exc).__name__,
+                    prepared.items,
+                    prepared.nbytes,
+                    0.0,
+                    type(exc),
+                )
+            )
+            raise
+        self.records.append(
+            RequestRecord(due, sent, time.perf_counter(), OK, prepared.items, prepared.nbytes, response.decode_seconds)
+        )
+        return response
+
+
+class RecordingClient(Client):
+    """``inner`` seen through a recorder: each ``predict`` is encoded, then sent and recorded by ``recorder``.
+
+    Shares the open transport and is never closed itself (the caller closes ``inner``).
+    Encoding (inside the caller's stream, so its cost too) and response sizes are summed apart.
+    """
+
+    def __init__(self, inner: Client) -> None:
+        super().__init__(inner.transport, inner.model, inner.signature, inner.version, inner.timeout)
+        self.signatures = inner.signatures
+        self.recorder = Recorder(inner, inner.timeout)
+        self.encode_seconds = 0.0
+        self.received_nbytes = 0
+
+    @property
+    def records(self) -> list[RequestRecord]:
+        return self.recorder.records
+
+    async def predict(self, inputs: dict[str, Any], timeout: float | None = None) -> dict[str, np.ndarray]:
+        prepared = self.prepare(inputs)
+        self.encode_seconds += prepared.encode_seconds
+        response = await self.recorder.send(prepared, timeout=timeout)
+        self.received_nbytes += response.received_nbytes
+        return response.outputs
