@@ -1,12 +1,12 @@
 """Extract per-frame features from a video through a TF Serving (or serve-bench local) server.
 
-    python examples/video_features.py clip.mp4 --target grpc://localhost:8500 \\
-        --model inception_v3 --batch-size 16 --out features.npy
+    python examples/video_features.py clip.mp4 --url grpc://localhost:8500 \\
+        --model inception_v3 --batch-size 16 --features features.npy
 
 A thin caller of ``serve_bench.pipeline.video_features``: frames are decoded with
 PyAV on a worker thread, scaled to the model's input by FFmpeg, sent in batches
 (ordered, at most --max-in-flight outstanding), and the features are saved as one
-float32 array [frames, D]. `serve-bench pipeline VIDEO --out features.npy` is the
+float32 array [frames, D]. `serve-bench pipeline VIDEO --features features.npy` is the
 production version, which also measures frames/s by batch size and names the limit.
 """
 
@@ -30,7 +30,7 @@ async def run(args: argparse.Namespace) -> int:
 
     try:
         total = probe_video(args.video).frames or None
-        async with connect(args.target, args.model, timeout=args.timeout) as client:
+        async with connect(args.url, args.model, timeout=args.timeout) as client:
             with Progress(
                 TextColumn("features"),
                 BarColumn(),
@@ -60,9 +60,9 @@ async def run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     assert stream.features is not None
-    np.save(args.out, stream.features)
+    np.save(args.features, stream.features)
     print(
-        f"{stream.frames} frames -> {args.out} {list(stream.features.shape)} in {stream.duration:.2f} s: "
+        f"{stream.frames} frames -> {args.features} {list(stream.features.shape)} in {stream.duration:.2f} s: "
         f"{stream.frames_per_s:.1f} frames/s"
     )
     latency_ms = np.array([r.done - r.sent for r in stream.records]) * 1000
@@ -79,13 +79,13 @@ async def run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("video")
-    parser.add_argument("--target", default="grpc://localhost:8500")
+    parser.add_argument("--url", default="grpc://localhost:8500")
     parser.add_argument("--model", default="inception_v3")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--max-delay-ms", type=float, default=50.0)
     parser.add_argument("--max-in-flight", type=int, default=4)
-    parser.add_argument("--timeout", type=float, default=60.0)
-    parser.add_argument("--out", default="features.npy")
+    parser.add_argument("--timeout", type=float, default=30.0)
+    parser.add_argument("--features", default="features.npy")
     return asyncio.run(run(parser.parse_args(argv)))
 
 

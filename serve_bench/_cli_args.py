@@ -1,11 +1,28 @@
-"""The flags of each subcommand (cli.py's table pairs each with its command)."""
+"""The flags of each subcommand (cli.py's table pairs each with its command).
+
+One name per concept across every subcommand (``serve`` keeps ``tensorflow_model_server``'s own
+flags). The shared ones are declared once here and added to each subcommand that takes them, as
+pyperf declares its shared options once:
+
+    ``URL``                 the target (positional where it is the command's subject, else ``--url``)
+    ``--target-name NAME``  the target's name in the results
+    ``--run-dir DIR``       one run's directory, ``results/<run>`` (``report`` and ``compare`` take it as RUN)
+    ``--models-dir DIR``    the exported models, ``exported_models/``
+    ``--timeout SECONDS``   per-request deadline, one default everywhere (PointSettings.timeout_s)
+    ``--until-stable``      on by default, as in sweep and tune specs (``--no-until-stable`` for fixed length)
+
+A renamed flag keeps working as a hidden alias that says its new name once (``errors.Renamed``).
+"""
 
 from __future__ import annotations
 
 import argparse
 
+from serve_bench.errors import Renamed
+
 __all__ = [
     "FLAG_OF",
+    "RENAMED",
     "bench_args",
     "compare_args",
     "demo_args",
@@ -35,7 +52,7 @@ FLAG_OF = {
     "slo": "--slo",
     "percentile": "--slo percentile",
     "max_ms": "--slo milliseconds",
-    "out": "--out",
+    "out": "--models-dir",  # export's parameter
     "input_data": "--input-data",
     "force": "--force",
     "version": "--version",
@@ -43,13 +60,50 @@ FLAG_OF = {
     "warmup_batch_sizes": "--warmup-batch-sizes",
 }
 
+# Old flag -> new flag, per subcommand (each old name is a hidden alias that says the new one).
+RENAMED: dict[str, dict[str, str]] = {
+    "export": {"--out": "--models-dir"},
+    "demo": {"--out": "--models-dir", "--results": "--results-root"},
+    "bench": {"--out": "--run-dir", "--name": "--target-name"},
+    "import-locust": {"--out": "--run-dir"},
+    "pipeline": {"--target": "--url", "--name": "--target-name", "--results": "--run-dir", "--out": "--features"},
+}
+
+
+def renamed(p: argparse.ArgumentParser, old: str, new: str, dest: str, **kwargs: object) -> None:
+    """``old`` as a hidden alias of ``new`` (stored in ``dest``; says the new name once when used)."""
+    p.add_argument(old, dest=dest, action=Renamed, new=new, help=argparse.SUPPRESS, **kwargs)  # type: ignore[arg-type]
+
+
+def run_dir_arg(p: argparse.ArgumentParser, help: str, *, default: str | None = None, old: str = "") -> None:
+    """``--run-dir DIR``: the directory of one run (results/<run>)."""
+    p.add_argument("--run-dir", metavar="DIR", default=default, help=help)
+    if old:
+        renamed(p, old, "--run-dir", "run_dir")
+
+
+def models_dir_arg(p: argparse.ArgumentParser, help: str, *, old: str = "") -> None:
+    """``--models-dir DIR``: where models are exported (TF Serving's layout)."""
+    p.add_argument("--models-dir", metavar="DIR", default="exported_models", help=help)
+    if old:
+        renamed(p, old, "--models-dir", "models_dir")
+
+
+def target_name_arg(p: argparse.ArgumentParser, default: str, *, old: str = "") -> None:
+    """``--target-name NAME``: the target's name in the results."""
+    p.add_argument(
+        "--target-name", metavar="NAME", default=default, help=f"target name in the results (default {default})"
+    )
+    if old:
+        renamed(p, old, "--target-name", "target_name")
+
 
 def export_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", nargs="?", help="catalogue name: inception_v3, resnet50, mobilenet_v2, tiny")
     p.add_argument("--list", action="store_true", help="list the catalogue with sizes, parameters and GFLOPs")
     p.add_argument("--weights", default="imagenet", help="imagenet (needs network), random, or a Keras weights file")
     p.add_argument("--version", type=int, default=None, help="version number (default: next free)")
-    p.add_argument("--out", default="exported_models", help="models directory (default: exported_models/)")
+    models_dir_arg(p, "models directory to export into (default exported_models/)", old="--out")
     p.add_argument("--warmup-batch-sizes", default="1,8,32", help="one warm-up record per size (default 1,8,32)")
     p.add_argument("--force", action="store_true", help="replace an existing version")
 
@@ -61,8 +115,14 @@ def serve_args(p: argparse.ArgumentParser) -> None:
 
 
 def demo_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--out", default="exported_models", help="models directory")
-    p.add_argument("--results", default="results", help="where the runs are written")
+    models_dir_arg(p, "models directory to export into and serve from (default exported_models/)", old="--out")
+    p.add_argument(
+        "--results-root",
+        metavar="DIR",
+        default="results",
+        help="where the demo makes its run directories, one per model (default results/; a spec's out)",
+    )
+    renamed(p, "--results", "--results-root", "results_root")
     p.add_argument(
         "--models",
         default="inception_v3,mobilenet_v2",
@@ -76,19 +136,56 @@ def demo_args(p: argparse.ArgumentParser) -> None:
 
 
 def _settings_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--warmup", type=float, default=2.0, help="seconds discarded first (default 2)")
-    p.add_argument("--duration", type=float, default=5.0, help="minimum measured seconds (default 5)")
-    p.add_argument("--min-requests", type=int, default=50, help="minimum measured requests (default 50)")
-    p.add_argument("--windows", type=int, default=3, help="stability windows (default 3)")
-    p.add_argument("--tolerance", type=float, default=0.10, help="window disagreement allowed (default 0.10)")
-    p.add_argument("--until-stable", action="store_true", help="closed loop: run until the windows agree")
-    p.add_argument("--max-duration", type=float, default=60.0, help="cap for --until-stable (default 60 s)")
-    p.add_argument("--timeout", type=float, default=30.0, help="per-request deadline in seconds (default 30)")
+    # the defaults are the library's and the specs' (PointSettings, sweep.UNTIL_STABLE): one value each
+    from serve_bench.load import PointSettings
+    from serve_bench.sweep import UNTIL_STABLE
+
+    d = PointSettings()
+    p.add_argument("--warmup", type=float, default=d.warmup_s, help=f"seconds discarded first (default {d.warmup_s:g})")
+    p.add_argument(
+        "--duration",
+        type=float,
+        default=d.min_duration_s,
+        help=f"minimum measured seconds (default {d.min_duration_s:g})",
+    )
+    p.add_argument(
+        "--min-requests", type=int, default=d.min_requests, help=f"minimum measured requests (default {d.min_requests})"
+    )
+    p.add_argument("--windows", type=int, default=d.windows, help=f"stability windows (default {d.windows})")
+    p.add_argument(
+        "--tolerance", type=float, default=d.tolerance, help=f"window disagreement allowed (default {d.tolerance:g})"
+    )
+    p.add_argument(
+        "--until-stable",
+        action=argparse.BooleanOptionalAction,
+        default=UNTIL_STABLE,
+        help="closed loop: run until the windows agree, at most --max-duration "
+        f"(default {'on' if UNTIL_STABLE else 'off'}, as in sweep and tune specs)",
+    )
+    p.add_argument(
+        "--max-duration",
+        type=float,
+        default=d.max_duration_s,
+        help=f"cap for --until-stable (default {d.max_duration_s:g} s)",
+    )
+    timeout_arg(p, d.timeout_s)
+
+
+def timeout_arg(p: argparse.ArgumentParser, default: float) -> None:
+    """``--timeout SECONDS``: the per-request deadline (one default: PointSettings.timeout_s)."""
+    p.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        type=float,
+        default=default,
+        help=f"per-request deadline in seconds (default {default:g})",
+    )
 
 
 def bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "url",
+        metavar="URL",
         help="grpc://host:8500 or http://host:8501 (TF Serving); v2+grpc://host:8001, v2+http://host:8000 (KServe v2)",
     )
     p.add_argument("--model", required=True)
@@ -101,16 +198,20 @@ def bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--arrival", choices=("poisson", "constant"), default="poisson")
     p.add_argument("--processes", type=int, default=1, help="generate the load from N processes")
     p.add_argument("--device", default="cpu", help="label for the target (cpu, gpu)")
-    p.add_argument("--name", default="bench", help="target name in the results")
+    target_name_arg(p, "bench", old="--name")
     p.add_argument("--metrics", default=None, help="Prometheus URL (default: TF Serving's, on the REST port)")
-    p.add_argument(
-        "--out",
+    run_dir_arg(
+        p,
+        "run directory to append the point to (default results/bench; its points must share the settings below)",
         default="results/bench",
-        help="run directory to append the point to (its points must share the settings below)",
+        old="--out",
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
-        "--input-data", default=None, help="a directory of JPEG/PNG images or a video to send (default: synthetic)"
+        "--input-data",
+        default=None,
+        metavar="DIR|VIDEO",
+        help="a directory of JPEG/PNG images or a video to send (default: synthetic)",
     )
     p.add_argument(
         "--max-errors",
@@ -123,39 +224,35 @@ def bench_args(p: argparse.ArgumentParser) -> None:
 
 def sweep_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", help="sweep spec (TOML), e.g. loadtests/sweeps/local-cpu.toml")
-    p.add_argument("--run-dir", default=None, help="results directory (default results/<name>-<time>)")
+    run_dir_arg(p, "run directory (default results/<name>-<time>)")
     p.add_argument(
         "--resume",
         action="store_true",
         help="skip points already measured in the run directory, "
         "measure again those with no successes or cut off (default: the latest run of this spec)",
     )
-    p.add_argument(
-        "--models-dir",
-        default="exported_models",
-        help="where the model was exported (its FLOPs and weights go into run.json)",
-    )
+    models_dir_arg(p, "where the model was exported (its FLOPs and weights go into run.json)")
     p.add_argument("--no-progress", action="store_true", help="plain lines instead of a progress bar")
 
 
 def report_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run", help="results/<run> directory")
+    p.add_argument("run", metavar="RUN", help="a run directory, results/<run>")
     p.add_argument("--slo", default=None, help="latency objective, e.g. p99=100 (default: the sweep spec's)")
-    p.add_argument("--models-dir", default="exported_models", help="where to read the model's FLOPs per image")
+    models_dir_arg(p, "where to read the model's FLOPs per image")
     p.add_argument("--no-plots", action="store_true")
 
 
 def compare_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("run_a")
-    p.add_argument("run_b")
+    p.add_argument("run_a", metavar="RUN_A", help="run directory A (the baseline)")
+    p.add_argument("run_b", metavar="RUN_B", help="run directory B")
     p.add_argument("--allow-mismatch", action="store_true", help="compare runs measured with different settings")
 
 
 def import_locust_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("prefix", help="the --csv PREFIX Locust wrote (PREFIX_stats.csv, PREFIX_stats_history.csv)")
-    p.add_argument("--out", default=None, help="run directory (default results/locust-<time>)")
-    p.add_argument("--target-name", default="locust")
-    p.add_argument("--url", default="", help="the --host Locust ran against")
+    run_dir_arg(p, "run directory (default results/locust-<time>)", old="--out")
+    target_name_arg(p, "locust")
+    p.add_argument("--url", metavar="URL", default="", help="the target Locust ran against (its --host)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--server", default="unknown", help="tensorflow-serving or serve-bench-local")
     p.add_argument("--model", default=None, help="default: read from the request name 'predict <model> b<N>'")

@@ -35,7 +35,12 @@ def export(args: argparse.Namespace) -> int:
     library.get_spec(args.model)  # fail on a bad name before TensorFlow starts
     sizes = library.parse_batch_sizes(args.warmup_batch_sizes)
     result = library.export_model(
-        args.model, weights=args.weights, version=args.version, out=args.out, warmup_batch_sizes=sizes, force=args.force
+        args.model,
+        weights=args.weights,
+        version=args.version,
+        out=args.models_dir,
+        warmup_batch_sizes=sizes,
+        force=args.force,
     )
     print(library.describe_export(result))
     return 0
@@ -57,7 +62,7 @@ def demo(args: argparse.Namespace) -> int:
     models = tuple(m.strip() for m in args.models.split(",") if m.strip())
     if not models:
         raise UserError("--models: name at least one catalogue model")
-    run_demo(Path(args.out), Path(args.results), models=models, spec_path=Path(args.spec or SPEC))
+    run_demo(Path(args.models_dir), Path(args.results_root), models=models, spec_path=Path(args.spec or SPEC))
     return 0
 
 
@@ -77,17 +82,10 @@ def _point_settings(args: argparse.Namespace) -> PointSettings:
 
 
 def bench(args: argparse.Namespace) -> int:
-    from serve_bench.client import ServeBenchError, parse_target
+    from serve_bench.client import ServeBenchError, parse_target, user_error
+    from serve_bench.load import check_settings, positive_number
     from serve_bench.stats import LoadInfo
-    from serve_bench.sweep import (
-        check_batch_size,
-        check_load,
-        check_settings,
-        measure_async,
-        open_point_run,
-        point_failure,
-        positive_number,
-    )
+    from serve_bench.sweep import measure_plan, open_point_run, plan_point, point_failure
 
     if args.rate is not None:
         load = LoadInfo("open", rate=args.rate, arrival=args.arrival, processes=args.processes)
@@ -96,34 +94,26 @@ def bench(args: argparse.Namespace) -> int:
             "closed", concurrency=1 if args.concurrency is None else args.concurrency, processes=args.processes
         )
     settings = check_settings(_point_settings(args))
-    check_load(load)
-    check_batch_size(args.batch_size)
+    plan = plan_point(  # checks the batch size and the load, once
+        args.url,
+        args.model,
+        batch_size=args.batch_size,
+        load=load,
+        payload=args.payload,
+        signature=args.signature,
+        target_name=args.target_name,
+        device=args.device,
+        metrics_url=args.metrics,
+        seed=args.seed,
+    )
     positive_number("max_error_share", args.max_errors, allow_zero=True)
-    try:
-        parse_target(args.url)
-    except ServeBenchError as exc:
-        raise UserError(str(exc)) from None
-    out = Path(args.out)
+    parse_target(args.url)  # a malformed URL is refused (InvalidTarget) before the run directory is made
+    out = Path(args.run_dir)
     with open_point_run(out, settings, command="bench", source=f"bench {args.url} {args.model}") as writer:
         try:
-            point = asyncio.run(
-                measure_async(
-                    args.url,
-                    args.model,
-                    batch_size=args.batch_size,
-                    load=load,
-                    settings=settings,
-                    payload=args.payload,
-                    signature=args.signature,
-                    target_name=args.name,
-                    device=args.device,
-                    metrics_url=args.metrics,
-                    seed=args.seed,
-                    input_data=args.input_data,
-                )
-            )
+            point = asyncio.run(measure_plan(plan, settings, input_data=args.input_data))
         except ServeBenchError as exc:
-            raise UserError(str(exc)) from exc
+            raise user_error(exc) from exc
         writer.append(point)
     print(point.describe())
     print(f"point appended to {out / 'points.jsonl'}")
@@ -215,7 +205,7 @@ def import_locust(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         payload=args.payload,
     )
-    out = Path(args.out or f"results/locust-{_dt.datetime.now():%Y%m%d-%H%M%S}")
+    out = Path(args.run_dir or f"results/locust-{_dt.datetime.now():%Y%m%d-%H%M%S}")
     with ResultsWriter(out) as writer:
         for point in points:
             writer.append(point)

@@ -9,9 +9,9 @@ import pytest
 
 from serve_bench.cli import COMMANDS, Command, main
 from serve_bench.errors import InvalidValue
-from serve_bench.load import PointSettings
+from serve_bench.load import PointSettings, check_load, check_settings
 from serve_bench.stats import POINTS_FILE, LoadInfo, Slo
-from serve_bench.sweep import check_load, check_settings, measure
+from serve_bench.sweep import measure
 from tests._delay_server import MODEL, DelayServer
 from tests.conftest import free_port
 
@@ -51,7 +51,15 @@ def test_the_table_holds_the_commands_design_md_names() -> None:
 )
 def test_bench_refuses_bad_numbers_naming_the_flag(flags: str, words: list[str], tmp_path, capsys) -> None:
     # nothing listens on the port: each refusal must come before any connection is tried
-    argv = ["bench", f"grpc://127.0.0.1:{free_port()}", "--model", "m", "--out", str(tmp_path / "b"), *flags.split()]
+    argv = [
+        "bench",
+        f"grpc://127.0.0.1:{free_port()}",
+        "--model",
+        "m",
+        "--run-dir",
+        str(tmp_path / "b"),
+        *flags.split(),
+    ]
     assert main(argv) == 2
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "Traceback" not in err
@@ -103,7 +111,7 @@ def test_a_missing_optional_package_leaves_the_other_commands_working(monkeypatc
         raise ImportError("No module named 'av'")
 
     monkeypatch.setitem(COMMANDS, "pipeline", Command("decode a video", needs_av, lambda args: 0))
-    assert main(["pipeline", "clip.mp4", "--target", "grpc://h:1"]) == 2
+    assert main(["pipeline", "clip.mp4", "--url", "grpc://h:1"]) == 2
     err = capsys.readouterr().err
     assert "pipeline command is not available" in err and "'av'" in err
     with pytest.raises(SystemExit) as info:

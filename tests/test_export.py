@@ -98,8 +98,12 @@ def test_models_config_parses_as_model_server_config(models_dir):
 
 
 def test_next_free_version_and_force(tmp_path, capsys):
-    assert main(["export", "tiny", "--weights", "random", "--out", str(tmp_path), "--warmup-batch-sizes", "1"]) == 0
-    assert main(["export", "tiny", "--weights", "random", "--out", str(tmp_path), "--warmup-batch-sizes", "1"]) == 0
+    assert (
+        main(["export", "tiny", "--weights", "random", "--models-dir", str(tmp_path), "--warmup-batch-sizes", "1"]) == 0
+    )
+    assert (
+        main(["export", "tiny", "--weights", "random", "--models-dir", str(tmp_path), "--warmup-batch-sizes", "1"]) == 0
+    )
     assert export.list_versions(tmp_path / "tiny") == [1, 2]
     out = capsys.readouterr().out
     assert "version 2" in out and "random" in out
@@ -112,7 +116,7 @@ def test_next_free_version_and_force(tmp_path, capsys):
                 "tiny",
                 "--weights",
                 "random",
-                "--out",
+                "--models-dir",
                 str(tmp_path),
                 "--version",
                 "1",
@@ -134,7 +138,7 @@ def _one_line_error(capsys) -> str:
 
 
 def test_unknown_model_lists_valid_names(tmp_path, capsys):
-    assert main(["export", "resnet9000", "--out", str(tmp_path)]) == 2
+    assert main(["export", "resnet9000", "--models-dir", str(tmp_path)]) == 2
     err = _one_line_error(capsys)
     assert "resnet9000" in err and "inception_v3" in err and "tiny" in err
 
@@ -142,15 +146,17 @@ def test_unknown_model_lists_valid_names(tmp_path, capsys):
 def test_unwritable_output_directory(tmp_path, capsys):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
-    assert main(["export", "tiny", "--weights", "random", "--out", str(blocker / "models")]) == 2
+    assert main(["export", "tiny", "--weights", "random", "--models-dir", str(blocker / "models")]) == 2
     err = _one_line_error(capsys)
-    assert "cannot write" in err and "--out" in err
+    assert "cannot write" in err and "--models-dir" in err
 
 
 def test_existing_version_without_force(tmp_path, capsys):
-    assert main(["export", "tiny", "--weights", "random", "--out", str(tmp_path), "--warmup-batch-sizes", "1"]) == 0
+    assert (
+        main(["export", "tiny", "--weights", "random", "--models-dir", str(tmp_path), "--warmup-batch-sizes", "1"]) == 0
+    )
     capsys.readouterr()
-    assert main(["export", "tiny", "--weights", "random", "--out", str(tmp_path), "--version", "1"]) == 2
+    assert main(["export", "tiny", "--weights", "random", "--models-dir", str(tmp_path), "--version", "1"]) == 2
     err = _one_line_error(capsys)
     assert "already exists" in err and "--force" in err
 
@@ -159,7 +165,7 @@ def test_corrupt_weights_file_leaves_nothing_behind(tmp_path, capsys):
     weights = tmp_path / "broken.weights.h5"
     weights.write_bytes(b"this is not HDF5")
     out = tmp_path / "models"
-    assert main(["export", "tiny", "--weights", str(weights), "--out", str(out)]) == 2
+    assert main(["export", "tiny", "--weights", str(weights), "--models-dir", str(out)]) == 2
     err = _one_line_error(capsys)
     assert "broken.weights.h5" in err
     assert export.list_versions(out / "tiny") == []
@@ -167,7 +173,7 @@ def test_corrupt_weights_file_leaves_nothing_behind(tmp_path, capsys):
 
 
 def test_missing_weights_file(tmp_path, capsys):
-    assert main(["export", "tiny", "--weights", str(tmp_path / "nope.h5"), "--out", str(tmp_path)]) == 2
+    assert main(["export", "tiny", "--weights", str(tmp_path / "nope.h5"), "--models-dir", str(tmp_path)]) == 2
     assert "no such file" in _one_line_error(capsys)
 
 
@@ -182,7 +188,10 @@ def test_weights_file_round_trip(tmp_path, tf):
 
 @pytest.mark.parametrize("sizes", ["0", "-1", "1,x", "2.5", ""])
 def test_bad_warmup_batch_size(tmp_path, capsys, sizes):
-    assert main(["export", "tiny", "--weights", "random", "--out", str(tmp_path), "--warmup-batch-sizes", sizes]) == 2
+    assert (
+        main(["export", "tiny", "--weights", "random", "--models-dir", str(tmp_path), "--warmup-batch-sizes", sizes])
+        == 2
+    )
     assert "--warmup-batch-sizes" in _one_line_error(capsys)
     assert not (tmp_path / "tiny").exists()
 
@@ -198,14 +207,14 @@ def test_imagenet_download_failure_suggests_random(tmp_path, capsys, monkeypatch
         return spec.build(tf, weights)
 
     monkeypatch.setitem(export.CATALOGUE, "mobilenet_v2", spec.__class__(**{**spec.__dict__, "build": offline_build}))
-    assert main(["export", "mobilenet_v2", "--weights", "imagenet", "--out", str(tmp_path)]) == 2
+    assert main(["export", "mobilenet_v2", "--weights", "imagenet", "--models-dir", str(tmp_path)]) == 2
     err = _one_line_error(capsys)
     assert "ImageNet" in err and "random weights" in err and "(--weights)" in err
     assert not (tmp_path / "mobilenet_v2").exists()
 
 
 def test_tiny_has_no_imagenet_weights(tmp_path, capsys):
-    assert main(["export", "tiny", "--weights", "imagenet", "--out", str(tmp_path)]) == 2
+    assert main(["export", "tiny", "--weights", "imagenet", "--models-dir", str(tmp_path)]) == 2
     err = _one_line_error(capsys)
     assert "no ImageNet weights; use random weights" in err and "(--weights)" in err
 

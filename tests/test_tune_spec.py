@@ -18,11 +18,10 @@ from google.protobuf import text_format
 
 from serve_bench import _protos
 from serve_bench.errors import UserError
-from serve_bench.stats import Interval, Slo, Throughput
+from serve_bench.stats import Estimate, Interval, Score, Slo, Throughput
 from serve_bench.tune import (
     CommandRestarter,
     ComposeRestarter,
-    Score,
     StartFailed,
     TuneConfig,
     answer,
@@ -41,13 +40,13 @@ BASE = """
 model = "tiny"
 [space]
 max_batch_size = [4, 8]
-[workload]
+[load]
 concurrency = [4]
 """
 
 
 def spec_with(space: str = "max_batch_size = [4, 8]", extra: str = "") -> str:
-    return f'model = "tiny"\n{extra}\n[space]\n{space}\n[workload]\nconcurrency = [4]\n'
+    return f'model = "tiny"\n{extra}\n[space]\n{space}\n[load]\nconcurrency = [4]\n'
 
 
 def parse_batching(text: str):  # type: ignore[no-untyped-def]
@@ -113,17 +112,20 @@ def test_powers_of_two_end_at_max_batch_size() -> None:
     "space, message",
     [
         # bundle_factory_util.cc:113-124: the last allowed size must equal max_batch_size
-        ("max_batch_size = [8]\nallowed_batch_sizes = [[1, 2, 4]]", r"must equal max_batch_size \(8\)"),
+        (
+            "max_batch_size = [8]\nallowed_batch_sizes = [[1, 2, 4]]",
+            "must match max_batch_size; last entry was 4; expected 8",
+        ),
         # without max_batch_size TF Serving checks against the queue's default limit, 1000
-        ("allowed_batch_sizes = [[1, 2, 4]]", r"must equal max_batch_size \(1000\)"),
+        ("allowed_batch_sizes = [[1, 2, 4]]", "must match max_batch_size; last entry was 4; expected 1000"),
         ("max_batch_size = [8]\nallowed_batch_sizes = [[4, 2, 8]]", "increasing"),
-        ("batch_timeout_micros = [0, -1]", "batch_timeout_micros must not be negative"),
+        ("batch_timeout_micros = [0, -1]", "batch_timeout_micros must be non-negative"),
         # session_bundle_config.proto: num_batch_threads "Must be >= 1"
-        ("num_batch_threads = [0]", "num_batch_threads must be at least 1"),
-        ("max_batch_size = [0]", "max_batch_size must be at least 1"),
+        ("num_batch_threads = [0]", "num_batch_threads must be positive"),
+        ("max_batch_size = [0]", r"\(max_batch_size\) must be positive"),
         (
             "max_batch_size = [4]\nenable_large_batch_splitting = [true]\nmax_execution_batch_size = [8]",
-            "must not exceed max_batch_size",
+            "input_batch_size_limit must be greater than or equal to max_execution_batch_size",
         ),
         ("tensorflow_intra_op_parallelism = [-2]", "tensorflow_intra_op_parallelism must be 0"),
     ],
@@ -136,7 +138,7 @@ def test_values_tf_serving_refuses_are_errors_naming_the_knob(space: str, messag
 @pytest.mark.parametrize(
     "text, message",
     [
-        ('model = "tiny"\n[space]\n[workload]\nconcurrency = [1]\n', r"\[space\] is empty"),
+        ('model = "tiny"\n[space]\n[load]\nconcurrency = [1]\n', r"\[space\] is empty"),
         (spec_with("max_batch_size = []"), "must be a non-empty list"),
         (spec_with("max_batch_sise = [4]"), "unknown key 'max_batch_sise' in \\[space\\].*max_batch_size"),
         (spec_with(extra="colour = 1"), "unknown key 'colour' in the top level"),
@@ -145,7 +147,7 @@ def test_values_tf_serving_refuses_are_errors_naming_the_knob(space: str, messag
         (spec_with(extra='[server]\nkind = "compose"\nurl = "grpc://localhost:8510"'), "server.service"),
         (spec_with(extra='[server]\nkind = "command"\nurl = "grpc://h:1"'), "server.restart"),
         (spec_with(extra='[server]\nkind = "command"\nrestart = "true"'), "server.url"),
-        (spec_with(extra="[slo]\nat_rate = 7"), "at_rate 7 must be one of workload.rates"),
+        (spec_with(extra="[slo]\nat_rate = 7"), "at_rate 7 must be one of load.rates"),
         (spec_with(extra='[search]\nmethod = "annealing"'), "search.method"),
         (spec_with(extra='[search]\nbaselines = ["tf_defaults"]'), "'tf_defaults' is not one of"),
         (spec_with(extra='[search]\norder = ["num_batch_threads"]'), "not a knob of"),
@@ -277,8 +279,8 @@ def test_failed_configurations_are_recorded_and_the_search_goes_on(tmp_path: Pat
             'url = "grpc://127.0.0.1:9"\n[search]\nbaselines = []'
         )
     )
-    args = dataclasses.make_dataclass("A", ["spec", "run_dir", "resume", "method", "dry_run"])(
-        str(spec_path), str(tmp_path / "run"), False, None, False
+    args = dataclasses.make_dataclass("A", ["spec", "run_dir", "resume", "method", "dry_run", "input_data"])(
+        str(spec_path), str(tmp_path / "run"), False, None, False, None
     )
     assert run_tune_command(args) == 1  # type: ignore[arg-type]
     lines = [json.loads(line) for line in (tmp_path / "run" / "configs.jsonl").read_text().splitlines()]
@@ -297,7 +299,7 @@ def surface(config: TuneConfig) -> Score:
         - abs((config.max_batch_size or 0) - 16)
         - abs((config.batch_timeout_micros or 0) - 1000) / 100
     )
-    return Score(config.id, True, items_per_s=value, latency_ms=10)
+    return Score(config.id, True, items=Estimate(value), latency=Estimate(10))
 
 
 def test_coordinate_search_finds_the_grid_best_with_fewer_configurations() -> None:
@@ -342,7 +344,12 @@ def recorded_evaluate(calls: list[str], noise: float = 0.0, seed: int = 0, table
     async def evaluate(config: TuneConfig) -> Score:
         calls.append(config.id)
         row = scores[config.id]
-        return Score(config.id, row["feasible"], row["items_per_s"] * factors[config.id], latency_ms=row["p99_ms"])
+        return Score(
+            config.id,
+            row["feasible"],
+            Estimate(row["items_per_s"] * factors[config.id]),
+            latency=Estimate(row["p99_ms"]),
+        )
 
     return evaluate
 
@@ -433,8 +440,8 @@ def test_bayesian_search_steers_around_failed_and_infeasible_configurations() ->
         if config.max_batch_size == 32 and config.num_batch_threads == 2:
             return Score(config.id, False, failed="out of memory")
         if config.max_batch_size == 32:
-            return Score(config.id, False, items_per_s=900.0, latency_ms=180.0)  # misses a 100 ms SLO
-        return dataclasses.replace(surface(config), latency_ms=40.0)
+            return Score(config.id, False, items=Estimate(900.0), latency=Estimate(180.0))  # misses a 100 ms SLO
+        return dataclasses.replace(surface(config), latency=Estimate(40.0))
 
     found = asyncio.run(bayesian_search(spec.space, evaluate, "throughput", 12))
     assert len(calls) == len(set(calls)) == 12
@@ -456,7 +463,9 @@ def test_before_anything_meets_the_slo_the_search_avoids_servers_that_do_not_sta
         size = config.max_batch_size or 1
         if size >= 16:
             return Score(config.id, False, failed="out of memory")
-        return Score(config.id, False, items_per_s=100.0 * size, latency_ms=300.0 / size**0.5)  # all miss 100 ms
+        return Score(
+            config.id, False, items=Estimate(100.0 * size), latency=Estimate(300.0 / size**0.5)
+        )  # all miss 100 ms
 
     found = asyncio.run(bayesian_search(spec.space, evaluate, "throughput", 8))
     design = 3  # one more than the varied knobs
@@ -469,12 +478,12 @@ def test_the_modelled_objective_is_log_throughput_or_minus_log_latency() -> None
     from serve_bench.tune._bayes import objective_of
 
     fast, slow = (
-        Score("a", True, items_per_s=200.0, latency_ms=80.0),
-        Score("b", True, items_per_s=100.0, latency_ms=40.0),
+        Score("a", True, items=Estimate(200.0), latency=Estimate(80.0)),
+        Score("b", True, items=Estimate(100.0), latency=Estimate(40.0)),
     )
     assert objective_of(fast, "throughput") - objective_of(slow, "throughput") == pytest.approx(math.log(2.0))  # type: ignore[operator]
     assert objective_of(slow, "latency") - objective_of(fast, "latency") == pytest.approx(math.log(2.0))  # type: ignore[operator]
-    missing = Score("c", False, items_per_s=300.0, latency_ms=150.0)
+    missing = Score("c", False, items=Estimate(300.0), latency=Estimate(150.0))
     assert objective_of(missing, "throughput") == pytest.approx(-math.log(150.0))  # heads for the SLO
     assert objective_of(Score("d", False, failed="did not start"), "throughput") is None
 
@@ -542,16 +551,16 @@ def test_answer_best_pareto_knobs_and_gains() -> None:
     assert knob_rows[("max_batch_size", "off")].best_config == "nobatch"
     assert knob_rows[("max_batch_size", "default")].best_config == "defaults"
     gains = {g.baseline: g for g in result.gains}
-    assert math.isclose(gains["defaults"].ratio or 0, 500 / 200)
+    assert math.isclose(gains["defaults"].ratio.value, 500 / 200)
     # log-scale half-widths of [490, 510] and [190, 210] add in quadrature
     factor = math.exp(math.hypot(math.log(510 / 490) / 2, math.log(210 / 190) / 2))
-    assert math.isclose(gains["defaults"].low or 0, 2.5 / factor)
-    assert math.isclose(gains["defaults"].high or 0, 2.5 * factor)
-    assert math.isclose(gains["no_batching"].ratio or 0, 500 / 400)
+    assert math.isclose(gains["defaults"].ratio.low or 0, 2.5 / factor)
+    assert math.isclose(gains["defaults"].ratio.high or 0, 2.5 * factor)
+    assert math.isclose(gains["no_batching"].ratio.value, 500 / 400)
     # at the best's own load (concurrency 8) the baseline's latency: 60 ms vs 24 ms
     assert gains["defaults"].load == "concurrency 8"
-    assert math.isclose(gains["defaults"].latency_ratio or 0, 60 / 24)
-    assert gains["defaults"].latency_low is None  # synthetic points carry no p99 interval: none invented
+    assert math.isclose(gains["defaults"].latency_ratio.value, 60 / 24)
+    assert gains["defaults"].latency_ratio.low is None  # synthetic points carry no p99 interval: none invented
 
 
 def test_when_a_baseline_wins_the_gain_says_how_far_behind_the_best_searched_configuration_is() -> None:
@@ -566,11 +575,11 @@ def test_when_a_baseline_wins_the_gain_says_how_far_behind_the_best_searched_con
     result = answer(points, configs, {}, Slo("p99", 50.0), {"defaults": "defaults", "no_batching": "nobatch"}, [])
     assert result.best is not None and result.best.config == "defaults"
     gains = {g.baseline: g for g in result.gains}
-    assert math.isclose(gains["defaults"].ratio or 0, 800 / 1000)
+    assert math.isclose(gains["defaults"].ratio.value, 800 / 1000)
     assert gains["defaults"].text.startswith(
-        "defaults is the best configuration; the best searched one, mbs8, is 0.80x"
+        "defaults is the best configuration; the best searched one, mbs8, is 0.80×"
     )
-    assert math.isclose(gains["no_batching"].ratio or 0, 1000 / 400)  # the best (the defaults) vs no batching
+    assert math.isclose(gains["no_batching"].ratio.value, 1000 / 400)  # the best (the defaults) vs no batching
 
 
 def test_no_configuration_meets_the_slo_names_the_closest() -> None:
@@ -626,7 +635,7 @@ def test_tune_package_does_not_import_the_server_or_tensorflow() -> None:
 def test_tune_and_the_local_server_agree_on_what_tf_serving_accepts(config: TuneConfig) -> None:
     """Both follow bundle_factory_util.cc:113-124 and session_bundle_config.proto: a configuration tune refuses
     is one the local server's BatchingParams refuses, and one it writes is read back with the same values."""
-    from serve_bench.server import BatchingParams
+    from serve_bench.export import BatchingParams
 
     try:
         config.validate()
@@ -700,6 +709,7 @@ def test_dry_run_prints_runnable_commands_and_keeps_their_files(
         resume=False,
         method=None,
         dry_run=True,
+        input_data=None,
     )
     assert run_tune_command(args) == 0
     lines = [line for line in capsys.readouterr().out.splitlines() if ": docker compose " in line]

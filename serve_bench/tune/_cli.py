@@ -13,8 +13,8 @@ from serve_bench.stats import (
     BEST_MLSERVER_SERVER_SETTINGS_FILE,
     BEST_MLSERVER_SETTINGS_FILE,
     BEST_TRITON_CONFIG_FILE,
+    TuneAnswer,
 )
-from serve_bench.tune._answer import TuneAnswer
 from serve_bench.tune._config import TuneConfig
 from serve_bench.tune._restart import CommandRestarter, ComposeRestarter, LocalRestarter
 from serve_bench.tune._run import TuneEvent, latest_tune_dir, new_tune_dir, planned_configs, run_tune
@@ -26,7 +26,7 @@ __all__ = ["add_tune_arguments", "print_answer", "restart_commands", "run_tune_c
 
 def add_tune_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("spec", help="tune spec (TOML), e.g. loadtests/tune/local-cpu.toml")
-    p.add_argument("--run-dir", default=None, help="results directory (default results/<name>-<time>)")
+    p.add_argument("--run-dir", metavar="DIR", default=None, help="run directory (default results/<name>-<time>)")
     p.add_argument(
         "--resume",
         action="store_true",
@@ -135,7 +135,7 @@ def run_tune_command(args: argparse.Namespace) -> int:
     spec = load_tune_spec(args.spec)
     if args.method:
         spec = dataclasses.replace(spec, method=args.method)
-    if getattr(args, "input_data", None):
+    if args.input_data:
         spec = dataclasses.replace(spec, input_data=args.input_data)
     if args.dry_run:
         work = Path(args.run_dir) if args.run_dir else new_tune_dir(spec)

@@ -1,4 +1,7 @@
-"""The tune spec (TOML): which server to restart, the search space, the workload, the SLO, the search.
+"""The tune spec (TOML): which server to restart, the search space, the load, the SLO, the search.
+
+``[load]``, ``[durations]`` and ``[slo]`` use the sweep spec's names, keys and defaults (README,
+"Flags and spec keys"); ``[workload]``, tune's old name for ``[load]``, is still read, with one line.
 
     name = "tune-local-cpu"
     model = "mobilenet_v2"
@@ -16,10 +19,10 @@
     batch_timeout_micros = [0, 2000]
     num_batch_threads = [1, 2]
     allowed_batch_sizes = ["none", "powers_of_two"]   # or explicit lists ending at max_batch_size
-    [workload]
+    [load]                         # as in the sweep spec (rates, concurrency, arrival)
     rates = [20, 40]               # open-loop Poisson points (requests/s)
     concurrency = [8]              # closed-loop points
-    [durations]                    # as in the sweep spec
+    [durations]                    # as in the sweep spec, defaults included (until_stable = true)
     [slo]
     percentile = "p99"
     max_ms = 100
@@ -70,11 +73,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from serve_bench.errors import InvalidValue, UserError
-from serve_bench.load import ARRIVALS, PAYLOADS, PointSettings
+from serve_bench.errors import InvalidValue, UserError, say_renamed
+from serve_bench.load import ARRIVALS, PAYLOADS, PointSettings, check_load
 from serve_bench.stats import LoadInfo, Slo
 from serve_bench.sweep import check_keys as _check_keys
-from serve_bench.sweep import check_load, parse_durations, target_pricing, target_telemetry
+from serve_bench.sweep import parse_durations, target_pricing, target_telemetry
 from serve_bench.sweep import typed as _typed
 from serve_bench.sweep import typed_list as _list
 from serve_bench.tune._config import RECIPE_ORDER, ServerConfig, TuneConfig, config_of
@@ -180,7 +183,8 @@ _TOP = {
     "currency": str,
     "server": dict,
     "space": dict,
-    "workload": dict,
+    "load": dict,
+    "workload": dict,  # the old name of [load]
     "durations": dict,
     "slo": dict,
     "search": dict,
@@ -215,7 +219,7 @@ _STARTED_HERE_KEYS = {
     "price_per_hour",
     "telemetry",
 }
-_WORKLOAD = {"rates": list, "concurrency": list, "arrival": str}
+_LOAD = {"rates": list, "concurrency": list, "arrival": str}
 _SLO = {"percentile": str, "max_ms": (int, float), "at_rate": (int, float)}
 _SEARCH = {"method": str, "max_configs": int, "order": list, "baselines": list}
 
@@ -294,6 +298,16 @@ def _parse_server(raw: dict[str, Any], source: str, currency: str) -> ServerSpec
     return spec
 
 
+def _load_table(data: dict[str, Any], source: str) -> dict[str, Any]:
+    """``[load]``, or ``[workload]`` (its old name, said once); never both."""
+    if "workload" not in data:
+        return dict(data.get("load", {}))
+    if "load" in data:
+        raise UserError(f"{source}: [workload] is the old name of [load]; give the load once, as [load]")
+    say_renamed("[workload]", "[load]", source)
+    return dict(data["workload"])
+
+
 def parse_tune_spec(text: str, source: str = "spec") -> TuneSpec:
     try:
         data = tomllib.loads(text)
@@ -315,15 +329,15 @@ def parse_tune_spec(text: str, source: str = "spec") -> TuneSpec:
         )
     configs = expand_space(space, source, family.config_of)
 
-    workload = data.get("workload", {})
-    _check_keys(workload, _WORKLOAD, "[workload]", source)
-    concurrency = _list(workload.get("concurrency", []), int, "workload.concurrency", source)
-    rates = _list(workload.get("rates", []), (int, float), "workload.rates", source)
+    load = _load_table(data, source)
+    _check_keys(load, _LOAD, "[load]", source)
+    concurrency = _list(load.get("concurrency", []), int, "load.concurrency", source)
+    rates = _list(load.get("rates", []), (int, float), "load.rates", source)
     if not concurrency and not rates:
-        raise UserError(f"{source}: [workload] needs rates (open loop) and/or concurrency (closed loop)")
-    arrival = _typed(workload.get("arrival", "poisson"), str, "workload.arrival", source)
+        raise UserError(f"{source}: [load] needs rates (open loop) and/or concurrency (closed loop)")
+    arrival = _typed(load.get("arrival", "poisson"), str, "load.arrival", source)
     if arrival not in ARRIVALS:
-        raise UserError(f"{source}: workload.arrival must be one of {', '.join(ARRIVALS)}, got {arrival!r}")
+        raise UserError(f"{source}: load.arrival must be one of {', '.join(ARRIVALS)}, got {arrival!r}")
     payload = data.get("payload", "float")
     if payload not in PAYLOADS:
         raise UserError(f"{source}: payload {payload!r} is not one of {', '.join(PAYLOADS)}")
@@ -338,7 +352,7 @@ def parse_tune_spec(text: str, source: str = "spec") -> TuneSpec:
         ]:
             check_load(level)
     except InvalidValue as exc:
-        raise UserError(f"{source}: {exc.named('[workload]')}") from None
+        raise UserError(f"{source}: {exc.named('[load]')}") from None
 
     raw_slo = data.get("slo", {})
     _check_keys(raw_slo, _SLO, "[slo]", source)
@@ -349,7 +363,7 @@ def parse_tune_spec(text: str, source: str = "spec") -> TuneSpec:
         raise UserError(f"{source}: {exc.named(f'slo.{exc.name}')}") from None
     at_rate = slo_values.get("at_rate")
     if at_rate is not None and float(at_rate) not in {float(r) for r in rates}:
-        raise UserError(f"{source}: slo.at_rate {at_rate:g} must be one of workload.rates")
+        raise UserError(f"{source}: slo.at_rate {at_rate:g} must be one of load.rates")
 
     search = data.get("search", {})
     _check_keys(search, _SEARCH, "[search]", source)

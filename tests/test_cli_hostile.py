@@ -1,0 +1,197 @@
+"""Bad command-line input as a careless or hostile user types it (issue 22, items 4 and 7): each is
+refused in one line on stderr with exit status 2, naming the problem and what to do, before the
+client allocates or sends anything it cannot use."""
+
+from __future__ import annotations
+
+import pickle
+import re
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from serve_bench.cli import main
+from serve_bench.client import Client, FakeTransport
+from serve_bench.client._fake import image_signature
+from serve_bench.errors import InvalidValue
+from serve_bench.load import (
+    MAX_RATE,
+    ArrivalSchedule,
+    PointPlan,
+    PointSettings,
+    _generators,
+    arrival_offsets,
+    largest_batch,
+    run_open_loop,
+)
+from serve_bench.stats import LoadInfo, Target, read_points
+from tests._servers import local_server
+from tests.conftest import free_port
+
+PROTOBUF_LIMIT = 2**31 - 1  # bytes: protobuf serializes no message past INT_MAX
+TINY_ITEM_BYTES = 64 * 64 * 3 * 4  # one float32 64x64 RGB image, the `tiny` model's input
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str], command: str) -> str:
+    err = capsys.readouterr().err.strip()
+    assert "Traceback" not in err and "\n" not in err, err
+    assert err.startswith(f"serve-bench {command}: error: "), err
+    return err
+
+
+@pytest.fixture(scope="module")
+def server(models_dir: Path):
+    with local_server(models_dir) as running:
+        yield running
+
+
+# --- a batch too large for one gRPC message --------------------------------------------------
+
+
+def test_a_batch_past_protobufs_2gb_limit_is_refused_with_the_largest_that_fits(server, tmp_path, capsys) -> None:
+    """100000 images of 48 KiB are 4.9 GB, past protobuf's 2 GB message limit: refused before the
+    batch is built (it used to be allocated, then serializing it raised EncodeError)."""
+    started = time.perf_counter()
+    argv = ["bench", server.grpc_url, "--model", "tiny", "--batch-size", "100000", "--warmup", "0", "--duration", "0.5"]
+    assert main([*argv, "--run-dir", str(tmp_path / "run"), "--metrics="]) == 2
+    assert time.perf_counter() - started < 20  # refused, not built (building it takes most of a minute)
+    err = _one_line_error(capsys, "bench")
+    assert "--batch-size" in err and "2 GB" in err and "100000" in err
+    largest = PROTOBUF_LIMIT // TINY_ITEM_BYTES  # 43690, less a few bytes of message framing
+    numbers = {int(n.replace(",", "")) for n in re.findall(r"\d[\d,]*", err)}
+    assert largest in numbers or largest - 1 in numbers, err
+    assert read_points(tmp_path / "run") == []
+
+
+def test_the_largest_batch_named_is_the_largest_that_serializes() -> None:
+    """The arithmetic behind the refusal, against a small limit: the batch it names fits, one more does not."""
+    transport = FakeTransport(lambda inputs: {}, signatures=image_signature(8, 8, 2))
+    client = Client(transport, "fake")
+    client.signatures = transport.signatures
+
+    def size(n: int) -> int:
+        return client.prepare({"images": np.zeros((n, 8, 8, 3), np.float32)}).nbytes
+
+    limit = size(10) + 100  # less than an item (768 bytes) over ten
+    most = largest_batch(size(1), size(2), limit)
+    assert size(most) <= limit < size(most + 1)
+
+
+# --- rates no generator reaches; the schedule is not materialised --------------------------------
+
+
+@pytest.mark.parametrize("rate", ["1e308", "1e9", "2e6"])
+def test_a_rate_no_generator_reaches_is_refused_before_connecting(rate: str, tmp_path, capsys) -> None:
+    # nothing listens on the port: the refusal comes before any connection, and no run directory is made
+    argv = ["bench", f"grpc://127.0.0.1:{free_port()}", "--model", "m", "--rate", rate, "--duration", "1"]
+    assert main([*argv, "--run-dir", str(tmp_path / "run")]) == 2
+    err = _one_line_error(capsys, "bench")
+    assert "--rate" in err and f"at most {MAX_RATE:g} requests/s" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_schedule_is_generated_lazily_memory_does_not_grow_with_rate_times_duration() -> None:
+    """--rate 1e9 used to allocate 7.45 GiB of send times before the first send; at the ceiling, an
+    hour's schedule (3.6e9 arrivals, 29 GB as one array) costs one chunk at a time."""
+    tracemalloc.start()
+    try:
+        schedule = ArrivalSchedule(MAX_RATE, 3600.0, "poisson", seed=1, warmup_s=2.0)
+        assert schedule.count == round(MAX_RATE * 3602.0) and schedule.scheduled == round(MAX_RATE * 3600.0)
+        chunks = schedule.chunks()
+        first, second = next(chunks), next(chunks)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20, f"{peak / 2**20:.0f} MiB for two chunks of the schedule"
+    assert 0 < len(first) <= 2 * schedule.chunk and first[-1] <= second[0]
+
+
+@pytest.mark.parametrize("arrival", ["poisson", "constant"])
+def test_a_schedule_in_many_chunks_is_the_same_process(arrival: str) -> None:
+    """Chunked or not: sorted, exactly rate x span arrivals in each window, exponential gaps for Poisson;
+    one chunk gives the very arrays ``arrival_offsets`` always gave for a seed."""
+    schedule = ArrivalSchedule(20_000, 10.0, arrival, seed=5, warmup_s=1.0, chunk=4096)
+    offsets = np.concatenate(list(schedule.chunks()))
+    assert len(offsets) == schedule.count == 220_000
+    assert np.all(np.diff(offsets) >= 0) and offsets[0] >= 0 and offsets[-1] < 11.0
+    assert np.count_nonzero((offsets >= 1.0) & (offsets < 11.0)) == schedule.scheduled == 200_000
+    gaps = np.diff(offsets[offsets >= 1.0])
+    if arrival == "poisson":
+        assert gaps.std() / gaps.mean() == pytest.approx(1.0, abs=0.02)
+    whole = ArrivalSchedule(500, 20.0, arrival, seed=3)
+    np.testing.assert_array_equal(np.concatenate(list(whole.chunks())), arrival_offsets(500, 20.0, arrival, seed=3))
+
+
+@pytest.mark.parametrize("timerfd", [True, False], ids=["timerfd", "thread"])
+async def test_the_open_loop_sends_a_lazy_schedule_chunk_by_chunk(monkeypatch, timerfd: bool) -> None:
+    monkeypatch.setattr(_generators, "USE_TIMERFD", timerfd)
+    transport = FakeTransport(
+        lambda inputs: {"features": np.zeros((1, 2), np.float32)}, signatures=image_signature(4, 4, 2)
+    )
+    client = Client(transport, "fake")
+    client.signatures = transport.signatures
+    prepared = client.prepare({"images": np.zeros((1, 4, 4, 3), np.float32)})
+    settings = PointSettings(warmup_s=0.1, min_duration_s=0.5)
+    schedule = ArrivalSchedule(1000, 0.5, "poisson", seed=7, warmup_s=0.1, chunk=64)
+    run = await run_open_loop(client, prepared, 1000, schedule, settings)
+    offsets = np.concatenate(list(schedule.chunks()))
+    assert transport.calls == len(run.records) == schedule.count == 600 and run.scheduled == 500
+    assert sorted(r.intended for r in run.records) == pytest.approx(sorted(run.window_start - 0.1 + offsets))
+    assert all(r.sent >= r.intended for r in run.records)
+
+
+# --- empty lists in a spec ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key", ["batch_sizes", "payloads"])
+def test_a_sweep_spec_with_an_empty_list_is_refused_naming_it_and_the_file(key: str, tmp_path, capsys) -> None:
+    values = {"batch_sizes": "[1]", "payloads": '["float"]', key: "[]"}
+    spec = tmp_path / "empty.toml"
+    spec.write_text(
+        f'name = "empty"\nmodel = "m"\nbatch_sizes = {values["batch_sizes"]}\npayloads = {values["payloads"]}\n'
+        f'[[targets]]\nname = "t"\nurl = "grpc://127.0.0.1:{free_port()}"\n'
+    )
+    assert main(["sweep", str(spec), "--run-dir", str(tmp_path / "run"), "--no-progress"]) == 2
+    err = _one_line_error(capsys, "sweep")
+    assert str(spec) in err and key in err and "empty" in err
+    assert not (tmp_path / "run" / "points.jsonl").exists()
+
+
+# --- --input-data that holds no image -----------------------------------------------------------
+
+
+def test_input_data_without_an_image_names_the_file_not_a_python_object(server, tmp_path, capsys) -> None:
+    folder = tmp_path / "photos"
+    folder.mkdir()
+    (folder / "holiday.jpg").write_bytes(b"this is not a JPEG")
+    argv = ["bench", server.grpc_url, "--model", "tiny", "--input-data", str(folder), "--duration", "0.5"]
+    assert main([*argv, "--run-dir", str(tmp_path / "run"), "--metrics="]) == 2
+    err = _one_line_error(capsys, "bench")
+    assert "holiday.jpg" in err and str(folder) in err
+    assert "BytesIO" not in err and " at 0x" not in err
+
+
+# --- one plan, checked once, travelling to the worker processes -------------------------------------
+
+
+def test_the_plan_checks_its_batch_size_where_it_is_built_and_pickles_whole() -> None:
+    target = Target("t", "grpc://127.0.0.1:8500", "cpu", None)
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(InvalidValue, match="batch_size"):
+            PointPlan(target, "m", "serving_default", "float", bad, LoadInfo("closed", concurrency=1))  # type: ignore[arg-type]
+    with pytest.raises(InvalidValue, match="rate"):
+        PointPlan(target, "m", "serving_default", "float", 1, LoadInfo("open", rate=1e9, arrival="poisson"))
+    plan = PointPlan(target, "m", "serving_default", "float", 8, LoadInfo("open", rate=50.0, arrival="poisson"))
+    assert pickle.loads(pickle.dumps(plan)) == plan
+
+
+def test_open_loop_from_two_processes_runs_its_plan(server, tmp_path, capsys) -> None:
+    """Each worker process gets the plan as one object and draws its own share of the schedule."""
+    argv = ["bench", server.grpc_url, "--model", "tiny", "--rate", "40", "--processes", "2", "--warmup", "0.2"]
+    assert main([*argv, "--duration", "1", "--run-dir", str(tmp_path / "run"), "--metrics="]) == 0, capsys.readouterr()
+    (point,) = read_points(tmp_path / "run")
+    assert point.load.processes == 2 and "load from 2 processes" in point.notes
+    assert point.throughput.requests_per_s == pytest.approx(40, rel=0.35)
