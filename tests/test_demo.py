@@ -28,12 +28,18 @@ def _quick_spec(path: Path) -> Path:
     return path
 
 
-def test_demo_exports_serves_sweeps_and_reports(models_dir: Path, tmp_path: Path, capsys) -> None:
+def test_demo_exports_serves_sweeps_and_reports(models_dir: Path, tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("COLUMNS", "80")  # `make demo | cat` in an 80-column terminal
     out = tmp_path / "models"
     shutil.copytree(models_dir, out)  # the demo writes models.config there
     spec = _quick_spec(tmp_path / "demo.toml")
     results = tmp_path / "results"
-    assert main(["demo", "--out", str(out), "--results", str(results), "--models", "tiny", "--spec", str(spec)]) == 0
+    assert (
+        main(
+            ["demo", "--models-dir", str(out), "--results-root", str(results), "--models", "tiny", "--spec", str(spec)]
+        )
+        == 0
+    )
     output = capsys.readouterr().out
     assert "reusing tiny version 1" in output and "demo finished" in output
 
@@ -47,3 +53,7 @@ def test_demo_exports_serves_sweeps_and_reports(models_dir: Path, tmp_path: Path
     assert all(p.server is not None for p in points), "the demo's server metrics were not read"
     html = (run_dir / "report.html").read_text()
     assert "tiny" in html and str(run_dir / "report.html") in output.replace("\n", "")  # rich wraps long paths
+    # each point's figures legible at 80 columns (issue 22): no cell cut to an ellipsis, no row past 80
+    assert "…" not in output
+    rows = [line for line in output.splitlines() if re.match(r"\s*local-(grpc|rest) b\d+ c\d+", line)]
+    assert len(rows) >= len(expected) and max(len(line) for line in rows) <= 80
