@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from serve_bench.server import BatchingParams, LocalServer, ModelEntry, ServerConfig
+from serve_bench.export import BatchingParams
+from serve_bench.server import LocalServer, ModelEntry, ServerConfig
 from tests.conftest import free_port
 
 ROOT = Path(__file__).resolve().parent.parent

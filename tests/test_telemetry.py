@@ -28,7 +28,7 @@ import pytest
 
 from serve_bench.metrics import TelemetrySession, energy_between
 from serve_bench.metrics._energy_sources import Counter, NvmlSource, PrometheusSource, RaplSource, Reading
-from serve_bench.stats._energy import NOT_MEASURED
+from serve_bench.stats._energy import NOT_MEASURED, EnergyView
 from tests._exporters import UUID0, UUID1, dcgm_page
 from tests._exporters import node_exporter as run_node_exporter
 from tests.conftest import free_port
@@ -274,10 +274,21 @@ def test_gpu_sampler_reads_utilisation_and_memory_through_the_same_nvml_reader()
     """GpuSampler (server utilisation beside a point) samples the fake NVML until stop()."""
     from serve_bench.metrics import GpuSampler
 
-    sampler = GpuSampler(interval=0.01, nvml=FakeNvml([0], [0]))
+    nvml = FakeNvml([0], [0])
+    sampled = threading.Event()
+    read_memory = nvml.nvmlDeviceGetMemoryInfo
+
+    def memory_then_signal(handle: int) -> Any:  # the last NVML call of a sample
+        try:
+            return read_memory(handle)
+        finally:
+            sampled.set()
+
+    nvml.nvmlDeviceGetMemoryInfo = memory_then_signal  # type: ignore[method-assign]
+    sampler = GpuSampler(interval=0.01, nvml=nvml)
     assert sampler.available
     sampler.start()
-    time.sleep(0.05)
+    assert sampled.wait(30), "the sampler thread never sampled"  # stop() joins it, so the sample is complete
     assert sampler.stop() == {"gpu_util_percent_mean": 95.0, "gpu_memory_used_bytes_max": 30 * 2**30}
     assert GpuSampler().stop() == {}  # no GPU on this host (or not started): nothing to report
 
@@ -398,19 +409,39 @@ def test_node_exporter_counter_going_backwards_is_dropped(node_exporter, tmp_pat
     )
 
 
+def _without_rapl(view: EnergyView, url: str) -> None:
+    assert view.cpu_joules is None and view.cpu_watts_mean is None
+    assert view.notes[0].startswith(f"{NOT_MEASURED} ({url}: node exporter page without node_rapl_*_joules_total")
+
+
+def test_node_exporter_without_rapl_says_energy_is_not_measured(node_exporter, tmp_path):
+    """A sysfs whose powercap class holds no intel-rapl zone (a VM; a host without the driver): the
+    CPU families are read and energy is "not measured on this host" (the RAPL side is
+    test_node_exporter_rapl_and_cpu_seconds)."""
+    (tmp_path / "class" / "powercap").mkdir(parents=True)
+    url = node_exporter(tmp_path)
+    session = TelemetrySession([url], interval_s=30.0)
+    session.start()
+    view = session.stop()
+    assert view.host_cpus == os.cpu_count()  # the cpu collector was read (its busy share needs time to pass)
+    _without_rapl(view, url)
+
+
 def test_node_exporter_on_this_host(node_exporter):
-    """The node exporter on the host's own /sys: without RAPL (this VM) the CPU families are read
-    and energy is "not measured on this host"; with RAPL, it is measured."""
+    """The node exporter on the host's own /sys. Which answer is right is decided from the host
+    before the run, never from the answer: RAPL counters the exporter can read give a measured
+    energy; none (this VM), or root-only ones (Linux since 5.10), give "not measured"."""
+    readable = [z for z in Path("/sys/class/powercap").glob("intel-rapl:*") if os.access(z / "energy_uj", os.R_OK)]
     url = node_exporter(None)
     session = TelemetrySession([url], interval_s=30.0)
     session.start()
     time.sleep(0.2)
     view = session.stop()
     assert view.host_cpus == os.cpu_count() and view.host_cpu_busy_percent is not None
-    if any(Path("/sys/class/powercap").glob("intel-rapl:*")) and view.cpu_joules is not None:
-        assert view.cpu_watts_mean is not None and view.cpu_watts_mean > 0
+    if readable:
+        assert view.cpu_joules is not None and view.cpu_watts_mean is not None and view.cpu_watts_mean > 0
     else:
-        assert view.notes[0].startswith(f"{NOT_MEASURED} ({url}: node exporter page without node_rapl_*_joules_total")
+        _without_rapl(view, url)
 
 
 def test_energy_view_round_trips_in_a_point():

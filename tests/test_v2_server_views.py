@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from serve_bench.client import server_kind
 from serve_bench.metrics import (
     default_metrics_url,
     page_kind,
@@ -36,7 +37,6 @@ from serve_bench.metrics._triton import TritonSnapshot, parse_triton, parse_trit
 from serve_bench.server._metrics import Metrics
 from serve_bench.stats import ServerView
 from serve_bench.stats._schema import point_from_data, point_to_data
-from serve_bench.sweep import server_kind
 
 DATA = Path(__file__).parent / "data"
 
