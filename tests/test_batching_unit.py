@@ -1,4 +1,8 @@
-"""BatchScheduler logic with a fake model (a real thread that sleeps): deterministic timing."""
+"""BatchScheduler logic with a fake model on the real batch threads.
+
+The tests never wait a fixed time for the batch thread: the fake model says when a thread has
+entered it, and holds it there until the test opens its gate.
+"""
 
 from __future__ import annotations
 
@@ -16,15 +20,15 @@ from serve_bench.server._metrics import Metrics
 
 
 class FakeModel:
-    def __init__(self, seconds: float = 0.0) -> None:
-        self.seconds = seconds
+    def __init__(self) -> None:
         self.calls: list[int] = []
+        self.entered = threading.Event()  # set by the batch thread when a batch reaches the model
         self.gate = threading.Event()
         self.gate.set()
 
     def __call__(self, inputs):
-        self.gate.wait(5)
-        time.sleep(self.seconds)
+        self.entered.set()
+        self.gate.wait(30)
         x = inputs["x"]
         self.calls.append(len(x))
         return {"y": x * 2}
@@ -34,11 +38,26 @@ def _x(n: int, start: int = 0) -> dict:
     return {"x": np.arange(start, start + n, dtype=np.float32).reshape(n, 1)}
 
 
+async def _thread_holds_a_batch(model: FakeModel) -> None:
+    """Until a batch thread is inside the model (its own signal), the loop free meanwhile."""
+    assert await asyncio.to_thread(model.entered.wait, 30), "no batch reached the model"
+
+
+async def _together(scheduler: BatchScheduler, *requests: tuple[dict, int]) -> list:
+    """Queue every request, then close the queue so the open batch goes at once: the requests share a
+    batch whatever the machine's speed (a short batch timeout would split them when the loop stalls)."""
+    jobs = asyncio.gather(*(scheduler.submit(inputs, size) for inputs, size in requests), return_exceptions=True)
+    await asyncio.sleep(0)  # one loop turn: every submit has queued its task (submit does not await before)
+    await scheduler.drain()
+    return await jobs
+
+
 async def test_requests_merge_and_results_return_in_order():
     model = FakeModel()
     scheduler = BatchScheduler(
-        model, BatchingParams(max_batch_size=8, batch_timeout_micros=50_000, num_batch_threads=1), Metrics()
+        model, BatchingParams(max_batch_size=8, batch_timeout_micros=200_000, num_batch_threads=1), Metrics()
     )
+    # the six submits run in one loop turn; 200 ms leaves room for a stalled process between them
     results = await asyncio.gather(*(scheduler.submit(_x(1, i), 1) for i in range(6)))
     assert model.calls == [6]  # one call, waited for the timeout
     for i, result in enumerate(results):
@@ -67,9 +86,9 @@ async def test_queue_bound_rejects_with_unavailable():
         Metrics(),
     )
     running = asyncio.ensure_future(scheduler.submit(_x(2), 2))  # taken by the thread
-    await asyncio.sleep(0.05)
+    await _thread_holds_a_batch(model)
     queued = [asyncio.ensure_future(scheduler.submit(_x(2), 2)) for _ in range(2)]  # fills two batches
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # one loop turn: both submits ran up to their await
     with pytest.raises(ServingError) as info:
         await scheduler.submit(_x(1), 1)
     assert info.value.code == "UNAVAILABLE"
@@ -111,14 +130,16 @@ async def test_model_failure_reaches_every_waiting_request():
 
 
 async def test_event_loop_stays_responsive_while_model_runs():
-    model = FakeModel(seconds=0.3)
+    model = FakeModel()
+    model.gate.clear()  # the model runs until the loop lets it finish
     scheduler = BatchScheduler(model, BatchingParams(max_batch_size=4, num_batch_threads=1), Metrics())
     job = asyncio.ensure_future(scheduler.submit(_x(1), 1))
-    ticks = 0
-    while not job.done():
-        await asyncio.sleep(0.01)
-        ticks += 1
-    assert ticks >= 10  # the loop kept running during the 0.3 s TensorFlow call
+    await _thread_holds_a_batch(model)  # the loop waits on the thread: it would hang here if the model ran on it
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert not job.done()  # the loop kept turning while the TensorFlow call was still running
+    model.gate.set()
+    assert (await job)["y"].tolist() == [[0.0]]
     scheduler.close()
 
 
@@ -176,9 +197,9 @@ async def test_split_pieces_fill_the_open_batch_first():
     )
     scheduler = BatchScheduler(model, params, Metrics())
     first = asyncio.ensure_future(scheduler.submit(_x(1, 0), 1))
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # one loop turn: the first task is in the open batch
     second = asyncio.ensure_future(scheduler.submit(_x(6, 10), 6))  # 3 join the open batch, then 3
-    await asyncio.sleep(0.02)
+    await _thread_holds_a_batch(model)  # the full batch (1 + 3) went to the thread; the last 3 wait
     model.gate.set()
     await scheduler.drain()
     a, b = await first, await second
@@ -209,9 +230,9 @@ async def test_queue_full_message_without_splitting():
     )
     scheduler = BatchScheduler(model, params, Metrics())
     running = asyncio.ensure_future(scheduler.submit(_x(2), 2))  # full: taken by the thread
-    await asyncio.sleep(0.02)
+    await _thread_holds_a_batch(model)
     queued = [asyncio.ensure_future(scheduler.submit(_x(1), 1)) for _ in range(4)]  # two batches of 2
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # one loop turn: the four submits ran up to their await
     with pytest.raises(ServingError) as info:
         await scheduler.submit(_x(1), 1)
     assert info.value.code == "UNAVAILABLE"
@@ -240,9 +261,9 @@ async def test_queue_capacity_with_splitting_counts_rows():
     )
     scheduler = BatchScheduler(model, params, Metrics())
     running = asyncio.ensure_future(scheduler.submit(_x(4), 4))
-    await asyncio.sleep(0.02)  # the thread holds it; the queue is one empty open batch: capacity 2*4 - 4 + 4 = 8
+    await _thread_holds_a_batch(model)  # the queue is one empty open batch: capacity 2*4 - 4 + 4 = 8
     queued = asyncio.ensure_future(scheduler.submit(_x(5), 5))  # 4 + 1: two batches, capacity now 3
-    await asyncio.sleep(0)
+    await asyncio.sleep(0)  # one loop turn: that submit ran up to its await
     with pytest.raises(ServingError) as info:
         await scheduler.submit(_x(4), 4)
     assert info.value.code == "UNAVAILABLE"
@@ -274,11 +295,13 @@ async def test_batching_metrics_as_batching_session_records_them():
     metrics = Metrics()
     scheduler = BatchScheduler(
         two_inputs,
-        BatchingParams(max_batch_size=8, batch_timeout_micros=20_000, num_batch_threads=1, allowed_batch_sizes=(4, 8)),
+        BatchingParams(
+            max_batch_size=8, batch_timeout_micros=10_000_000, num_batch_threads=1, allowed_batch_sizes=(4, 8)
+        ),
         metrics,
     )
     inputs = [{"x": np.ones((1, 1), np.float32) * i, "z": np.zeros((1, 1), np.float32)} for i in range(3)]
-    await asyncio.gather(*(scheduler.submit(x, 1) for x in inputs))
+    assert not any(isinstance(r, BaseException) for r in await _together(scheduler, *((x, 1) for x in inputs)))
     page = metrics.render()
     assert ":tensorflow:serving:batching_session:input_batch_size_count{} 6" in page  # 3 requests x 2 inputs
     assert ':tensorflow:serving:batching_session:queuing_latency_count{thread_pool_name=""} 3' in page
@@ -307,10 +330,12 @@ async def test_padding_repeats_the_first_row_of_the_last_task():
 
     scheduler = BatchScheduler(
         model,
-        BatchingParams(max_batch_size=8, batch_timeout_micros=20_000, num_batch_threads=1, allowed_batch_sizes=(8,)),
+        BatchingParams(
+            max_batch_size=8, batch_timeout_micros=10_000_000, num_batch_threads=1, allowed_batch_sizes=(8,)
+        ),
         Metrics(),
     )
-    await asyncio.gather(scheduler.submit(_x(2, 0), 2), scheduler.submit(_x(3, 10), 3))
+    await _together(scheduler, (_x(2, 0), 2), (_x(3, 10), 3))
     assert seen == [[0.0, 1.0, 10.0, 11.0, 12.0, 10.0, 10.0, 10.0]]
     scheduler.close()
 
@@ -325,10 +350,13 @@ async def test_batch_timed_out_in_the_queue_is_not_run():
         model, BatchingParams(max_batch_size=1, batch_timeout_micros=0, num_batch_threads=1), Metrics()
     )
     blocker = asyncio.ensure_future(scheduler.submit(_x(1), 1))
-    await asyncio.sleep(0.02)
+    await _thread_holds_a_batch(model)
     late = asyncio.ensure_future(scheduler.submit(_x(1), 1, timeout=0.01))
     patient = asyncio.ensure_future(scheduler.submit(_x(1), 1, timeout=30))
-    await asyncio.sleep(0.1)  # the late one's deadline passes while the thread is held
+    await asyncio.sleep(0)  # one loop turn: both are queued, their deadlines set from their submit time
+    queued = time.perf_counter()
+    while time.perf_counter() < queued + 0.01:  # the clock, not another thread, passes the late one's deadline
+        await asyncio.sleep(0.001)
     model.gate.set()
     await blocker
     with pytest.raises(ServingError) as info:
@@ -384,9 +412,9 @@ async def test_variable_length_inputs_refused_or_padded_as_batching_session():
     short = {"x": np.array([[7.0, 8.0]], np.float32)}
     long = {"x": np.array([[1.0, 2.0, 3.0]], np.float32)}
     strict = BatchScheduler(
-        model, BatchingParams(max_batch_size=4, batch_timeout_micros=50_000, num_batch_threads=1), Metrics()
+        model, BatchingParams(max_batch_size=4, batch_timeout_micros=10_000_000, num_batch_threads=1), Metrics()
     )
-    results = await asyncio.gather(strict.submit(short, 1), strict.submit(long, 1), return_exceptions=True)
+    results = await _together(strict, (short, 1), (long, 1))
     assert all(isinstance(r, ServingError) and r.code == "FAILED_PRECONDITION" for r in results)
     assert "padding is turned off. Set pad_variable_length_inputs to true" in str(results[0])
     strict.close()
@@ -394,11 +422,11 @@ async def test_variable_length_inputs_refused_or_padded_as_batching_session():
     padding = BatchScheduler(
         model,
         BatchingParams(
-            max_batch_size=4, batch_timeout_micros=50_000, num_batch_threads=1, pad_variable_length_inputs=True
+            max_batch_size=4, batch_timeout_micros=10_000_000, num_batch_threads=1, pad_variable_length_inputs=True
         ),
         Metrics(),
     )
-    first, second = await asyncio.gather(padding.submit(short, 1), padding.submit(long, 1))
+    first, second = await _together(padding, (short, 1), (long, 1))
     assert seen[-1].tolist() == [[7.0, 8.0, 7.0], [1.0, 2.0, 3.0]]
     assert first["y"].tolist() == [[7.0]] and second["y"].tolist() == [[1.0]]
     padding.close()

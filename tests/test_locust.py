@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import socket
 import subprocess
 import sys
 import time
@@ -13,7 +14,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from serve_bench.cli import main
-from serve_bench.server import BatchingParams
+from serve_bench.export import BatchingParams
 from serve_bench.stats import read_points
 from tests._servers import local_server
 from tests.conftest import free_port
@@ -127,7 +128,7 @@ def test_step_shape_becomes_one_point_per_step(server, tmp_path):
     )
     assert result.returncode == 0, result.stderr[-2000:]
     out = tmp_path / "imported"
-    assert main(["import-locust", str(prefix), "--out", str(out), "--url", server.grpc_url]) == 0
+    assert main(["import-locust", str(prefix), "--run-dir", str(out), "--url", server.grpc_url]) == 0
     points = read_points(out)
     assert [p.load.concurrency for p in points] == [1, 3]
     assert all(p.load.mode == "locust" and p.counts.ok > 0 and p.batch_size == 1 for p in points)
@@ -147,6 +148,22 @@ def _server_requests(server) -> float:
             ):
                 total += sample.value
     return total
+
+
+def _wait_listening(process: subprocess.Popen, port: int, timeout: float = 60) -> None:
+    """Until ``process`` accepts TCP connections on ``port`` (it has bound it), or fail with its output."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if process.poll() is not None:
+                output = process.stdout.read() if process.stdout else ""
+                raise AssertionError(f"exited before listening on {port}: {output[-3000:]}") from None
+            if time.monotonic() > deadline:
+                raise AssertionError(f"nothing listens on {port} after {timeout} s") from None
+            time.sleep(0.05)  # between polls of the port
 
 
 def test_distributed_master_and_two_workers(server, tmp_path):
@@ -183,7 +200,7 @@ def test_distributed_master_and_two_workers(server, tmp_path):
         stderr=subprocess.STDOUT,
         text=True,
     )
-    time.sleep(1)
+    _wait_listening(master, port)  # the master has bound its port: the workers' first hello reaches it
     workers = [
         subprocess.Popen(
             LOCUST + common + ["--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],

@@ -12,8 +12,8 @@ import grpc
 import numpy as np
 import pytest
 
+from serve_bench.export import BatchingParams
 from serve_bench.metrics import MetricsSnapshot, breakdown, scrape
-from serve_bench.server import BatchingParams
 from tests._servers import ServerThread, local_server
 
 PAGE = "/monitoring/prometheus/metrics"
@@ -73,6 +73,14 @@ def _value(page: str, line_start: str) -> float:
     return found[0] if found else 0.0
 
 
+def _mean(before: str, after: str, family: str) -> float:
+    """µs per observation of histogram ``family`` (``name{labels}``) between two pages: Δ_sum / Δ_count."""
+    name, labels = family.split("{", 1)
+    count = _value(after, f"{name}_count{{{labels}") - _value(before, f"{name}_count{{{labels}")
+    assert count > 0, family
+    return (_value(after, f"{name}_sum{{{labels}") - _value(before, f"{name}_sum{{{labels}")) / count
+
+
 def test_grpc_predicts_are_labelled_predict_grpc_and_timed_only_when_ok(server, tf):
     """prediction_service_impl.cc:52-59: request_latency{API="Predict",entrypoint="GRPC"} for OK calls only,
     request_count for every call by status; predict_util.cc:108-115: runtime_latency{API="Predict",runtime="TF1"}."""
@@ -95,8 +103,12 @@ def test_grpc_predicts_are_labelled_predict_grpc_and_timed_only_when_ok(server, 
     assert view.requests == 4 and view.errors == 1 and view.tf_calls == 3 and not view.batching
     assert view.request_us_mean is not None and view.runtime_us_mean is not None
     assert view.request_us_mean >= view.runtime_us_mean > 0
-    assert view.compute_us_mean == view.runtime_us_mean  # no batching: the Run is the compute
-    assert view.overhead_us_mean == pytest.approx(view.request_us_mean - view.runtime_us_mean)
+    # the means again, from the raw sample lines of the two pages (the test's own parser, not the scraper's)
+    request_mean = _mean(page_before, page, latency.replace("_count{", "{"))
+    runtime_mean = _mean(page_before, page, runtime.replace("_count{", "{"))
+    assert view.request_us_mean == pytest.approx(request_mean) and view.runtime_us_mean == pytest.approx(runtime_mean)
+    assert view.compute_us_mean == pytest.approx(runtime_mean)  # no batching: the Run is the compute
+    assert view.overhead_us_mean == pytest.approx(request_mean - runtime_mean)
 
 
 def test_rest_predicts_use_the_verb_and_health_checks_do_not_count_as_requests(server):
@@ -133,7 +145,7 @@ def test_batching_runtime_includes_the_queue(models_dir, tf):
     counts the batches (batching_session.cc:810). The scraper's compute is runtime minus queueing."""
     params = BatchingParams(max_batch_size=8, batch_timeout_micros=200_000, num_batch_threads=1)
     with local_server(models_dir, batching=params, warmup=False) as running:
-        before = _snapshot(running)
+        page_before, before = _page(running), _snapshot(running)
         requests = [_request(_images(1, seed=i), tf) for i in range(4)]
 
         async def send() -> None:
@@ -155,7 +167,13 @@ def test_batching_runtime_includes_the_queue(models_dir, tf):
     assert view.batching and view.tf_calls == stats.batches and view.requests == 4
     assert view.queue_us_mean is not None and view.runtime_us_mean is not None and view.compute_us_mean is not None
     assert view.runtime_us_mean >= view.queue_us_mean > 0
-    assert view.compute_us_mean == pytest.approx(view.runtime_us_mean - view.queue_us_mean)
+    # the means again, from the raw sample lines of the two pages (the test's own parser, not the scraper's)
+    queue_mean = _mean(page_before, page, ':tensorflow:serving:batching_session:queuing_latency{thread_pool_name=""}')
+    runtime_mean = _mean(
+        page_before, page, ':tensorflow:serving:runtime_latency{model_name="tiny",API="Predict",runtime="TF1"}'
+    )
+    assert view.queue_us_mean == pytest.approx(queue_mean) and view.runtime_us_mean == pytest.approx(runtime_mean)
+    assert view.compute_us_mean == pytest.approx(runtime_mean - queue_mean)
     assert view.processed_batch_mean == pytest.approx(np.mean(stats.processed_sizes))
     assert view.input_batch_mean == pytest.approx(1.0)
 
