@@ -5,7 +5,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.serve-bench-installed
 
-.PHONY: demo test lint format lock clean-results servers-env
+.PHONY: demo test lint format lock clean-results servers-env mutants
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -49,6 +49,21 @@ format: $(STAMP)
 
 lock: $(STAMP)
 	$(PY) -m pip freeze --exclude-editable | sed '1i # Every package version verified together on Python 3.11 (pip freeze of a working .venv).\n# Installed with `pip install -c constraints.txt`; regenerate with `make lock`.' > constraints.txt
+
+# Mutation testing of the statistics (mutmut, configured in pyproject.toml's [tool.mutmut]): a fresh run on a
+# mutated copy under mutants/ (git-ignored), then the mutation score per module. Survivors: MUTANTS.md;
+# look at one with `.venv/bin/mutmut show NAME`, all with `.venv/bin/mutmut browse`.
+mutants: $(STAMP)
+	rm -rf mutants
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/mutmut run
+	@$(VENV)/bin/mutmut results --all true | awk ' \
+	  { n = $$1; sub(/:$$/, "", n); sub(/\.[^.]*$$/, "", n); st = $$0; sub(/^[^:]*: /, "", st); t[n]++; T++; \
+	    if (st == "killed" || st == "timeout") { k[n]++; K++ } else if (st == "caught by type check") { c[n]++; C++ } \
+	    else if (st == "survived") s[n]++; else o[n]++ } \
+	  END { print "mutation score ((killed + caught by mypy) / mutants), per module:"; \
+	    for (n in t) printf "  %-31s %5.1f%%  %4d + %4d / %4d  (%d survived, %d not reached by a test)\n", \
+	      n, 100 * (k[n] + c[n]) / t[n], k[n], c[n], t[n], s[n], o[n] | "sort"; \
+	    close("sort"); printf "  %-31s %5.1f%%  %4d + %4d / %4d\n", "total", 100 * (K + C) / T, K, C, T }'
 
 clean-results:
 	rm -rf results/
