@@ -38,6 +38,7 @@ __all__ = [
     "Unavailable",
     "error_for_grpc",
     "error_for_http",
+    "error_for_rpc",
     "serialize_request",
     "user_error",
 ]
@@ -143,6 +144,15 @@ def error_for_grpc(code_name: str, details: str, url: str) -> ServeBenchError:
         return ConnectError(f"cannot reach {url}: {details}", status=code_name, url=url)
     cls = _by_words(lowered) or _GRPC.get(code_name, ServerError)
     return cls(f"{url}: {code_name}: {details}", status=code_name, url=url)
+
+
+def error_for_rpc(exc: Any, url: str, timeout: float | None) -> ServeBenchError:
+    """Map a failed gRPC call (``grpc.aio.AioRpcError``, TF Serving's API or the Open Inference
+    Protocol alike) to serve-bench's tree; a deadline that passed names the timeout given."""
+    code_name = exc.code().name
+    if code_name == "DEADLINE_EXCEEDED":
+        return RequestTimeout(f"{url}: no answer within {timeout} s", status=code_name, url=url)
+    return error_for_grpc(code_name, exc.details() or "", url)
 
 
 def error_for_http(status: int, message: str, url: str) -> ServeBenchError:

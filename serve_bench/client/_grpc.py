@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import grpc
 import numpy as np
 from grpc import aio
 
 from serve_bench import _protos
 from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo, TensorInfo
-from serve_bench.client._errors import RequestTimeout, ServeBenchError, error_for_grpc, serialize_request
+from serve_bench.client._errors import ServeBenchError, error_for_rpc, serialize_request
 from serve_bench.codec import from_tensor_proto, to_tensor_proto
 
 __all__ = ["CHANNEL_OPTIONS", "GrpcTransport", "decode_predict_response", "encode_predict_request"]
@@ -93,12 +92,7 @@ class GrpcTransport:
                 return bytes(await call)
             return bytes(await method(payload, timeout=timeout))
         except aio.AioRpcError as exc:
-            code = exc.code()
-            if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-                raise RequestTimeout(
-                    f"{self.url}: no answer within {timeout} s", status=code.name, url=self.url
-                ) from exc
-            raise error_for_grpc(code.name, exc.details() or "", self.url) from exc
+            raise error_for_rpc(exc, self.url, timeout) from exc
 
     async def send(self, request: PreparedRequest, timeout: float | None) -> bytes:
         return await self._call(self._predict, request.payload, timeout)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-import grpc
 import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
@@ -23,7 +22,7 @@ from serve_bench.client._errors import (
     InvalidArgument,
     RequestTimeout,
     ServeBenchError,
-    error_for_grpc,
+    error_for_rpc,
     serialize_request,
 )
 from serve_bench.client._v2_codec import DATATYPES, datatype_of, from_raw, listed_versions, signatures, to_raw
@@ -156,12 +155,7 @@ class V2GrpcTransport:
         try:
             return bytes(await stub(payload, timeout=timeout))
         except aio.AioRpcError as exc:
-            code = exc.code()
-            if code == grpc.StatusCode.DEADLINE_EXCEEDED:
-                raise RequestTimeout(
-                    f"{self.url}: no answer within {timeout} s", status=code.name, url=self.url
-                ) from exc
-            raise error_for_grpc(code.name, exc.details() or "", self.url) from exc
+            raise error_for_rpc(exc, self.url, timeout) from exc
 
     async def send(self, request: PreparedRequest, timeout: float | None) -> bytes:
         return await self._raw_call(self._infer, request.payload, timeout)
