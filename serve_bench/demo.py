@@ -10,25 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import signal
-import subprocess
-import sys
 import time
-import urllib.request
 from pathlib import Path
 
 from rich.console import Console
 
 from serve_bench import export
 from serve_bench._progress import SweepProgress
-from serve_bench.errors import UserError
 from serve_bench.report import build_report, print_summary
-from serve_bench.servers import free_port
+from serve_bench.servers import LocalServerProcess
 from serve_bench.sweep import SweepSpec, load_spec, new_run_dir, run_sweep
 
 DEMO_MODELS = ("inception_v3", "mobilenet_v2")
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = ROOT / "loadtests" / "sweeps" / "local-cpu.toml"
+BATCHING_FILE = ROOT / "docker" / "batching" / "cpu.txt"
 
 
 def ensure_exported(name: str, out: Path, warmup_batch_sizes: tuple[int, ...] = (1, 8)) -> Path:
@@ -47,57 +43,6 @@ def ensure_exported(name: str, out: Path, warmup_batch_sizes: tuple[int, ...] = 
     facts = result.facts
     print(f"  -> {result.path}: {facts.parameters:,} parameters, {facts.flops_per_image / 1e9:.2f} GFLOPs/image")
     return result.path
-
-
-def start_local_server(
-    models_dir: Path, grpc_port: int, rest_port: int, ready_model: str = DEMO_MODELS[0]
-) -> subprocess.Popen[str]:
-    """``serve-bench serve`` in a subprocess, with TF Serving's CPU batching and metrics configs; waits until
-    ``ready_model`` answers on REST."""
-    command = [
-        sys.executable,
-        "-m",
-        "serve_bench",
-        "serve",
-        "--model_config_file",
-        str(models_dir / "models.config"),
-        "--models_dir",
-        str(models_dir),
-        "--port",
-        str(grpc_port),
-        "--rest_api_port",
-        str(rest_port),
-        "--enable_batching",
-        "--batching_parameters_file",
-        str(ROOT / "docker" / "batching" / "cpu.txt"),
-        "--monitoring_config_file",
-        str(ROOT / "docker" / "monitoring.config"),
-    ]
-    print("starting the local server: " + " ".join(command[2:]), flush=True)
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.monotonic() + 300
-    url = f"http://127.0.0.1:{rest_port}/v1/models/{ready_model}"
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            output = process.stdout.read() if process.stdout else ""
-            raise UserError(f"the local server exited while starting: {output.strip().splitlines()[-1:]}")
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return process
-        except OSError:
-            time.sleep(0.5)
-    process.kill()
-    raise UserError("the local server did not become ready within 5 minutes")
-
-
-def stop_local_server(process: subprocess.Popen[str]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            process.kill()
 
 
 def _demo_spec(spec_path: Path, model: str, results: Path, grpc_port: int, rest_port: int, pid: int) -> SweepSpec:
@@ -131,12 +76,15 @@ def run_demo(
         ensure_exported(name, out)
     print(f"models.config: {export.write_models_config(out)}")
 
-    grpc_port, rest_port = free_port(), free_port()
-    server = start_local_server(out, grpc_port, rest_port, ready_model=models[0])
+    # TF Serving's CPU batching config, as docker/compose.yaml gives it; ready once models[0] is AVAILABLE
+    server = LocalServerProcess(out, models[0], model_config_file=out / "models.config", batching_file=BATCHING_FILE)
+    print("starting the local server: " + " ".join(server.command()[2:]), flush=True)
+    server.start()
     reports = []
     try:
         for model in models:
-            spec = _demo_spec(spec_path, model, results, grpc_port, rest_port, server.pid)
+            assert server.pid is not None
+            spec = _demo_spec(spec_path, model, results, server.grpc_port, server.rest_port, server.pid)
             run_dir = new_run_dir(spec)
             console.print(
                 f"\n[bold]sweep {model}[/bold] over gRPC and REST, batch sizes "
@@ -148,7 +96,7 @@ def run_demo(
             print_summary(output.analysis, console)
             reports.append(output.html)
     finally:
-        stop_local_server(server)
+        server.stop(grace_s=60)
     console.print(
         f"\ndemo finished in {time.monotonic() - started:.0f} s (models with random weights: the "
         "timings are real, the features are not). Reports:"

@@ -30,6 +30,7 @@ class LocalServerProcess(ServerProcess):
         model: str,
         *,
         batching_file: str | os.PathLike[str] | None = None,
+        model_config_file: str | os.PathLike[str] | None = None,
         extra_flags: tuple[str, ...] = (),
         work_dir: Path | None = None,
         startup_timeout_s: float = 300.0,
@@ -38,6 +39,8 @@ class LocalServerProcess(ServerProcess):
         self.models_dir = Path(models_dir).resolve()
         self.model = model
         self.batching_file = Path(batching_file).resolve() if batching_file else None
+        # every model a models.config lists (the demo's); ``model`` is then the one waited on
+        self.model_config_file = Path(model_config_file).resolve() if model_config_file else None
         self.extra_flags = extra_flags
         self.grpc_port, self.rest_port = free_port(), free_port()
         self.monitoring = self.work_dir / "monitoring.config"
@@ -63,13 +66,17 @@ class LocalServerProcess(ServerProcess):
         batching = (
             ["--enable_batching", f"--batching_parameters_file={self.batching_file}"] if self.batching_file else []
         )
+        models = (
+            [f"--model_config_file={self.model_config_file}"]
+            if self.model_config_file
+            else [f"--model_name={self.model}", f"--model_base_path={self.models_dir / self.model}"]
+        )
         return [
             sys.executable,
             "-m",
             "serve_bench",
             "serve",
-            f"--model_name={self.model}",
-            f"--model_base_path={self.models_dir / self.model}",
+            *models,
             f"--models_dir={self.models_dir}",
             f"--port={self.grpc_port}",
             f"--rest_api_port={self.rest_port}",

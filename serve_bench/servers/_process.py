@@ -102,7 +102,8 @@ class ServerProcess:
     def pid(self) -> int | None:
         return self.process.pid if self.process is not None else None
 
-    def start(self) -> ServerProcess:
+    def launch(self) -> subprocess.Popen[bytes]:
+        """Start the process (its output appended to ``log_path``) without waiting for it to be ready."""
         if self.process is not None:
             raise RuntimeError(f"{self.name} already started")
         with open(self.log_path, "ab") as log:
@@ -115,6 +116,10 @@ class ServerProcess:
                 cwd=self.work_dir,
                 start_new_session=True,
             )
+        return self.process
+
+    def start(self) -> ServerProcess:
+        self.launch()
         try:
             self._wait_ready()
         except BaseException:

@@ -84,7 +84,9 @@ def restart_commands(spec: TuneSpec, work_dir: Path) -> list[tuple[str, str]]:
             elif spec.server.kind == "command":
                 command = CommandRestarter(spec.server, spec.model, work_dir).restart_command(config, config_file)
             else:
-                command = LocalRestarter(spec.server, spec.model, work_dir).command(config, config_file, 0, 0)[1:]
+                command = (
+                    LocalRestarter(spec.server, spec.model, work_dir).server_for(config, config_file).command()[1:]
+                )
         else:
             restarter = TritonRestarter if spec.server.kind == "triton" else MLServerRestarter
             command = restarter(spec.server, spec.model, work_dir).prepare(config, config_file).command()

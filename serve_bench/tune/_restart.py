@@ -15,18 +15,16 @@ from __future__ import annotations
 import asyncio
 import json
 import shlex
-import signal
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO, Protocol
+from typing import Protocol
 
 from serve_bench.client import ServeBenchError, connect
-from serve_bench.servers import free_port, log_tail
+from serve_bench.servers import LocalServerProcess, log_tail
 from serve_bench.stats import Target
 from serve_bench.tune._config import ServerConfig, TuneConfig
 from serve_bench.tune._spec import ServerSpec
@@ -40,8 +38,6 @@ __all__ = [
     "make_restarter",
     "wait_available",
 ]
-
-METRICS_PATH = "/monitoring/prometheus/metrics"
 
 
 class StartFailed(Exception):
@@ -109,55 +105,35 @@ class Restarter(Protocol):
 
 
 class LocalRestarter:
-    """The local server in a subprocess, on free ports, one per configuration."""
+    """The local server (servers.LocalServerProcess) on free ports, one process per configuration, its
+    log and monitoring config in the configuration's directory."""
 
     def __init__(self, spec: ServerSpec, model: str, work_dir: Path) -> None:
         self.spec = spec
         self.model = model
         self.models_dir = Path(spec.models_dir)
-        self.monitoring = work_dir / "monitoring.config"
-        self.process: subprocess.Popen[bytes] | None = None
-        self._log: BinaryIO | None = None
+        self.server: LocalServerProcess | None = None
 
-    def command(self, config: TuneConfig, batching_file: Path, grpc_port: int, rest_port: int) -> list[str]:
-        return [
-            sys.executable,
-            "-m",
-            "serve_bench",
-            "serve",
-            "--model_name",
+    def server_for(self, config: ServerConfig, batching_file: Path) -> LocalServerProcess:
+        """The server process for ``config``, not started, its files beside ``batching_file``."""
+        return LocalServerProcess(
+            self.models_dir,
             self.model,
-            "--model_base_path",
-            str(self.models_dir / self.model),
-            "--models_dir",
-            str(self.models_dir),
-            "--port",
-            str(grpc_port),
-            "--rest_api_port",
-            str(rest_port),
-            "--monitoring_config_file",
-            str(self.monitoring),
-            *config.server_flags(str(batching_file)),
-        ]
+            extra_flags=tuple(_tf_serving(config).server_flags(str(batching_file))),
+            work_dir=batching_file.parent,
+            startup_timeout_s=self.spec.startup_timeout_s,
+        )
 
     async def start(self, config: ServerConfig, batching_file: Path, log_path: Path) -> Target:
-        self.monitoring.parent.mkdir(parents=True, exist_ok=True)
-        self.monitoring.write_text(f'prometheus_config {{ enable: true path: "{METRICS_PATH}" }}\n')
-        grpc_port, rest_port = free_port(), free_port()
-        command = self.command(_tf_serving(config), batching_file, grpc_port, rest_port)
-        log = open(log_path, "wb")
-        log.write(("$ " + shlex.join(command[1:]) + "\n").encode())
-        log.flush()
-        self._log = log
-        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        url = f"grpc://127.0.0.1:{grpc_port}" if self.spec.protocol == "grpc" else f"http://127.0.0.1:{rest_port}"
+        server = self.server_for(config, batching_file)
+        server.log_path = log_path
+        log_path.write_text("$ " + shlex.join(server.command()[1:]) + "\n")
+        self.server = server
+        process = server.launch()
+        url = server.grpc_url if self.spec.protocol == "grpc" else server.http_url
         try:
             await wait_available(
-                url,
-                f"http://127.0.0.1:{rest_port}/v1/models/{self.model}",
-                self.model,
-                self.spec.startup_timeout_s,
-                alive=self.process,
+                url, f"{server.http_base}/v1/models/{self.model}", self.model, self.spec.startup_timeout_s, process
             )
         except StartFailed as exc:
             await self.stop()
@@ -165,27 +141,12 @@ class LocalRestarter:
         except BaseException:  # Ctrl-C while the server starts: never leave it running
             await asyncio.shield(self.stop())
             raise
-        return Target(
-            "local",
-            url,
-            self.spec.device,
-            f"http://127.0.0.1:{rest_port}{METRICS_PATH}",
-            "serve-bench-local",
-            self.process.pid,
-        )
+        return Target("local", url, self.spec.device, server.metrics_url, server.name, process.pid)
 
     async def stop(self) -> None:
-        process, self.process = self.process, None
-        if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.to_thread(process.wait, 30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                await asyncio.to_thread(process.wait)
-        log, self._log = self._log, None
-        if log is not None:
-            log.close()
+        server, self.server = self.server, None
+        if server is not None:
+            await asyncio.to_thread(server.stop)
 
     async def close(self) -> None:
         await self.stop()
