@@ -227,3 +227,21 @@ def test_a_search_resumes_where_it_stopped(models_dir: Path, tmp_path: Path, met
     assert outcome.answer.best.config in ids
     recorded = {(p.inputs.kind, p.inputs.count) if p.inputs else None for p in read_points(run_dir)}
     assert recorded == {("images", 2)}
+
+
+@pytest.mark.parametrize(
+    ("config", "flag", "size"),
+    [
+        (TuneConfig(batching=False), "--enable_batching=false", None),
+        (TuneConfig(max_batch_size=4), "--enable_batching=true", 4),
+    ],
+    ids=["nobatch", "mbs4"],
+)
+def test_each_possible_winner_gets_the_flags_and_file_it_needs(config, flag, size):
+    """Which configuration wins the tiny tune above is measured, so that test checks one branch per run;
+    here both winners' files are checked on their own: TF Serving's flag (main.cc --enable_batching)
+    and the BatchingParameters text, with no max_batch_size at all when batching is off."""
+    proto_type = _protos.message("tensorflow.serving.BatchingParameters")
+    assert flag in config.server_flags("/config/batching.txt")
+    parsed = text_format.Parse(config.to_text(), proto_type())
+    assert (parsed.max_batch_size.value if parsed.HasField("max_batch_size") else None) == size

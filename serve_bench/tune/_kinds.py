@@ -115,14 +115,7 @@ FAMILIES = {
         # model_configuration.md's "Recommended Configuration Process" for the dynamic batcher: turn it on,
         # decide max_batch_size, then the delay; preferred sizes rarely; then instances (optimization.md)
         {"defaults": TritonConfig(), "no_batching": TritonConfig(dynamic_batching=False)},
-        (
-            "dynamic_batching",
-            "max_batch_size",
-            "max_queue_delay_microseconds",
-            "preferred_batch_size",
-            "instance_count",
-            "instance_kind",
-        ),
+        TRITON_KNOBS,  # declared in that order
         "config.pbtxt",
         BEST_TRITON_CONFIG_FILE,
     ),
@@ -135,7 +128,7 @@ FAMILIES = {
         MLServerConfig,
         # MLServer's defaults do not batch (hooks.py:82-86): both baselines are the one configuration nobatch
         {"defaults": MLServerConfig(), "no_batching": MLServerConfig(max_batch_size=1)},
-        ("max_batch_size", "max_batch_time", "parallel_workers"),
+        MLSERVER_KNOBS,  # declared in the order to search them: how many, how long to wait, how many workers
         "model-settings.json",
         BEST_MLSERVER_SETTINGS_FILE,
     ),

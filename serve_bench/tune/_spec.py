@@ -74,7 +74,7 @@ from pathlib import Path
 from typing import Any
 
 from serve_bench.errors import InvalidValue, UserError, say_renamed
-from serve_bench.load import ARRIVALS, PAYLOADS, PointSettings, check_load
+from serve_bench.load import ARRIVALS, PAYLOADS, PointSettings, check_batch_size, check_load
 from serve_bench.stats import LoadInfo, Slo
 from serve_bench.sweep import check_keys as _check_keys
 from serve_bench.sweep import parse_durations, target_pricing, target_telemetry
@@ -341,9 +341,10 @@ def parse_tune_spec(text: str, source: str = "spec") -> TuneSpec:
     payload = data.get("payload", "float")
     if payload not in PAYLOADS:
         raise UserError(f"{source}: payload {payload!r} is not one of {', '.join(PAYLOADS)}")
-    batch_size = data.get("batch_size", 1)
-    if batch_size < 1:
-        raise UserError(f"{source}: batch_size must be at least 1")
+    try:
+        batch_size = check_batch_size(data.get("batch_size", 1))
+    except InvalidValue as exc:
+        raise UserError(f"{source}: {exc.named('batch_size')}") from None
 
     settings = parse_durations(data.get("durations", {}), source)
     try:
