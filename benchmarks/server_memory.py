@@ -24,15 +24,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from serve_bench.servers import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _status_kb(pid: int, field: str) -> int:
@@ -90,7 +84,7 @@ def main() -> None:
 
     models = Path(tempfile.mkdtemp(prefix="bench-memory-"))
     export_model("tiny", weights="random", out=models, warmup_batch_sizes=(1,))
-    grpc_port, rest_port = _free_port(), _free_port()
+    grpc_port, rest_port = free_port(), free_port()
     process = subprocess.Popen(
         [
             sys.executable,

@@ -26,15 +26,9 @@ from typing import Any
 
 import numpy as np
 
+from serve_bench.servers import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def models_dir_with(models: list[str]) -> Path:
@@ -75,7 +69,7 @@ def in_process(model_dir: Path, batch: int, seconds: float) -> float:
 
 class Server:
     def __init__(self, models_dir: Path, batching_file: Path | None) -> None:
-        self.grpc, self.rest = _free_port(), _free_port()
+        self.grpc, self.rest = free_port(), free_port()
         command = [
             sys.executable,
             "-m",

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
 from typing import NoReturn
 
 import pytest
+
+from serve_bench.servers import free_port as free_port  # the one helper, imported by tests from here
 
 
 def require(component: str, how: str) -> NoReturn:
@@ -27,12 +28,6 @@ def _servers_env_or_skip() -> None:
         servers_env()
     except UserError:
         require("the servers' environment (real Triton, MLServer)", "make servers-env (make test builds it)")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="session")
