@@ -83,7 +83,7 @@ def main() -> None:
     from serve_bench.export import export_model
 
     models = Path(tempfile.mkdtemp(prefix="bench-memory-"))
-    export_model("tiny", weights="random", out=models, warmup_batch_sizes=(1,))
+    export_model("tiny", weights="random", out=models, warmup_batch_sizes=(1,), runtimes=("tensorflow",))
     grpc_port, rest_port = free_port(), free_port()
     process = subprocess.Popen(
         [

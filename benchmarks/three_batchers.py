@@ -32,7 +32,7 @@ def _models_dir(model: str) -> Path:
     if list_versions(shipped / model) and (shipped / "triton" / model).exists():
         return shipped
     out = Path(tempfile.mkdtemp(prefix="three-batchers-models-"))
-    export_model(model, weights="random", out=out, warmup_batch_sizes=(1, 8))
+    export_model(model, weights="random", out=out, warmup_batch_sizes=(1, 8), runtimes=("tensorflow",))
     return out
 
 

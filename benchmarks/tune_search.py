@@ -164,7 +164,7 @@ def main() -> None:
     if not (models_dir / "tiny").exists():
         from serve_bench.export import export_model
 
-        export_model("tiny", weights="random", out=models_dir, warmup_batch_sizes=(1, 4))
+        export_model("tiny", weights="random", out=models_dir, warmup_batch_sizes=(1, 4), runtimes=("tensorflow",))
     space = QUICK_SPACE if args.quick else SPACE
     methods = ["grid", *(m for m in args.methods.split(",") if m)]
     results: dict[str, tuple[TuneOutcome, float]] = {}

@@ -106,6 +106,11 @@ def export_args(p: argparse.ArgumentParser) -> None:
     models_dir_arg(p, "models directory to export into (default exported_models/)", old="--out")
     p.add_argument("--warmup-batch-sizes", default="1,8,32", help="one warm-up record per size (default 1,8,32)")
     p.add_argument("--force", action="store_true", help="replace an existing version")
+    p.add_argument(
+        "--runtimes",
+        default=None,
+        help="tensorflow,onnxruntime,openvino: also convert the SavedModel for these (default: every one installed)",
+    )
 
 
 def serve_args(p: argparse.ArgumentParser) -> None:

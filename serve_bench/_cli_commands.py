@@ -34,6 +34,7 @@ def export(args: argparse.Namespace) -> int:
         raise UserError(f"name a model to export ({', '.join(library.CATALOGUE)}) or pass --list")
     library.get_spec(args.model)  # fail on a bad name before TensorFlow starts
     sizes = library.parse_batch_sizes(args.warmup_batch_sizes)
+    runtimes = library.parse_runtimes(args.runtimes) if args.runtimes is not None else None
     result = library.export_model(
         args.model,
         weights=args.weights,
@@ -41,6 +42,7 @@ def export(args: argparse.Namespace) -> int:
         out=args.models_dir,
         warmup_batch_sizes=sizes,
         force=args.force,
+        runtimes=runtimes,
     )
     print(library.describe_export(result))
     return 0

@@ -39,7 +39,9 @@ def ensure_exported(name: str, out: Path, warmup_batch_sizes: tuple[int, ...] = 
         "the features are meaningless)",
         flush=True,
     )
-    result = export.export_model(name, weights="random", out=out, warmup_batch_sizes=warmup_batch_sizes)
+    result = export.export_model(
+        name, weights="random", out=out, warmup_batch_sizes=warmup_batch_sizes, runtimes=("tensorflow",)
+    )
     facts = result.facts
     print(f"  -> {result.path}: {facts.parameters:,} parameters, {facts.flops_per_image / 1e9:.2f} GFLOPs/image")
     return result.path

@@ -20,6 +20,13 @@ def require(component: str, how: str) -> NoReturn:
     pytest.skip(message)
 
 
+def require_runtime(runtime: str) -> None:
+    from serve_bench.export import RUNTIMES_EXTRA, missing_runtime
+
+    if missing_runtime(runtime):
+        require(runtime, f"{RUNTIMES_EXTRA} (make test installs it)")
+
+
 def _servers_env_or_skip() -> None:
     from serve_bench.errors import UserError
     from serve_bench.servers import servers_env
@@ -32,7 +39,8 @@ def _servers_env_or_skip() -> None:
 
 @pytest.fixture(scope="session")
 def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """exported_models/ with `tiny` (version 1), exported with random weights."""
+    """exported_models/ with `tiny` (version 1), exported with random weights, and its ONNX and OpenVINO
+    copies where those runtimes are installed (tests of them call ``require_runtime`` first)."""
     from serve_bench.export import export_model
 
     out = tmp_path_factory.mktemp("exported_models")
@@ -46,7 +54,7 @@ def inception_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from serve_bench.export import export_model
 
     out = tmp_path_factory.mktemp("inception_models")
-    export_model("inception_v3", weights="random", out=out, warmup_batch_sizes=(1, 2))
+    export_model("inception_v3", weights="random", out=out, warmup_batch_sizes=(1, 2), runtimes=("tensorflow",))
     return out
 
 

@@ -19,6 +19,17 @@ from serve_bench._tf import import_tensorflow
 from serve_bench.errors import InvalidValue, UserError
 from serve_bench.export._catalogue import ModelSpec, get_spec
 from serve_bench.export._config import write_models_config
+from serve_bench.export._convert import (
+    CONVERTED_RUNTIMES,
+    RUNTIMES,
+    Conversion,
+    convert_saved_model,
+    converted_model_path,
+    feature_tolerance,
+    missing_runtime,
+    require_runtimes,
+    summation_profile,
+)
 from serve_bench.export._layout import METADATA_FILE, WARMUP_FILE, list_versions
 
 __all__ = ["ExportResult", "ModelFacts", "export_model", "model_facts", "parse_batch_sizes"]
@@ -38,6 +49,9 @@ class ModelFacts:
     weights: str
     tensorflow_version: str
     warmup_batch_sizes: tuple[int, ...] = ()
+    # the float32 arithmetic other runtimes' answers are checked against (export/_convert.py)
+    summing_layers: int = 0
+    max_summed_terms: int = 0
 
 
 @dataclass(frozen=True)
@@ -48,6 +62,9 @@ class ExportResult:
     models_config: Path
     # Triton's and MLServer's model directories for the same SavedModel (exported_models/triton|mlserver/<model>)
     repositories: tuple[Path, ...] = ()
+    # the same version for ONNX Runtime and OpenVINO (exported_models/onnx|openvino/<model>/<version>)
+    conversions: tuple[Conversion, ...] = ()
+    notices: tuple[str, ...] = ()
 
 
 def parse_batch_sizes(text: str, what: str = "warmup_batch_sizes") -> tuple[int, ...]:
@@ -194,8 +211,16 @@ def export_model(
     out: str | os.PathLike[str] = "exported_models",
     warmup_batch_sizes: tuple[int, ...] = DEFAULT_WARMUP_BATCH_SIZES,
     force: bool = False,
+    runtimes: tuple[str, ...] | None = None,
 ) -> ExportResult:
+    """Export ``name`` as a SavedModel, then convert it for ``runtimes`` (None: every runtime installed;
+    a runtime named here and not installed is an error, one not named is a notice)."""
     spec = get_spec(name)
+    if runtimes is not None:
+        for runtime in runtimes:
+            if runtime not in RUNTIMES:
+                raise InvalidValue("runtimes", runtime, ", ".join(RUNTIMES))
+        require_runtimes(runtimes)
     if version is not None and version <= 0:
         raise InvalidValue("version", version, "a whole number >= 1")
     for size in warmup_batch_sizes:
@@ -239,6 +264,7 @@ def export_model(
             weights=weights if weights in ("random", "imagenet") else f"file:{Path(weights).resolve()}",
             tensorflow_version=tf.__version__,
             warmup_batch_sizes=tuple(warmup_batch_sizes),
+            **dict(zip(("summing_layers", "max_summed_terms"), summation_profile(keras_model))),
         )
         extra = staging / "assets.extra"
         extra.mkdir(exist_ok=True)
@@ -269,6 +295,35 @@ def export_model(
         write_triton_model(out, spec.name, out / "triton", version=latest),
         write_mlserver_model(out, spec.name, out / "mlserver", version=latest),
     )
+    conversions, notices = _convert(tf, destination, out, spec.name, version, facts, runtimes)
     return ExportResult(
-        path=destination, version=version, facts=facts, models_config=config_path, repositories=repositories
+        path=destination,
+        version=version,
+        facts=facts,
+        models_config=config_path,
+        repositories=repositories,
+        conversions=conversions,
+        notices=notices,
     )
+
+
+def _convert(
+    tf: Any, saved_model: Path, out: Path, model: str, version: int, facts: ModelFacts, runtimes: tuple[str, ...] | None
+) -> tuple[tuple[Conversion, ...], tuple[str, ...]]:
+    from serve_bench.export._runners import RuntimeSettings, open_runner
+
+    def run(runtime: str, path: Path, inputs: dict[str, Any]) -> dict[str, Any]:
+        return open_runner(runtime, path, RuntimeSettings(runtime)).__call__(inputs)
+
+    tolerance = feature_tolerance(facts.summing_layers, facts.max_summed_terms)
+    conversions: list[Conversion] = []
+    notices: list[str] = []
+    for runtime in CONVERTED_RUNTIMES:
+        wanted = runtime in runtimes if runtimes is not None else missing_runtime(runtime) is None
+        if not wanted:
+            shutil.rmtree(converted_model_path(out, runtime, model, version).parent, ignore_errors=True)
+            if runtimes is None:
+                notices.append(f"not converted for {missing_runtime(runtime)}")
+            continue
+        conversions.append(convert_saved_model(tf, saved_model, out, runtime, model, version, tolerance, run))
+    return tuple(conversions), tuple(notices)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from serve_bench.export._catalogue import CATALOGUE
+from serve_bench.export._convert import Conversion
 from serve_bench.export._export import ExportResult, model_facts
 
 if TYPE_CHECKING:
@@ -54,5 +55,18 @@ def describe_export(result: ExportResult) -> str:
             f"  weights: {weights}",
             f"  models.config: {result.models_config}",
             *(f"  {path.parent.name} model: {path}" for path in result.repositories),
+            *(_conversion_line(c) for c in result.conversions),
+            *(f"  {notice}" for notice in result.notices),
         ]
+    )
+
+
+def _conversion_line(conversion: Conversion) -> str:
+    if not conversion.ok:
+        return f"  {conversion.runtime}: not converted ({conversion.converter}): {conversion.reason}"
+    error = f"{conversion.max_error:.1g}" if conversion.max_error is not None else "?"
+    tolerance = f"{conversion.tolerance:.1g}" if conversion.tolerance is not None else "?"
+    return (
+        f"  {conversion.runtime}: {conversion.path} ({conversion.converter}, {conversion.seconds:.1f} s; "
+        f"features within {error} of TensorFlow's, float32 allows {tolerance}; serving_bytes stays on TensorFlow)"
     )

@@ -60,7 +60,7 @@ class LocalServer:
         models = {}
         for entry in self.config.models:
             try:
-                model = Model(entry, tf)
+                model = Model(entry, tf, self.config.runtime)
             except ServingError as exc:
                 raise UserError(f"cannot load model {entry.name!r}: {exc.message}") from exc
             if self.config.enable_model_warmup:

@@ -11,7 +11,14 @@ from google.protobuf import text_format
 
 from serve_bench import _protos
 from serve_bench.errors import UserError
-from serve_bench.export import BatchingParametersError, BatchingParams
+from serve_bench.export import (
+    OPENVINO_HINTS,
+    OPENVINO_PRECISIONS,
+    RUNTIMES,
+    BatchingParametersError,
+    BatchingParams,
+    RuntimeSettings,
+)
 
 __all__ = [
     "BatchingParametersError",
@@ -47,6 +54,7 @@ class ServerConfig:
     unbatched_threads: int = 16
     intra_op_threads: int = 0
     inter_op_threads: int = 0
+    runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
     ignored_flags: tuple[str, ...] = ()
     notices: tuple[str, ...] = ()
 
@@ -193,6 +201,27 @@ def build_arg_parser(parser: argparse.ArgumentParser | None = None) -> argparse.
         default=0,
         help="both of the above at once, when neither is given (default 0: auto)",
     )
+    # serve-bench's own flags (tensorflow_model_server has none of these): which runtime runs serving_default
+    flag(
+        "--runtime",
+        choices=RUNTIMES,
+        default="tensorflow",
+        help="run serving_default on this runtime (the copy export made under exported_models/onnx|openvino); "
+        "serving_bytes always runs on TensorFlow. The intra/inter-op flags above set its threads too",
+    )
+    flag(
+        "--openvino_performance_hint",
+        choices=OPENVINO_HINTS,
+        default="LATENCY",
+        help="OpenVINO's PERFORMANCE_HINT (default LATENCY: one stream; the server batches)",
+    )
+    flag("--openvino_num_streams", type=int, default=0, help="OpenVINO's NUM_STREAMS (default 0: as the hint says)")
+    flag(
+        "--openvino_inference_precision",
+        choices=OPENVINO_PRECISIONS,
+        default="f32",
+        help="OpenVINO's INFERENCE_PRECISION_HINT (default f32: its own default is bf16 where the CPU has it)",
+    )
     flag("--max_body_bytes", type=int, default=256 * 1024 * 1024, help="largest REST request body (default 256 MiB)")
     for name in _ACCEPTED_IGNORED:
         # nargs="?": TF's boolean flags may be given bare (--enable_profiler)
@@ -284,6 +313,14 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         max_body_bytes=args.max_body_bytes,
         intra_op_threads=intra,
         inter_op_threads=inter,
+        runtime=RuntimeSettings(
+            args.runtime,
+            intra,
+            inter,
+            args.openvino_performance_hint,
+            args.openvino_num_streams,
+            args.openvino_inference_precision,
+        ),
         ignored_flags=ignored,
         notices=tuple(notices),
     )

@@ -12,7 +12,16 @@ import numpy as np
 
 from serve_bench import _protos
 from serve_bench.codec import DT_STRING, DTYPE_TO_NUMPY, NUMPY_TO_DTYPE, dtype_name
-from serve_bench.export import WARMUP_FILE, list_versions, read_warmup_records
+from serve_bench.errors import UserError
+from serve_bench.export import (
+    WARMUP_FILE,
+    Runner,
+    RuntimeSettings,
+    converted_model_path,
+    list_versions,
+    open_runner,
+    read_warmup_records,
+)
 from serve_bench.server._config import ModelEntry
 from serve_bench.server._errors import CODE_NAMES, ServingError, invalid, not_found
 
@@ -83,6 +92,7 @@ class Signature:
     outputs: dict[str, TensorSpec]
     function: Any  # the concrete function to call with keyword tensors
     feed_names: dict[str, str] = field(default_factory=dict)  # alias -> TensorInfo.name, for messages
+    runner: Runner | None = None  # another runtime's copy of this signature (ONNX Runtime, OpenVINO)
 
     def check_names(self, sent: set[str]) -> None:
         """Input names as TF Serving checks them: VerifyRequestInputsSize
@@ -160,7 +170,7 @@ class Signature:
 class Servable:
     """One loaded version of one model."""
 
-    def __init__(self, name: str, version: int, path: Path, tf: Any) -> None:
+    def __init__(self, name: str, version: int, path: Path, tf: Any, runtime: RuntimeSettings | None = None) -> None:
         self.name = name
         self.version = version
         self.path = path
@@ -184,6 +194,38 @@ class Servable:
                 function=loaded.signatures[key],
                 feed_names={alias: info.name for alias, info in sig_def.inputs.items()},
             )
+        self.runtime = runtime or RuntimeSettings()
+        if self.runtime.runtime != "tensorflow":
+            self._open_runner(self.runtime)
+
+    def _open_runner(self, runtime: RuntimeSettings) -> None:
+        """serving_default on ``runtime``: the copy export converted from this version (the SavedModel's
+        signature still describes and validates it; serving_bytes stays on TensorFlow)."""
+        converted = converted_model_path(self.path.parent.parent, runtime.runtime, self.path.parent.name, self.version)
+        if not converted.is_file():
+            raise ServingError(
+                "NOT_FOUND",
+                f"{converted} does not exist: convert this version first "
+                f"(serve-bench export {self.path.parent.name} --runtimes {runtime.runtime} --version {self.version} "
+                "--force)",
+            )
+        try:
+            runner = open_runner(runtime.runtime, converted, runtime)
+        except UserError as exc:
+            raise ServingError("FAILED_PRECONDITION", str(exc)) from None
+        except Exception as exc:  # the runtime's own kinds for a damaged or unloadable file
+            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            raise ServingError(
+                "FAILED_PRECONDITION", f"{converted} does not load in {runtime.runtime}: {reason}"
+            ) from None
+        self.signatures[DEFAULT_SIGNATURE].runner = runner
+        log.info(
+            "%s version %d: %s runs on %s",
+            self.name,
+            self.version,
+            DEFAULT_SIGNATURE,
+            ", ".join(f"{k}={v}" for k, v in runner.in_effect.items()),
+        )
 
     def signature(self, name: str) -> Signature:
         key = name or DEFAULT_SIGNATURE
@@ -193,7 +235,9 @@ class Servable:
             raise ServingError("FAILED_PRECONDITION", f'Serving signature key "{key}" not found.') from None
 
     def run(self, signature: Signature, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Call TensorFlow (blocking; call from a worker thread, never the event loop)."""
+        """Call TensorFlow, or the signature's other runtime (blocking; from a worker thread, never the event loop)."""
+        if signature.runner is not None:
+            return self._run_elsewhere(signature.runner, inputs)
         tf = self._tf
         tensors = {alias: _to_tensor(tf, array) for alias, array in inputs.items()}
         try:
@@ -209,6 +253,16 @@ class Servable:
             del exc
             raise invalid(message) from None
         return {alias: tensor.numpy() for alias, tensor in result.items()}
+
+    def _run_elsewhere(self, runner: Runner, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        # contiguous copies: a value broadcast to a shape (zero strides) is a view the runtimes cannot read
+        arrays = {alias: np.ascontiguousarray(array) for alias, array in inputs.items()}
+        try:
+            return runner(arrays)
+        except Exception as exc:  # inputs were validated against the signature: what is left is the runtime's
+            message = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            del exc
+            raise ServingError("INTERNAL", f"{self.runtime.runtime}: {message}") from None
 
     def warm_up(self) -> int:
         """Replay assets.extra/tf_serving_warmup_requests as TF Serving does at load."""
@@ -272,7 +326,7 @@ def _read_signature_defs(path: Path) -> dict[str, Any]:
 class Model:
     """A model name with its loaded versions (TF Serving's latest-version policy: the highest)."""
 
-    def __init__(self, entry: ModelEntry, tf: Any) -> None:
+    def __init__(self, entry: ModelEntry, tf: Any, runtime: RuntimeSettings | None = None) -> None:
         self.name = entry.name
         self.entry = entry
         versions = list_versions(entry.base_path)
@@ -280,7 +334,7 @@ class Model:
             raise ServingError("NOT_FOUND", f"model {entry.name!r}: no version directories under {entry.base_path}")
         latest = versions[-1]
         started = time.perf_counter()
-        self.servables = {latest: Servable(entry.name, latest, entry.base_path / str(latest), tf)}
+        self.servables = {latest: Servable(entry.name, latest, entry.base_path / str(latest), tf, runtime)}
         log.info("loaded %s version %d in %.1fs", entry.name, latest, time.perf_counter() - started)
 
     def get(self, version: int | None = None, label: str | None = None) -> Servable:

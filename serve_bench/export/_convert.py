@@ -1,0 +1,291 @@
+"""The same SavedModel for other runtimes: ONNX (ONNX Runtime) and OpenVINO IR, checked equal.
+
+    exported_models/onnx/<model>/<version>/model.onnx            (Triton's onnxruntime backend layout)
+    exported_models/onnx/<model>/<version>/conversion.json
+    exported_models/openvino/<model>/<version>/model.xml, .bin   (OpenVINO Model Server's layout)
+    exported_models/openvino/<model>/<version>/conversion.json
+
+Both are converted from the exported SavedModel's ``serving_default`` signature (float pixels
+in, features out, the preprocessing inside), so they carry the same input and output names.
+``serving_bytes`` is not converted: JPEG decoding is a TensorFlow op that neither format
+carries, so that payload is served by TensorFlow only. Converters, tried on the catalogue with
+TensorFlow 2.21 (see benchmarks/README.md, "Runtimes"):
+
+* ONNX: tf2onnx 1.17 (``convert.from_function`` on the signature; Keras 3's own
+  ``export(format="onnx")`` calls the same function, on the Keras model without preprocessing);
+* OpenVINO: ``openvino.convert_model`` on the loaded signature. Given the SavedModel's
+  directory instead it fails on MobileNetV2 and InceptionV3 ("VarHandleOp ... Cannot find
+  requested variable"); the IR is saved with ``compress_to_fp16=False`` (its default halves the
+  weights, which moved InceptionV3's features by 5e-4 of their range).
+
+Each conversion is checked before it is kept: the converted model and TensorFlow answer the
+same seeded images, and the largest difference must stay within ``feature_tolerance`` (float32
+rounding, worked out from the model's own arithmetic). One that does not is reported, with its
+error, and removed.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import importlib.util
+import json
+import math
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from serve_bench.errors import InvalidValue, UserError
+
+__all__ = [
+    "CONVERSION_FILE",
+    "CONVERTED_RUNTIMES",
+    "RUNTIMES",
+    "RUNTIMES_EXTRA",
+    "Conversion",
+    "convert_saved_model",
+    "converted_model_path",
+    "feature_tolerance",
+    "installed_runtimes",
+    "missing_runtime",
+    "parse_runtimes",
+    "relative_difference",
+    "require_runtimes",
+    "summation_profile",
+]
+
+RUNTIMES = ("tensorflow", "onnxruntime", "openvino")
+CONVERTED_RUNTIMES = RUNTIMES[1:]
+RUNTIMES_EXTRA = "pip install 'serve-bench[runtimes]'"
+ONNX_OPSET = 17  # within what Triton 2.51's ONNX Runtime (1.19) and ONNX Runtime 1.31 both run
+CONVERSION_FILE = "conversion.json"
+# repository directory, model file, the packages each runtime needs (to convert and to run)
+_LAYOUT = {"onnxruntime": ("onnx", "model.onnx"), "openvino": ("openvino", "model.xml")}
+_PACKAGES = {"onnxruntime": ("tf2onnx", "onnx", "onnxruntime"), "openvino": ("openvino",)}
+# the unit roundoff of float32: every sum of products is exact to within this, relative, per term
+FLOAT32_ROUNDOFF = 2.0**-24
+# rounding errors of many terms of either sign add up like a random walk; the largest of a few
+# thousand features stays within 4 of its standard deviations
+SPREAD = 4.0
+CHECK_IMAGES = 4
+
+
+@dataclass(frozen=True)
+class Conversion:
+    """One runtime's copy of an exported version: where it went, or why it did not."""
+
+    runtime: str
+    path: Path | None
+    converter: str
+    seconds: float = 0.0
+    max_error: float | None = None  # the largest |difference| from TensorFlow, relative to the features' range
+    tolerance: float | None = None
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.path is not None
+
+
+def parse_runtimes(text: str) -> tuple[str, ...]:
+    """``"tensorflow,onnxruntime"`` -> the runtimes, TensorFlow always first (it is the source)."""
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    unknown = [name for name in names if name not in RUNTIMES]
+    if unknown or not names:
+        raise InvalidValue("runtimes", text, f"a comma-separated list of {', '.join(RUNTIMES)}")
+    return ("tensorflow", *(name for name in CONVERTED_RUNTIMES if name in names))
+
+
+def missing_runtime(runtime: str) -> str | None:
+    """One line naming what to install when ``runtime``'s packages are not here, else None."""
+    absent = [package for package in _PACKAGES.get(runtime, ()) if importlib.util.find_spec(package) is None]
+    if not absent:
+        return None
+    return f"{runtime} needs {', '.join(absent)}, which is not installed: {RUNTIMES_EXTRA}"
+
+
+def installed_runtimes() -> tuple[str, ...]:
+    return tuple(runtime for runtime in RUNTIMES if missing_runtime(runtime) is None)
+
+
+def converted_model_path(models_dir: Path, runtime: str, model: str, version: int) -> Path:
+    """Where ``runtime``'s copy of ``model`` ``version`` lives under ``models_dir``."""
+    directory, filename = _LAYOUT[runtime]
+    return models_dir / directory / model / str(version) / filename
+
+
+def summation_profile(keras_model: Any) -> tuple[int, int]:
+    """(layers that sum products, the most terms one output sums) in a Keras model.
+
+    Convolutions and dense layers sum kernel-height x kernel-width x input-channels products per
+    output (a depthwise convolution only height x width); average pooling sums its window.
+    """
+    layers = 0
+    most = 1
+    for layer in keras_model.layers:
+        kind = type(layer).__name__
+        kernel = (
+            getattr(layer, "depthwise_kernel", None) if kind == "DepthwiseConv2D" else getattr(layer, "kernel", None)
+        )
+        if kernel is not None:
+            shape = tuple(int(d) for d in kernel.shape)
+            terms = math.prod(shape[:2]) if kind == "DepthwiseConv2D" else math.prod(shape[:-1])
+        elif kind == "GlobalAveragePooling2D":
+            shape = tuple(int(d) for d in layer.input.shape[1:3])
+            terms = math.prod(shape)
+        elif kind == "AveragePooling2D":
+            terms = math.prod(layer.pool_size)
+        else:
+            continue
+        layers += 1
+        most = max(most, terms)
+    return layers, most
+
+
+def feature_tolerance(layers: int, terms: int) -> float:
+    """How far two correct float32 runs of the same model may differ, relative to the features' range.
+
+    Each sum of ``terms`` products rounds differently when a runtime orders or tiles it
+    differently (blocked GEMM, Winograd, fused bias): about sqrt(terms) roundoffs, of random
+    sign. Over ``layers`` such sums the differences add again like a random walk:
+    sqrt(layers * terms) * 2**-24, and SPREAD standard deviations for the largest feature.
+    InceptionV3 (104 layers: 94 convolutions, 9 average pools and the global one; at most 4,032 terms,
+    a 3x3 convolution over 448 channels): 1.5e-4; bfloat16 inference (OpenVINO's default on
+    CPUs with AVX512-BF16) moved it by 4e-3, and float16 weights by 5e-4.
+    """
+    return SPREAD * math.sqrt(max(layers, 1) * max(terms, 1)) * FLOAT32_ROUNDOFF
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "?"
+
+
+def _to_onnx(tf: Any, signature: Any, destination: Path) -> str:
+    import tf2onnx
+
+    specs = signature.structured_input_signature[1]
+    input_signature = [tf.TensorSpec(spec.shape, spec.dtype, name=name) for name, spec in sorted(specs.items())]
+    names = [name for name, _ in sorted(specs.items())]
+
+    def forward(*tensors: Any) -> Any:
+        return signature(**dict(zip(names, tensors)))
+
+    tf2onnx.convert.from_function(
+        tf.function(forward), input_signature=input_signature, opset=ONNX_OPSET, output_path=str(destination)
+    )
+    return f"tf2onnx {_version('tf2onnx')} (opset {ONNX_OPSET})"
+
+
+def _to_openvino(tf: Any, signature: Any, destination: Path) -> str:
+    import openvino
+
+    model = openvino.convert_model(signature)
+    openvino.save_model(model, str(destination), compress_to_fp16=False)
+    return f"openvino.convert_model {_version('openvino')} (float32 weights)"
+
+
+_CONVERTERS: dict[str, Callable[[Any, Any, Path], str]] = {"onnxruntime": _to_onnx, "openvino": _to_openvino}
+_CONVERTER_NAMES = {"onnxruntime": "tf2onnx", "openvino": "openvino.convert_model"}
+
+
+def _check_images(signature: Any) -> dict[str, np.ndarray]:
+    specs = signature.structured_input_signature[1]
+    rng = np.random.default_rng(20)
+    return {
+        name: rng.uniform(0, 255, (CHECK_IMAGES, *(int(d) for d in spec.shape[1:]))).astype(np.float32)
+        for name, spec in specs.items()
+    }
+
+
+def relative_difference(reference: dict[str, np.ndarray], other: dict[str, np.ndarray]) -> float:
+    """The largest |difference| over every output, relative to that output's largest |value|."""
+    worst = 0.0
+    for name, expected in reference.items():
+        got = np.asarray(other[name], dtype=np.float64)
+        scale = float(np.max(np.abs(expected))) or 1.0
+        if got.shape != expected.shape:
+            return math.inf
+        worst = max(worst, float(np.max(np.abs(got - expected))) / scale)
+    return worst
+
+
+def _reason(exc: BaseException) -> str:
+    """One line of a converter's exception: TensorFlow's start "in user code:" and end with the cause."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    if not lines:
+        return type(exc).__name__
+    return lines[-1] if lines[0] == "in user code:" else lines[0]
+
+
+def convert_saved_model(
+    tf: Any,
+    saved_model: Path,
+    models_dir: Path,
+    runtime: str,
+    model: str,
+    version: int,
+    tolerance: float,
+    run: Callable[[str, Path, dict[str, np.ndarray]], dict[str, np.ndarray]],
+) -> Conversion:
+    """Convert ``saved_model``'s serving_default for ``runtime``, check it answers as TensorFlow does,
+    and move it into place (staged beside it, renamed at the end, as the SavedModel is)."""
+    destination = converted_model_path(models_dir, runtime, model, version)
+    directory = destination.parent
+    shutil.rmtree(directory, ignore_errors=True)  # an older export's copy of this version must not outlive it
+    staging_root = directory.parent / ".staging"
+    staging_root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f"{version}-", dir=staging_root))
+    started = time.perf_counter()
+    converter = _CONVERTER_NAMES[runtime]
+    try:
+        loaded = tf.saved_model.load(str(saved_model))  # held: the signature only references its variables
+        signature = loaded.signatures["serving_default"]
+        try:
+            converter = _CONVERTERS[runtime](tf, signature, staging / destination.name)
+        except Exception as exc:  # each converter raises its own kinds; the reason is what matters
+            reason = _reason(exc)
+            return Conversion(runtime, None, converter, time.perf_counter() - started, reason=reason)
+        seconds = time.perf_counter() - started
+        images = _check_images(signature)
+        expected = {name: tensor.numpy() for name, tensor in signature(**images).items()}
+        error = relative_difference(expected, run(runtime, staging / destination.name, images))
+        if not error <= tolerance:
+            return Conversion(
+                runtime,
+                None,
+                converter,
+                seconds,
+                error,
+                tolerance,
+                reason=f"its features differ from TensorFlow's by {error:.2g} of their range "
+                f"(float32 allows {tolerance:.2g})",
+            )
+        conversion = Conversion(runtime, destination, converter, seconds, error, tolerance)
+        record = {**asdict(conversion), "path": str(destination), "source": str(saved_model)}
+        record["runtime_version"] = _version(_PACKAGES[runtime][-1])
+        (staging / CONVERSION_FILE).write_text(json.dumps(record, indent=2) + "\n")
+        os.rename(staging, directory)
+        return conversion
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        try:
+            staging_root.rmdir()
+        except OSError:
+            pass
+
+
+def require_runtimes(runtimes: tuple[str, ...]) -> None:
+    """UserError naming the extra when a runtime asked for by name is not installed."""
+    for runtime in runtimes:
+        line = missing_runtime(runtime)
+        if line:
+            raise UserError(line, parameter="runtimes")

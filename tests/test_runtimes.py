@@ -1,0 +1,162 @@
+"""The same model on TensorFlow, ONNX Runtime and OpenVINO (issue 20): converted, checked equal, served.
+
+Random weights and random pixels throughout (no weights can be downloaded here): equality of
+features does not depend on what the weights mean.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from serve_bench import export
+from serve_bench.cli import main
+from serve_bench.client import connect
+from serve_bench.servers import LocalServerProcess
+from tests.conftest import require_runtime
+
+CONVERTED = export.CONVERTED_RUNTIMES
+
+
+def _images(n: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(0, 255, size=(n, 64, 64, 3)).astype(np.float32)
+
+
+def _facts(models_dir):
+    return export.read_metadata(models_dir / "tiny" / "1")
+
+
+def test_tinys_arithmetic_counted_by_hand(models_dir):
+    """tiny: conv 3x3x3 (27 terms), conv 3x3x8 (72), global average over 15x15 (225: 64 -> 31 -> 15
+    with two valid stride-2 3x3 convolutions), dense over 16 inputs: 4 summing layers, at most 225
+    terms; so float32 allows 4 * sqrt(4 * 225) * 2**-24 = 120 * 2**-24 of the features' range."""
+    facts = _facts(models_dir)
+    assert (facts["summing_layers"], facts["max_summed_terms"]) == (4, 225)
+    assert export.feature_tolerance(4, 225) == pytest.approx(120 * 2.0**-24)
+
+
+def test_inception_v3s_tolerance_separates_float32_from_halved_precision(inception_dir):
+    """InceptionV3's tolerance sits between what float32 runtimes differ by (3e-7 measured for ONNX
+    Runtime and OpenVINO f32) and what halved precision costs (5e-4 with float16 weights, 4e-3 with
+    bfloat16 inference, measured on this machine's AVX512-BF16 CPU): it must catch both."""
+    facts = export.read_metadata(inception_dir / "inception_v3" / "1")
+    # 94 convolutions, 9 average pools and the global one; a 3x3 convolution over 448 channels
+    assert (facts["summing_layers"], facts["max_summed_terms"]) == (104, 4032)
+    tolerance = export.feature_tolerance(facts["summing_layers"], facts["max_summed_terms"])
+    assert 1e-6 < tolerance < 5e-4
+
+
+@pytest.mark.parametrize("runtime", CONVERTED)
+def test_every_runtime_answers_as_tensorflow(models_dir, tf, runtime):
+    """The converted copy, run in this process, gives TensorFlow's features for images the export's own
+    check never saw, within the float32 tolerance; the check's figures are recorded beside it."""
+    require_runtime(runtime)
+    path = export.converted_model_path(models_dir, runtime, "tiny", 1)
+    recorded = json.loads((path.parent / "conversion.json").read_text())
+    facts = _facts(models_dir)
+    tolerance = export.feature_tolerance(facts["summing_layers"], facts["max_summed_terms"])
+    assert recorded["tolerance"] == tolerance and 0 <= recorded["max_error"] <= tolerance
+
+    images = _images(8, seed=31)
+    signature = tf.saved_model.load(str(models_dir / "tiny" / "1")).signatures["serving_default"]
+    expected = {"features": signature(images=tf.constant(images))["features"].numpy()}
+    runner = export.open_runner(runtime, path, export.RuntimeSettings(runtime))
+    got = runner({"images": images})
+    assert got["features"].shape == (8, 32) and got["features"].dtype == np.float32
+    assert export.relative_difference(expected, got) <= tolerance
+
+
+def test_a_lossy_conversion_is_refused_and_removed(tmp_path, monkeypatch, capsys):
+    """Saved with OpenVINO's default float16 weights, tiny's features move by about 2**-11 of their
+    range, far outside float32's tolerance: export names the difference and keeps no copy."""
+    require_runtime("openvino")
+    import openvino
+
+    save = openvino.save_model
+    monkeypatch.setattr(openvino, "save_model", lambda model, path, compress_to_fp16=True: save(model, path))
+    code = main(["export", "tiny", "--weights", "random", "--models-dir", str(tmp_path), "--runtimes", "openvino"])
+    out = capsys.readouterr().out
+    assert code == 0  # the SavedModel is fine; the other runtimes would go on
+    line = next(line for line in out.splitlines() if line.strip().startswith("openvino:"))
+    assert "not converted" in line and "differ from TensorFlow's" in line and "float32 allows" in line
+    assert not (tmp_path / "openvino" / "tiny" / "1").exists()
+    assert (tmp_path / "tiny" / "1" / "saved_model.pb").exists()
+
+
+def test_a_converter_that_fails_is_reported_and_the_others_go_on(tmp_path, monkeypatch, capsys):
+    require_runtime("onnxruntime")
+    require_runtime("openvino")
+    import tf2onnx
+
+    def refuse(*args, **kwargs):
+        raise ValueError("Unsupported ops: Counter({'DecodeImage': 1})\nmore detail")
+
+    monkeypatch.setattr(tf2onnx.convert, "from_function", refuse)
+    models = tmp_path / "m"
+    assert main(["export", "tiny", "--weights", "random", "--models-dir", str(models)]) == 0
+    out = capsys.readouterr().out
+    assert "onnxruntime: not converted (tf2onnx" in out and "Unsupported ops: Counter({'DecodeImage': 1})" in out
+    assert "more detail" not in out
+    assert export.converted_model_path(models, "openvino", "tiny", 1).is_file()
+    assert not export.converted_model_path(models, "onnxruntime", "tiny", 1).parent.exists()
+
+
+@pytest.mark.parametrize("runtime", CONVERTED)
+def test_a_runtime_not_installed_is_one_line_naming_the_extra(tmp_path, monkeypatch, capsys, runtime):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == runtime else find_spec(name, *a))
+    assert main(["export", "tiny", "--weights", "random", "--models-dir", str(tmp_path), "--runtimes", runtime]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and runtime in err and "serve-bench[runtimes]" in err
+    assert not (tmp_path / "tiny").exists()  # refused before anything was written
+
+
+def test_unknown_runtime_is_one_line(tmp_path, capsys):
+    assert main(["export", "tiny", "--models-dir", str(tmp_path), "--runtimes", "tensorrt"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "tensorrt" in err and "onnxruntime" in err
+
+
+def test_serving_a_runtime_the_version_was_not_converted_for_says_how(tmp_path, capsys):
+    assert (
+        main(["export", "tiny", "--weights", "random", "--models-dir", str(tmp_path), "--runtimes", "tensorflow"]) == 0
+    )
+    capsys.readouterr()
+    args = ["serve", "--model_name", "tiny", "--model_base_path", str(tmp_path / "tiny"), "--runtime", "onnxruntime"]
+    assert main([*args, "--port", "1", "--rest_api_port", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "model.onnx does not exist" in err and "--runtimes onnxruntime" in err
+
+
+@pytest.mark.parametrize("runtime", CONVERTED)
+async def test_served_on_each_runtime_over_grpc_and_rest(models_dir, runtime):
+    """``serve --runtime R`` answers with R's own numbers (bit for bit what R gives in this process, and
+    not TensorFlow's), over gRPC and REST, through the same API, metadata and validation."""
+    require_runtime(runtime)
+    images = _images(3, seed=5)
+    path = export.converted_model_path(models_dir, runtime, "tiny", 1)
+    in_process = export.open_runner(runtime, path, export.RuntimeSettings(runtime))({"images": images})["features"]
+    with LocalServerProcess(models_dir, "tiny", extra_flags=(f"--runtime={runtime}",)) as server:
+        served = {}
+        for url in (server.grpc_url, server.http_url):
+            async with connect(url, "tiny") as client:
+                served[url] = (await client.predict({"images": images}))["features"]
+                signatures = await client.metadata()
+                assert signatures["serving_default"].inputs["images"].shape == (-1, 64, 64, 3)
+                with pytest.raises(Exception, match="images"):  # validated against the signature, as before
+                    await client.predict({"images": images[:, :32]})
+    tf_server = LocalServerProcess(models_dir, "tiny")
+    with tf_server:
+        async with connect(tf_server.grpc_url, "tiny") as client:
+            on_tensorflow = (await client.predict({"images": images}))["features"]
+    np.testing.assert_array_equal(served[server.grpc_url], in_process)
+    np.testing.assert_array_equal(served[server.http_url], in_process)
+    assert not np.array_equal(in_process, on_tensorflow), f"{runtime} gave TensorFlow's exact bits"
+    scale = float(np.max(np.abs(on_tensorflow)))
+    assert math.isfinite(scale) and np.max(np.abs(in_process - on_tensorflow)) / scale < 1e-5
