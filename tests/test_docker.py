@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,7 @@ def test_services_ports_mounts_profiles(compose):
         "triton-cpu",
         "triton-gpu",
         "mlserver",
+        "openvino",
         "locust-master",
         "locust-worker",
         "node-exporter",
@@ -415,3 +417,53 @@ def test_the_v2_healthchecks_pass_only_on_a_ready_model(compose, tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+# OpenVINO Model Server's options (openvinotoolkit/model_server src/cli_parser.cpp, CLIParser::parse:
+# the general, "multi model" and "single model" groups) that the compose service may use, with the kind
+# of value each takes there (cxxopts::value<...>).
+OVMS_OPTIONS = {
+    "port": int,
+    "rest_port": int,
+    "grpc_workers": int,
+    "rest_workers": int,
+    "file_system_poll_wait_seconds": int,
+    "metrics_enable": bool,
+    "log_level": str,
+    "model_name": str,
+    "model_path": str,
+    "batch_size": str,
+    "shape": str,
+    "nireq": int,
+    "target_device": str,
+    "plugin_config": str,
+}
+
+
+def test_the_openvino_model_server_service(compose):
+    """OVMS serves the IR export wrote (exported_models/openvino/<model>, its version directories), under
+    the name TF Serving's healthcheck asks for, with flags its cli_parser.cpp defines, and the local
+    server's OpenVINO defaults (LATENCY, f32) as its plugin_config."""
+    service = compose["services"]["openvino"]
+    assert service["profiles"] == ["openvino"] and service["image"].startswith("openvino/model_server:2026.4")
+    flags = {}
+    for item in service["command"]:
+        name, _, value = item.removeprefix("--").partition("=")
+        assert name in OVMS_OPTIONS, f"{name} is not an option of ovms"
+        kind = OVMS_OPTIONS[name]
+        if kind is int:
+            assert value.isdigit(), item
+        if kind is bool:
+            assert value in ("true", "false"), item
+        flags[name] = value
+    assert flags["model_path"] == f"/models/openvino/{flags['model_name']}"
+    assert service["ports"] == ["8520:" + flags["port"], "8521:" + flags["rest_port"]] == ["8520:8500", "8521:8501"]
+    assert json.loads(flags["plugin_config"]) == {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"}
+    assert f"/v1/models/{flags['model_name']}" in " ".join(service["healthcheck"]["test"])
+    assert "../exported_models:/models:ro" in service["volumes"]
+    from serve_bench.export import RuntimeSettings, converted_model_path
+
+    local = RuntimeSettings("openvino")
+    assert (local.openvino_hint, local.openvino_precision) == ("LATENCY", "f32")
+    path = converted_model_path(Path("/models"), "openvino", flags["model_name"], 1)
+    assert str(path.parent.parent) == flags["model_path"] and path.name == "model.xml"

@@ -160,3 +160,93 @@ async def test_served_on_each_runtime_over_grpc_and_rest(models_dir, runtime):
     assert not np.array_equal(in_process, on_tensorflow), f"{runtime} gave TensorFlow's exact bits"
     scale = float(np.max(np.abs(on_tensorflow)))
     assert math.isfinite(scale) and np.max(np.abs(in_process - on_tensorflow)) / scale < 1e-5
+
+
+def _on(runtime: str, target: str, batch: int, latency_ms: float):
+    import dataclasses
+
+    from tests._points import make_point
+
+    point = make_point(target, "cpu", batch, latency_ms * 1000)
+    return dataclasses.replace(point, target=dataclasses.replace(point.target, runtime=runtime))
+
+
+@pytest.mark.parametrize(
+    ("onnx_b8_ms", "lever"),
+    [
+        # TensorFlow: batch 1 at 100 ms (10 images/s), batch 8 at 500 ms (16): batching gives 1.6x.
+        # ONNX Runtime's best 8 / 0.4 s = 20 images/s: 1.25x over TensorFlow's best, less than batching
+        (400, "batching (1.60× on tensorflow) moved throughput more than the runtime (onnxruntime, 1.25×)."),
+        # 8 / 0.25 s = 32 images/s: 2x over TensorFlow's 16, more than batching's 1.6x
+        (250, "the runtime (onnxruntime, 2.00×) moved throughput more than batching (1.60× on tensorflow)."),
+    ],
+)
+def test_the_verdict_compares_runtimes_and_names_the_larger_lever(onnx_b8_ms, lever):
+    from serve_bench.report import analyze_run
+
+    points = [
+        _on("tensorflow", "tf", 1, 100),
+        _on("tensorflow", "tf", 8, 500),
+        _on("onnxruntime", "onnx", 1, 50),
+        _on("onnxruntime", "onnx", 8, onnx_b8_ms),
+    ]
+    verdict = analyze_run(points).verdict
+    assert (
+        "Runtimes on cpu at their best, over tensorflow (tf b8 c1: 16.0 images/s, p99 600.0 ms): onnxruntime" in verdict
+    )
+    assert f"Which lever on cpu: {lever}" in verdict
+
+
+def test_one_runtime_makes_no_runtime_verdict():
+    from serve_bench.report import analyze_run
+
+    verdict = analyze_run([_on("tensorflow", "a", 1, 100), _on("tensorflow", "b", 8, 500)]).verdict
+    assert "Runtimes on" not in verdict and "Which lever" not in verdict
+
+
+async def test_a_sweep_across_runtimes_records_them_and_its_report_compares_them(models_dir, tmp_path):
+    """Three launched local servers that differ only by runtime: every point records the runtime it ran
+    on (target and server_config), and the report's verdict compares them."""
+    for runtime in CONVERTED:
+        require_runtime(runtime)
+    from serve_bench.report import build_report
+    from serve_bench.stats import read_points
+    from serve_bench.sweep import parse_spec, run_sweep
+
+    targets = "".join(f'[[targets]]\nname = "{r}"\nlaunch = "local"\nruntime = "{r}"\n' for r in export.RUNTIMES)
+    spec = parse_spec(
+        f"""
+model = "tiny"
+models_dir = "{models_dir}"
+batch_sizes = [1, 4]
+[load]
+concurrency = [1]
+[durations]
+warmup_s = 0.2
+min_duration_s = 0.5
+until_stable = false
+{targets}""",
+        "runtimes.toml",
+    )
+    await run_sweep(spec, tmp_path / "run")
+    points = read_points(tmp_path / "run")
+    assert len(points) == 6
+    for point in points:
+        assert point.target.runtime == point.target.name
+        assert ("runtime", point.target.name) in point.server_config
+    verdict = build_report(tmp_path / "run", models_dir=models_dir, plots=False).analysis.verdict
+    assert "Runtimes on cpu at their best, over tensorflow" in verdict
+    assert "onnxruntime" in verdict and "openvino" in verdict and "Which lever on cpu:" in verdict
+
+
+def test_a_version_4_point_reads_with_no_runtime_stated():
+    from serve_bench.stats import SCHEMA_VERSION
+    from serve_bench.stats._schema import point_from_data, point_to_data
+
+    point = _on("openvino", "ov", 1, 10)
+    data = point_to_data(point)
+    assert data["schema_version"] == SCHEMA_VERSION == 5 and data["target"]["runtime"] == "openvino"
+    old = {**data, "schema_version": 4, "target": {k: v for k, v in data["target"].items() if k != "runtime"}}
+    migrated = point_from_data(old)
+    assert migrated.target.runtime == "" and migrated.schema_version == SCHEMA_VERSION
+    assert point_from_data(data) == point

@@ -136,6 +136,7 @@ class TargetAnalysis:
     best_under_slo: Cell | None
     slo_gain: Gain | None  # best under the SLO over the baseline (when the baseline meets it)
     gflops: dict[int, float] = field(default_factory=dict)  # batch -> achieved GFLOP/s of best_by_batch
+    runtime: str = ""  # the software that ran the model (Target.runtime)
 
     @property
     def best(self) -> Cell | None:
@@ -236,6 +237,7 @@ def _analyze_target(points: list[Point], slo: Slo | None, flops: float | None) -
         best_slo,
         slo_gain,
         gflops,
+        first.target.runtime,
     )
 
 
@@ -258,8 +260,8 @@ def _warnings(points: list[Point]) -> list[str]:
     return warnings
 
 
-def _device_pick(targets: list[TargetAnalysis], device: str) -> TargetAnalysis | None:
-    candidates = [t for t in targets if t.device == device and t.best is not None]
+def _device_pick(targets: list[TargetAnalysis], device: str, runtime: str | None = None) -> TargetAnalysis | None:
+    candidates = [t for t in targets if t.device == device and t.best is not None and runtime in (None, t.runtime)]
     if not candidates:
         return None
     # gRPC first (the least client overhead): TF Serving's, then the Open Inference Protocol's (Triton, MLServer)
@@ -303,10 +305,70 @@ def _target_lines(target: TargetAnalysis, slo: Slo | None) -> list[str]:
     return lines
 
 
+def _batching_gain(target: TargetAnalysis) -> Gain | None:
+    """The larger of a target's two batching gains (client batches, server batching), noise excluded."""
+    gains = [g for g in (target.client_gain, target.server_gain) if g is not None and not _noise(g)]
+    return max(gains, key=lambda g: g.ratio.value) if gains else None
+
+
+def _overlap(a: Estimate, b: Estimate) -> bool:
+    if None in (a.low, a.high, b.low, b.high):
+        return False
+    return bool(a.low <= b.high and b.low <= a.high)  # type: ignore[operator]
+
+
+def _runtime_lines(targets: list[TargetAnalysis]) -> list[str]:
+    """Per device with two runtimes or more: each runtime's best over TensorFlow's (or the first one's),
+    and which lever moved throughput more, batching (on the baseline runtime) or the runtime."""
+    lines = []
+    for device in dict.fromkeys(t.device for t in targets):
+        runtimes = list(dict.fromkeys(t.runtime for t in targets if t.device == device and t.runtime))
+        if len(runtimes) < 2:
+            continue
+        base_runtime = "tensorflow" if "tensorflow" in runtimes else runtimes[0]
+        picks = {r: _device_pick(targets, device, r) for r in runtimes}
+        base = picks[base_runtime]
+        if base is None or base.best is None or base.best.items_per_s.value <= 0:
+            continue
+        parts, switches = [], []
+        for runtime, pick in picks.items():
+            if runtime == base_runtime or pick is None or pick.best is None:
+                continue
+            gain = Gain(ratio(pick.best.items_per_s, base.best.items_per_s), pick.best, base.best)
+            switches.append((runtime, gain))
+            p99 = pick.best.p99_us.value / 1000
+            rate = pick.best.items_per_s.value
+            parts.append(f"{runtime} {gain.text()} ({pick.best.label}: {rate:.1f} images/s, p99 {p99:.1f} ms)")
+        if not switches:
+            continue
+        lines.append(
+            f"Runtimes on {device} at their best, over {base_runtime} ({base.best.label}: "
+            f"{base.best.items_per_s.value:.1f} images/s, p99 {base.best.p99_us.value / 1000:.1f} ms): "
+            + "; ".join(parts)
+            + "."
+        )
+        runtime, switch = max(switches, key=lambda rg: rg[1].ratio.value)
+        batching = _batching_gain(base)
+        by_runtime = f"the runtime ({runtime}, {switch.text()})"
+        if batching is None:
+            lever = f"no batching gain on {base_runtime} was measured, so {by_runtime} is the lever here."
+        else:
+            by_batching = f"batching ({batching.text()} on {base_runtime})"
+            if _overlap(batching.ratio, switch.ratio):
+                lever = f"{by_batching} and {by_runtime} move it alike, within the noise; use both."
+            elif batching.ratio.value > switch.ratio.value:
+                lever = f"{by_batching} moved throughput more than {by_runtime}."
+            else:
+                lever = f"{by_runtime} moved throughput more than {by_batching}."
+        lines.append(f"Which lever on {device}: {lever}")
+    return lines
+
+
 def _verdict(targets: list[TargetAnalysis], slo: Slo | None) -> tuple[str, ...]:
     lines: list[str] = []
     for target in targets:
         lines += _target_lines(target, slo)
+    lines += _runtime_lines(targets)
     gpu, cpu = _device_pick(targets, "gpu"), _device_pick(targets, "cpu")
     if gpu is not None and cpu is not None:
         within = ""

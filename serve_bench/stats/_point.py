@@ -29,7 +29,7 @@ __all__ = [
     "protocol_of",
 ]
 
-SCHEMA_VERSION = 4  # history and migrations: _schema.py
+SCHEMA_VERSION = 5  # history and migrations: _schema.py
 
 # The values a point may hold for its payload and its load mode; the reader refuses others.
 PAYLOAD_KINDS = ("float", "jpeg")  # float32 pixels (serving_default) | encoded image bytes (serving_bytes)
@@ -68,6 +68,9 @@ class Target:
     telemetry: tuple[str, ...] = ()  # Prometheus pages (dcgm-exporter, node exporter) with its energy counters
     # the same server's v2 HTTP URL when ``url`` is its gRPC one: Triton's statistics API answers there
     http_url: str = ""
+    # the software that runs the model: tensorflow | onnxruntime | openvino; "" not stated. A launched local
+    # server runs it (serve --runtime); for any other target it is what the spec declares
+    runtime: str = ""
 
     def __post_init__(self) -> None:
         if not self.protocol:

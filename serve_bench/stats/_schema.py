@@ -34,6 +34,9 @@ History of ``schema_version`` (points.jsonl):
    payload or mode. Versions 2 and 3 wrote a pipeline point's payload as ``video``: it
    reads as the point's ``pipeline.payload`` (the video itself is ``inputs``), and its
    ``key`` is rewritten to match.
+5. Which software stack (serve-bench 0.5). ``target.runtime``: ``tensorflow``,
+   ``onnxruntime`` or ``openvino`` (what a launched local server ran, or what the spec
+   declared), ``""`` when not stated. A version-4 point reads as is: the field has a default.
 
 History of ``schema_version`` (run.json):
 
@@ -68,6 +71,7 @@ SCHEMA_HISTORY = {
     2: "typed records, id/supersedes/cut_off (serve-bench 0.2)",
     3: "Triton and MLServer: v2 protocols, target.http_url, their server views (serve-bench 0.3)",
     4: "the video pipeline: load mode stream, payload float|jpeg for every point, both checked (serve-bench 0.4)",
+    5: "which software stack: target.runtime (serve-bench 0.5)",
 }
 
 
@@ -185,6 +189,8 @@ def point_from_data(data: Any, line_text: str = "") -> Point:
         data = _v1_to_v2(data, line_text)
     elif version in (2, 3):  # 3 only added fields, each with a default; 4 names a pipeline point's payload
         data = _v3_to_v4(data)
+    elif version == 4:  # 5 only added target.runtime, with a default
+        data = {**data, "schema_version": SCHEMA_VERSION}
     elif version != SCHEMA_VERSION:
         raise ValueError(
             f"point has schema_version {version!r}; this serve-bench reads 1 to {SCHEMA_VERSION} "

@@ -4,6 +4,7 @@
     name = "triton"
     launch = "triton"             # real tritonserver (servers' environment), Python backend, free ports
     protocol = "grpc"             # grpc | rest: which of its URLs the load uses
+    runtime = "tensorflow"        # local only: tensorflow | onnxruntime | openvino (serve --runtime)
     [targets.batching]            # the server's own knobs, in its own names
     max_batch_size = 32
     max_queue_delay_microseconds = 2000
@@ -58,11 +59,13 @@ class Launch:
     protocol: str = "grpc"  # grpc | rest
     knobs: tuple[tuple[str, Any], ...] = ()
     startup_timeout_s: float = 300.0
+    runtime: str = "tensorflow"  # local: serve --runtime
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def knob_pairs(self) -> tuple[tuple[str, str], ...]:
         """The configuration as (knob, value) text, for points' ``server_config``."""
-        return tuple((k, ",".join(map(str, v)) if isinstance(v, list | tuple) else str(v)) for k, v in self.knobs)
+        pairs = tuple((k, ",".join(map(str, v)) if isinstance(v, list | tuple) else str(v)) for k, v in self.knobs)
+        return (("runtime", self.runtime), *pairs) if self.kind == "local" else pairs
 
 
 def parse_launch(raw: dict[str, Any], where: str, source: str) -> Launch:
@@ -83,7 +86,7 @@ def parse_launch(raw: dict[str, Any], where: str, source: str) -> Launch:
         wanted = known[key]
         if (isinstance(value, bool) and wanted is not bool) or not isinstance(value, wanted):
             raise UserError(f"{source}: {where}.batching.{key} has the wrong type ({type(value).__name__})")
-    launch = Launch(kind, protocol, tuple(sorted(table.items())))
+    launch = Launch(kind, protocol, tuple(sorted(table.items())), runtime=raw.get("runtime", "tensorflow"))
     try:
         _server_batching(launch)
     except InvalidValue as exc:
@@ -124,6 +127,7 @@ def _process(launch: Launch, models_dir: Path, model: str, work_dir: Path) -> Se
         models_dir,
         model,
         batching_file=dict(launch.knobs).get("batching_parameters_file"),
+        extra_flags=(f"--runtime={launch.runtime}",),
         work_dir=work_dir,
         startup_timeout_s=launch.startup_timeout_s,
     )

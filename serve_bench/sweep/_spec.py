@@ -25,6 +25,7 @@
     name = "cpu"
     url = "grpc://localhost:8500"
     device = "cpu"
+    runtime = "tensorflow"        # optional label: tensorflow | onnxruntime | openvino (launch = "local": runs it)
     price_per_hour = 0.68         # optional: cost per million images in the report
     telemetry = ["http://localhost:9100/metrics"]   # optional: energy counters (node exporter, dcgm-exporter)
 
@@ -42,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from serve_bench.errors import InvalidValue, UserError
+from serve_bench.export import RUNTIMES
 from serve_bench.load import PAYLOADS, PointSettings, check_load, check_settings, positive_int
 from serve_bench.metrics import check_endpoint
 from serve_bench.stats import PERCENTILE_NAMES, LoadInfo, Slo, Target
@@ -164,6 +166,7 @@ _TARGET = {
     "launch": str,  # local | triton | mlserver: serve-bench starts this server itself (_launch.py)
     "protocol": str,
     "batching": dict,
+    "runtime": str,  # tensorflow | onnxruntime | openvino: a launched local server runs it; else a label
 }
 
 
@@ -301,6 +304,14 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
             raise UserError(f"{source}: two targets are named {values['name']!r}")
         names.add(values["name"])
         price, currency = target_pricing(raw, where, source, data.get("currency", ""))
+        runtime = values.get("runtime", "tensorflow" if raw.get("launch") == "local" else "")
+        if runtime and runtime not in RUNTIMES:
+            raise UserError(f"{source}: {where}.runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
+        if raw.get("launch") in ("triton", "mlserver") and runtime not in ("", "tensorflow"):
+            raise UserError(
+                f"{source}: {where}.runtime: launched {raw['launch']} serves the SavedModel with TensorFlow only; "
+                'use launch = "local" for another runtime'
+            )
         targets.append(
             Target(
                 values["name"],
@@ -312,6 +323,7 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
                 price_per_hour=price,
                 currency=currency,
                 telemetry=target_telemetry(raw, where, source),
+                runtime=runtime,
             )
         )
 
