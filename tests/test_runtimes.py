@@ -234,6 +234,11 @@ until_stable = false
     for point in points:
         assert point.target.runtime == point.target.name
         assert ("runtime", point.target.name) in point.server_config
+    logs = {log.parent.name: log.read_text() for log in tmp_path.rglob("serve-bench-local.log")}
+    assert set(logs) == set(export.RUNTIMES)  # each launched server says what ran serving_default
+    for runtime in CONVERTED:
+        assert f"serving_default runs on runtime={runtime}" in logs[runtime]
+    assert "serving_default runs on" not in logs["tensorflow"]
     verdict = build_report(tmp_path / "run", models_dir=models_dir, plots=False).analysis.verdict
     assert "Runtimes on cpu at their best, over tensorflow" in verdict
     assert "onnxruntime" in verdict and "openvino" in verdict and "Which lever on cpu:" in verdict
@@ -250,3 +255,72 @@ def test_a_version_4_point_reads_with_no_runtime_stated():
     migrated = point_from_data(old)
     assert migrated.target.runtime == "" and migrated.schema_version == SCHEMA_VERSION
     assert point_from_data(data) == point
+
+
+def test_a_converted_model_that_does_not_run_is_reported_and_the_others_go_on(tmp_path, monkeypatch, capsys):
+    """Converted, but the runtime cannot run it (here: ONNX Runtime refuses to load): reported with its
+    reason, no copy kept, OpenVINO's conversion still made."""
+    require_runtime("onnxruntime")
+    require_runtime("openvino")
+    import onnxruntime
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("[ONNXRuntimeError] : 10 : INVALID_GRAPH : Load model failed\ndetail")
+
+    monkeypatch.setattr(onnxruntime, "InferenceSession", refuse)
+    assert main(["export", "tiny", "--weights", "random", "--models-dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "onnxruntime: not converted (tf2onnx" in out and "does not run in onnxruntime" in out
+    assert "INVALID_GRAPH : Load model failed" in out and "detail" not in out
+    assert not export.converted_model_path(tmp_path, "onnxruntime", "tiny", 1).parent.exists()
+    assert export.converted_model_path(tmp_path, "openvino", "tiny", 1).is_file()
+
+
+def test_re_exporting_a_version_never_leaves_the_old_copies_beside_it(tmp_path, capsys):
+    """--force replaces version 1: its ONNX and OpenVINO copies are gone before the new SavedModel is in
+    place, so a copy converted from the old weights can never be served beside the new ones."""
+    require_runtime("onnxruntime")
+    models = str(tmp_path)
+    assert main(["export", "tiny", "--weights", "random", "--models-dir", models, "--runtimes", "onnxruntime"]) == 0
+    assert export.converted_model_path(tmp_path, "onnxruntime", "tiny", 1).is_file()
+    args = ["export", "tiny", "--weights", "random", "--models-dir", models, "--version", "1", "--force"]
+    assert main([*args, "--runtimes", "tensorflow"]) == 0
+    assert not export.converted_model_path(tmp_path, "onnxruntime", "tiny", 1).parent.exists()
+
+
+@pytest.mark.parametrize(
+    ("target", "words"),
+    [
+        ('launch = "local"\nruntime = ""', ["runtime must be one of"]),
+        ('launch = "local"\nruntime = "tensorrt"', ["runtime must be one of", "tensorrt"]),
+        ('launch = "triton"\nruntime = "openvino"', ["TensorFlow only", 'launch = "local"']),
+        ('url = "grpc://x:1"\nruntime = "openvino"\n[[targets]]\nname = "u"\nurl = "grpc://y:1"', ["jpeg"]),
+    ],
+)
+def test_bad_runtime_keys_are_one_line_errors(target, words):
+    from serve_bench.errors import UserError
+    from serve_bench.sweep import parse_spec
+
+    with pytest.raises(UserError) as caught:
+        parse_spec(
+            f'model = "tiny"\nbatch_sizes = [1]\npayloads = ["float", "jpeg"]\n[[targets]]\nname = "t"\n{target}\n',
+            "s.toml",
+        )
+    message = str(caught.value)
+    assert "\n" not in message
+    for word in words:
+        assert word in message, message
+
+
+def test_a_slower_runtime_is_never_called_the_lever():
+    from serve_bench.report import analyze_run
+
+    points = [
+        _on("tensorflow", "tf", 1, 100),
+        _on("tensorflow", "tf", 8, 500),
+        _on("openvino", "ov", 1, 125),
+        _on("openvino", "ov", 8, 625),  # 12.8 images/s at best: 0.8x TensorFlow's 16
+    ]
+    verdict = analyze_run(points).verdict
+    assert "openvino 0.80×" in verdict
+    assert "Which lever on cpu: no runtime was faster than tensorflow beyond the noise." in verdict

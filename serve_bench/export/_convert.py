@@ -210,6 +210,8 @@ def relative_difference(reference: dict[str, np.ndarray], other: dict[str, np.nd
     """The largest |difference| over every output, relative to that output's largest |value|."""
     worst = 0.0
     for name, expected in reference.items():
+        if name not in other:
+            raise ValueError(f"it answers {', '.join(sorted(other)) or 'nothing'}, not {name!r}")
         got = np.asarray(other[name], dtype=np.float64)
         scale = float(np.max(np.abs(expected))) or 1.0
         if got.shape != expected.shape:
@@ -257,7 +259,11 @@ def convert_saved_model(
         seconds = time.perf_counter() - started
         images = _check_images(signature)
         expected = {name: tensor.numpy() for name, tensor in signature(**images).items()}
-        error = relative_difference(expected, run(runtime, staging / destination.name, images))
+        try:
+            error = relative_difference(expected, run(runtime, staging / destination.name, images))
+        except Exception as exc:  # converted, but it does not load or run in the runtime, or names other outputs
+            reason = f"the converted model does not run in {runtime}: {_reason(exc)}"
+            return Conversion(runtime, None, converter, seconds, reason=reason)
         if not error <= tolerance:
             return Conversion(
                 runtime,

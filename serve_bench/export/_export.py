@@ -274,6 +274,8 @@ def export_model(
         (extra / METADATA_FILE).write_text(json.dumps(asdict(facts), indent=2) + "\n")
 
         model_dir.mkdir(parents=True, exist_ok=True)
+        for runtime in CONVERTED_RUNTIMES:  # copies of the version replaced: gone before the new one is in place
+            shutil.rmtree(converted_model_path(out, runtime, spec.name, version).parent, ignore_errors=True)
         if destination.exists():  # --force: swap the old version out, then delete it
             retired = staging_root / f"retired-{spec.name}-{version}-{os.getpid()}"
             os.rename(destination, retired)

@@ -261,7 +261,9 @@ def _warnings(points: list[Point]) -> list[str]:
 
 
 def _device_pick(targets: list[TargetAnalysis], device: str, runtime: str | None = None) -> TargetAnalysis | None:
-    candidates = [t for t in targets if t.device == device and t.best is not None and runtime in (None, t.runtime)]
+    candidates = [
+        t for t in targets if t.device == device and t.best is not None and (runtime is None or t.runtime == runtime)
+    ]
     if not candidates:
         return None
     # gRPC first (the least client overhead): TF Serving's, then the Open Inference Protocol's (Triton, MLServer)
@@ -348,10 +350,13 @@ def _runtime_lines(targets: list[TargetAnalysis]) -> list[str]:
             + "."
         )
         runtime, switch = max(switches, key=lambda rg: rg[1].ratio.value)
+        if switch.ratio.value <= 1.0 or _noise(switch):
+            lines.append(f"Which lever on {device}: no runtime was faster than {base_runtime} beyond the noise.")
+            continue
         batching = _batching_gain(base)
         by_runtime = f"the runtime ({runtime}, {switch.text()})"
         if batching is None:
-            lever = f"no batching gain on {base_runtime} was measured, so {by_runtime} is the lever here."
+            lever = f"batching gave {base_runtime} no gain beyond the noise (or none measured): {by_runtime} it is."
         else:
             by_batching = f"batching ({batching.text()} on {base_runtime})"
             if _overlap(batching.ratio, switch.ratio):

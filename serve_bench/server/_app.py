@@ -65,7 +65,10 @@ class LocalServer:
                 raise UserError(f"cannot load model {entry.name!r}: {exc.message}") from exc
             if self.config.enable_model_warmup:
                 for servable in model.servables.values():
-                    count = servable.warm_up()
+                    try:
+                        count = servable.warm_up()
+                    except ServingError as exc:
+                        raise UserError(f"model {entry.name!r}: a warm-up request failed: {exc.message}") from exc
                     if count:
                         log.info("replayed %d warm-up requests for %s version %d", count, entry.name, servable.version)
             models[entry.name] = model

@@ -218,6 +218,8 @@ class Servable:
             raise ServingError(
                 "FAILED_PRECONDITION", f"{converted} does not load in {runtime.runtime}: {reason}"
             ) from None
+        if DEFAULT_SIGNATURE not in self.signatures:
+            raise ServingError("FAILED_PRECONDITION", f"{self.path} has no {DEFAULT_SIGNATURE} signature to run there")
         self.signatures[DEFAULT_SIGNATURE].runner = runner
         log.info(
             "%s version %d: %s runs on %s",

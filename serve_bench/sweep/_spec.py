@@ -305,12 +305,19 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
         names.add(values["name"])
         price, currency = target_pricing(raw, where, source, data.get("currency", ""))
         runtime = values.get("runtime", "tensorflow" if raw.get("launch") == "local" else "")
+        if raw.get("launch") == "local" and not runtime:
+            raise UserError(f"{source}: {where}.runtime must be one of {', '.join(RUNTIMES)}, got ''")
         if runtime and runtime not in RUNTIMES:
             raise UserError(f"{source}: {where}.runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
         if raw.get("launch") in ("triton", "mlserver") and runtime not in ("", "tensorflow"):
             raise UserError(
                 f"{source}: {where}.runtime: launched {raw['launch']} serves the SavedModel with TensorFlow only; "
                 'use launch = "local" for another runtime'
+            )
+        if runtime not in ("", "tensorflow") and "jpeg" in payloads:
+            raise UserError(
+                f"{source}: {where}.runtime {runtime!r}: the jpeg payload (serving_bytes) always runs on TensorFlow; "
+                "measure jpeg in a spec of its own, or leave this target's runtime out"
             )
         targets.append(
             Target(

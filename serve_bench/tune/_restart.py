@@ -141,7 +141,9 @@ class LocalRestarter:
         except BaseException:  # Ctrl-C while the server starts: never leave it running
             await asyncio.shield(self.stop())
             raise
-        return Target("local", url, self.spec.device, server.metrics_url, server.name, process.pid)
+        return Target(
+            "local", url, self.spec.device, server.metrics_url, server.name, process.pid, runtime="tensorflow"
+        )
 
     async def stop(self) -> None:
         server, self.server = self.server, None

@@ -87,7 +87,16 @@ class _StartedHere:
             await asyncio.shield(self._abandon(server, starting))
             raise
         url = server.grpc_url if self.spec.protocol == "grpc" else server.http_url
-        return Target(self.server_kind, url, self.spec.device, server.metrics_url, self.server_kind, server.pid)
+        # Triton's and MLServer's models run the SavedModel with TensorFlow (export/runtimes/)
+        return Target(
+            self.server_kind,
+            url,
+            self.spec.device,
+            server.metrics_url,
+            self.server_kind,
+            server.pid,
+            runtime="tensorflow",
+        )
 
     def reason(self, log_path: Path) -> str:
         """The server's own words for why it did not start, from its whole log ("" when it gave none)."""
