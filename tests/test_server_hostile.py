@@ -177,18 +177,21 @@ def test_a_request_that_fails_in_the_run_gives_its_reservation_back(server):
 
 
 def test_memory_two_large_rest_bodies_used_goes_back(process):
-    """Two concurrent 64 MiB bodies (valid images, served), three rounds: what a round used goes back
+    """Two concurrent 64 MiB bodies (valid images, served), four rounds: what a round used goes back
     to be used again, so the server does not grow round after round. Python holds nothing of them
     afterwards (tracemalloc: 22 KB); freed heap pages go back to the OS (malloc_trim after large
     requests, test_freed_heap_pages_go_back_to_the_os); what stays is TensorFlow's allocator pool,
     sized by the largest run (measured on a 2-core AMD EPYC: +130-190 MiB after rounds 1 to 5 alike,
-    +280-300 MiB without the trim)."""
+    +280-300 MiB without the trim). How much the two runs of a round overlap decides that size, so the
+    pool may still grow once after round 1 (seen: 938, 1052, 1054 MiB): four rounds, and the last may
+    not pass the larger of the first two by more than 64 MiB. A round that kept its bodies (2 x 64 MiB)
+    would be 256 MiB over by round 4."""
     pid = process.process.pid
     body = _image_rows_body(count=(64 << 20) // (64 * 64 * 20), height=64)
     assert _post(process.rest_port, "/v1/models/tiny:predict", _image_rows_body(1, 64))[0] == 200
     idle = _status_mib(pid, "VmRSS")
     settled: list[int] = []
-    for _ in range(3):
+    for _ in range(4):
         answers: list[int] = []
         senders = [
             threading.Thread(
@@ -203,7 +206,7 @@ def test_memory_two_large_rest_bodies_used_goes_back(process):
         assert answers == [200, 200]
         settled.append(_settled_rss(pid, (settled[0] if settled else idle) + 64))
     print(f"idle {idle} MiB, peak {_status_mib(pid, 'VmHWM')} MiB, settled after each round {settled} MiB")
-    assert settled[-1] <= settled[0] + 64
+    assert settled[-1] <= max(settled[:2]) + 64
 
 
 def test_freed_heap_pages_go_back_to_the_os():
