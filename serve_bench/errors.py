@@ -15,7 +15,12 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["InvalidValue", "Renamed", "UserError", "say_renamed"]
+__all__ = ["InvalidValue", "Renamed", "UserError", "first_line", "say_renamed"]
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's first non-blank line (its type's name when it says nothing): a one-line reason."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 class UserError(Exception):

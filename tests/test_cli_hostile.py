@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from serve_bench.cli import main
-from serve_bench.client import Client, FakeTransport
+from serve_bench.client import FakeTransport, fake_client
 from serve_bench.client._fake import image_signature
 from serve_bench.errors import InvalidValue
 from serve_bench.load import (
@@ -69,8 +69,7 @@ def test_a_batch_past_protobufs_2gb_limit_is_refused_with_the_largest_that_fits(
 def test_the_largest_batch_named_is_the_largest_that_serializes() -> None:
     """The arithmetic behind the refusal, against a small limit: the batch it names fits, one more does not."""
     transport = FakeTransport(lambda inputs: {}, signatures=image_signature(8, 8, 2))
-    client = Client(transport, "fake")
-    client.signatures = transport.signatures
+    client = fake_client(transport)
 
     def size(n: int) -> int:
         return client.prepare({"images": np.zeros((n, 8, 8, 3), np.float32)}).nbytes
@@ -131,8 +130,7 @@ async def test_the_open_loop_sends_a_lazy_schedule_chunk_by_chunk(monkeypatch, t
     transport = FakeTransport(
         lambda inputs: {"features": np.zeros((1, 2), np.float32)}, signatures=image_signature(4, 4, 2)
     )
-    client = Client(transport, "fake")
-    client.signatures = transport.signatures
+    client = fake_client(transport)
     prepared = client.prepare({"images": np.zeros((1, 4, 4, 3), np.float32)})
     settings = PointSettings(warmup_s=0.1, min_duration_s=0.5)
     schedule = ArrivalSchedule(1000, 0.5, "poisson", seed=7, warmup_s=0.1, chunk=64)

@@ -19,7 +19,7 @@ from concurrent.futures import ProcessPoolExecutor
 import numpy as np
 import pytest
 
-from serve_bench.client import Client, ConnectError, FakeTransport, connect
+from serve_bench.client import ConnectError, FakeTransport, connect, fake_client
 from serve_bench.client._fake import image_signature
 from serve_bench.load import PointSettings, analyze, arrival_offsets, make_inputs, run_closed_loop, run_open_loop
 from serve_bench.load._generators import DOWN_AFTER
@@ -213,8 +213,7 @@ async def test_no_garbage_collection_while_a_point_runs():
         return {"features": np.zeros((1, 2), np.float32)}
 
     transport = FakeTransport(handler, signatures=image_signature(4, 4, 2))
-    client = Client(transport, "fake")
-    client.signatures = transport.signatures
+    client = fake_client(transport)
     prepared = client.prepare({"images": np.zeros((1, 4, 4, 3), np.float32)})
     settings = PointSettings(warmup_s=0.05, min_duration_s=0.3, min_requests=10)
     was_enabled = gc.isenabled()
@@ -263,8 +262,7 @@ async def test_open_loop_sends_every_request_never_early(monkeypatch, timerfd):
     transport = FakeTransport(
         lambda inputs: {"features": np.zeros((1, 2), np.float32)}, signatures=image_signature(4, 4, 2)
     )
-    client = Client(transport, "fake")
-    client.signatures = transport.signatures
+    client = fake_client(transport)
     prepared = client.prepare({"images": np.zeros((1, 4, 4, 3), np.float32)})
     settings = PointSettings(warmup_s=0.1, min_duration_s=0.5)
     offsets = arrival_offsets(400, settings.min_duration_s, "poisson", 7, warmup_s=settings.warmup_s)

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from serve_bench.cli import main as serve_bench_main
-from serve_bench.client import Client, FakeTransport, InvalidArgument
+from serve_bench.client import Client, FakeTransport, InvalidArgument, fake_client
 from serve_bench.errors import UserError
 from serve_bench.media import decode_video
 from serve_bench.pipeline import LIMITS, add_pipeline_arguments, batching_answer, limit_of, run_pipeline_command
@@ -258,8 +258,7 @@ def _fake_client(
         return {"features": images.reshape(len(images), -1)[:, :2].copy()}
 
     transport = FakeTransport(handler, delay=delay, signatures=image_signature(4, 4, 2))
-    client = Client(transport, "fake")
-    client.signatures = transport.signatures
+    client = fake_client(transport)
     return client, transport
 
 

@@ -14,7 +14,7 @@ import json
 import numpy as np
 import pytest
 
-from serve_bench.client import Client, FakeTransport, Unavailable
+from serve_bench.client import FakeTransport, Unavailable, fake_client
 from serve_bench.client._fake import image_signature
 from serve_bench.load import LoadRun, PointSettings, analyze
 from serve_bench.pipeline import batching_answer
@@ -140,8 +140,7 @@ def test_a_recorded_stream_reads_the_same_through_both_paths():
         delay=0.001,
         signatures=image_signature(4, 4, 2),
     )
-    client = Client(transport, "fake")
-    client.signatures = transport.signatures
+    client = fake_client(transport)
     frames = (np.full((4, 4, 3), i, np.float32) for i in range(40))
     run = asyncio.run(run_stream(client, frames, 4, 2))
     assert len(run.records) == 10 and all(r.status == OK and r.items == 4 for r in run.records)

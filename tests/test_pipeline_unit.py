@@ -7,15 +7,14 @@ import asyncio
 import numpy as np
 import pytest
 
-from serve_bench.client import BatchFailed, Client, FakeTransport, Unavailable, predict_stream
+from serve_bench.client import BatchFailed, Client, FakeTransport, Unavailable, fake_client, predict_stream
 from serve_bench.client._fake import image_signature
 from serve_bench.client._pipeline import StreamStats
 
 
 def _client(handler, delay=0.0) -> tuple[Client, FakeTransport]:
     transport = FakeTransport(handler, delay=delay, signatures=image_signature(4, 4, 2))
-    client = Client(transport, "fake")
-    client.signatures = transport.signatures
+    client = fake_client(transport)
     return client, transport
 
 

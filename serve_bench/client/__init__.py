@@ -23,7 +23,7 @@ from serve_bench.client._errors import (
     Unavailable,
     user_error,
 )
-from serve_bench.client._fake import FakeTransport
+from serve_bench.client._fake import FakeTransport, fake_client
 from serve_bench.client._pipeline import BatchFailed, BatchResult, StreamStats, predict_stream
 from serve_bench.client._sync import SyncClient, connect_sync
 
@@ -50,6 +50,7 @@ __all__ = [
     "Unavailable",
     "connect",
     "connect_sync",
+    "fake_client",
     "parse_target",
     "predict_stream",
     "server_kind",

@@ -4,15 +4,27 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo, TensorInfo
 
-__all__ = ["FakeTransport"]
+if TYPE_CHECKING:
+    from serve_bench.client._client import Client
+
+__all__ = ["FakeTransport", "fake_client"]
 
 Handler = Callable[[dict[str, np.ndarray]], "dict[str, np.ndarray] | Awaitable[dict[str, np.ndarray]]"]
+
+
+def fake_client(transport: FakeTransport, model: str = "fake") -> Client:
+    """A Client over ``transport`` that already knows its signatures (no metadata call, no event loop)."""
+    from serve_bench.client._client import Client
+
+    client = Client(transport, model)
+    client.signatures = transport.signatures
+    return client
 
 
 class FakeTransport:

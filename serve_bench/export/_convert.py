@@ -41,7 +41,8 @@ from typing import Any
 
 import numpy as np
 
-from serve_bench.errors import InvalidValue, UserError
+from serve_bench.errors import InvalidValue, UserError, first_line
+from serve_bench.export._layout import discard_staging
 
 __all__ = [
     "CONVERSION_FILE",
@@ -223,13 +224,12 @@ def relative_difference(reference: dict[str, np.ndarray], other: dict[str, np.nd
 def _reason(exc: BaseException) -> str:
     """One line of a converter's exception: TensorFlow's start "in user code:" and end with the cause."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    if not lines:
-        return type(exc).__name__
-    return lines[-1] if lines[0] == "in user code:" else lines[0]
+    return lines[-1] if lines and lines[0] == "in user code:" else first_line(exc)
 
 
 def convert_saved_model(
     tf: Any,
+    signature: Any,
     saved_model: Path,
     models_dir: Path,
     runtime: str,
@@ -238,8 +238,9 @@ def convert_saved_model(
     tolerance: float,
     run: Callable[[str, Path, dict[str, np.ndarray]], dict[str, np.ndarray]],
 ) -> Conversion:
-    """Convert ``saved_model``'s serving_default for ``runtime``, check it answers as TensorFlow does,
-    and move it into place (staged beside it, renamed at the end, as the SavedModel is)."""
+    """Convert ``signature`` (``saved_model``'s serving_default, loaded; its loaded object must be held by
+    the caller) for ``runtime``, check it answers as TensorFlow does, and move it into place (staged beside
+    it, renamed at the end, as the SavedModel is)."""
     destination = converted_model_path(models_dir, runtime, model, version)
     directory = destination.parent
     shutil.rmtree(directory, ignore_errors=True)  # an older export's copy of this version must not outlive it
@@ -249,8 +250,6 @@ def convert_saved_model(
     started = time.perf_counter()
     converter = _CONVERTER_NAMES[runtime]
     try:
-        loaded = tf.saved_model.load(str(saved_model))  # held: the signature only references its variables
-        signature = loaded.signatures["serving_default"]
         try:
             converter = _CONVERTERS[runtime](tf, signature, staging / destination.name)
         except Exception as exc:  # each converter raises its own kinds; the reason is what matters
@@ -282,11 +281,7 @@ def convert_saved_model(
         os.rename(staging, directory)
         return conversion
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
-        try:
-            staging_root.rmdir()
-        except OSError:
-            pass
+        discard_staging(staging)
 
 
 def require_runtimes(runtimes: tuple[str, ...]) -> None:

@@ -30,7 +30,7 @@ from serve_bench.export._convert import (
     require_runtimes,
     summation_profile,
 )
-from serve_bench.export._layout import METADATA_FILE, WARMUP_FILE, list_versions
+from serve_bench.export._layout import METADATA_FILE, WARMUP_FILE, discard_staging, list_versions
 
 __all__ = ["ExportResult", "ModelFacts", "export_model", "model_facts", "parse_batch_sizes"]
 
@@ -284,11 +284,7 @@ def export_model(
         else:
             os.rename(staging, destination)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
-        try:
-            staging_root.rmdir()
-        except OSError:
-            pass
+        discard_staging(staging)
     config_path = write_models_config(out)
     from serve_bench.export._repos import write_mlserver_model, write_triton_model
 
@@ -318,14 +314,16 @@ def _convert(
         return open_runner(runtime, path, RuntimeSettings(runtime)).__call__(inputs)
 
     tolerance = feature_tolerance(facts.summing_layers, facts.max_summed_terms)
-    conversions: list[Conversion] = []
-    notices: list[str] = []
-    for runtime in CONVERTED_RUNTIMES:
-        wanted = runtime in runtimes if runtimes is not None else missing_runtime(runtime) is None
-        if not wanted:
-            shutil.rmtree(converted_model_path(out, runtime, model, version).parent, ignore_errors=True)
-            if runtimes is None:
-                notices.append(f"not converted for {missing_runtime(runtime)}")
-            continue
-        conversions.append(convert_saved_model(tf, saved_model, out, runtime, model, version, tolerance, run))
-    return tuple(conversions), tuple(notices)
+    # (every older copy of this version was removed before the new SavedModel went into place)
+    wanted = [r for r in CONVERTED_RUNTIMES if (r in runtimes if runtimes is not None else not missing_runtime(r))]
+    notices = [
+        f"not converted for {missing_runtime(r)}" for r in CONVERTED_RUNTIMES if runtimes is None and r not in wanted
+    ]
+    if not wanted:
+        return (), tuple(notices)
+    loaded = tf.saved_model.load(str(saved_model))  # loaded once for every runtime; held: the signature needs it
+    signature = loaded.signatures["serving_default"]
+    conversions = tuple(
+        convert_saved_model(tf, signature, saved_model, out, r, model, version, tolerance, run) for r in wanted
+    )
+    return conversions, tuple(notices)

@@ -6,10 +6,19 @@ Kept free of TensorFlow so the server and the report can read it cheaply.
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
-__all__ = ["METADATA_FILE", "WARMUP_FILE", "latest_metadata", "list_models", "list_versions", "read_metadata"]
+__all__ = [
+    "METADATA_FILE",
+    "WARMUP_FILE",
+    "discard_staging",
+    "latest_metadata",
+    "list_models",
+    "list_versions",
+    "read_metadata",
+]
 
 WARMUP_FILE = "tf_serving_warmup_requests"
 METADATA_FILE = "serve_bench.json"
@@ -53,3 +62,13 @@ def latest_metadata(models_dir: Path, model: str) -> dict[str, Any] | None:
     """The export facts of the latest version of ``model`` under ``models_dir``, or None."""
     versions = list_versions(models_dir / model)
     return read_metadata(models_dir / model / str(versions[-1])) if versions else None
+
+
+def discard_staging(staging: Path) -> None:
+    """Remove what is left of a staging directory (nothing, once renamed into place), and its
+    ``.staging`` parent when no other export still uses it."""
+    shutil.rmtree(staging, ignore_errors=True)
+    try:
+        staging.parent.rmdir()
+    except OSError:
+        pass

@@ -12,7 +12,7 @@ import numpy as np
 
 from serve_bench import _protos
 from serve_bench.codec import DT_STRING, DTYPE_TO_NUMPY, NUMPY_TO_DTYPE, dtype_name
-from serve_bench.errors import UserError
+from serve_bench.errors import UserError, first_line
 from serve_bench.export import (
     WARMUP_FILE,
     Runner,
@@ -214,7 +214,7 @@ class Servable:
         except UserError as exc:
             raise ServingError("FAILED_PRECONDITION", str(exc)) from None
         except Exception as exc:  # the runtime's own kinds for a damaged or unloadable file
-            reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            reason = first_line(exc)
             raise ServingError(
                 "FAILED_PRECONDITION", f"{converted} does not load in {runtime.runtime}: {reason}"
             ) from None
@@ -262,7 +262,7 @@ class Servable:
         try:
             return runner(arrays)
         except Exception as exc:  # inputs were validated against the signature: what is left is the runtime's
-            message = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            message = first_line(exc)
             del exc
             raise ServingError("INTERNAL", f"{self.runtime.runtime}: {message}") from None
 
