@@ -247,6 +247,25 @@ def report_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-plots", action="store_true")
 
 
+def predict_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("model", metavar="MODEL", help="an exported model's name (its latest version is costed)")
+    p.add_argument(
+        "--device",
+        nargs="+",
+        default=["t4", "a100"],
+        metavar="DEVICE",
+        help="devices from the shipped table: t4 l4 a10g v100 v100-32gb v100-pcie a100 a100-80gb a100-pcie h100 "
+        "h100-pcie (default: t4 a100)",
+    )
+    p.add_argument(
+        "--precision",
+        default="fp32",
+        help="fp32 (CUDA cores), tf32 (Ampere and later) or mixed (float16 tensor cores) (default: fp32)",
+    )
+    models_dir_arg(p, "where the model was exported")
+    p.add_argument("--predictions", metavar="FILE", default=None, help="also write the predictions as JSON to FILE")
+
+
 def compare_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("run_a", metavar="RUN_A", help="run directory A (the baseline)")
     p.add_argument("run_b", metavar="RUN_B", help="run directory B")

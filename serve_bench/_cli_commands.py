@@ -19,7 +19,7 @@ from serve_bench.errors import UserError
 if TYPE_CHECKING:
     from serve_bench.load import PointSettings
 
-__all__ = ["bench", "compare", "demo", "export", "import_locust", "report", "serve", "sweep"]
+__all__ = ["bench", "compare", "demo", "export", "import_locust", "predict", "report", "serve", "sweep"]
 
 
 def export(args: argparse.Namespace) -> int:
@@ -182,6 +182,64 @@ def report(args: argparse.Namespace) -> int:
     print(f"report: {output.html}\nsummary: {output.csv}")
     if output.plots:
         print(f"plots: {output.html.parent / 'plots'}")
+    return 0
+
+
+def predict(args: argparse.Namespace) -> int:
+    import json
+
+    from serve_bench.export._layout import list_versions
+    from serve_bench.predict import cost_saved_model, get_device
+    from serve_bench.predict import predict as predict_on
+
+    devices = [get_device(name) for name in args.device]  # an unknown device fails before TensorFlow loads
+    versions = list_versions(Path(args.models_dir) / args.model)
+    if not versions:
+        raise UserError(
+            f"no exported model {args.model!r} under {args.models_dir}; run `serve-bench export {args.model}` first"
+        )
+    cost = cost_saved_model(Path(args.models_dir) / args.model / str(versions[-1]))
+    predictions = [predict_on(cost, device, args.precision) for device in devices]
+    print(
+        f"{args.model}, predicted (not measured): {cost.flops_per_image / 1e9:.2f} GFLOPs, "
+        f"{cost.weight_elements / 1e6:.1f} M weights, {len(cost.ops)} ops"
+    )
+    if cost.unknown:
+        print(f"  ops it does not know, costed as copies: {', '.join(cost.unknown)}")
+    for p in predictions:
+        e = p.error
+        print(f"\n{p.device.name}, {p.precision}")
+        print(
+            f"  error, device left out: images/s median {e.median:.0%} (worst {e.worst:.0%}), "
+            f"gain {e.gain_median:.0%} ({e.gain_worst:.0%})"
+        )
+        print(f"  {'batch':>5} {'latency ms':>10} {'images/s':>9}")
+        for b, t, ips in zip(p.batch_sizes, p.latency_s, p.images_per_s):
+            print(f"  {b:>5} {t * 1e3:>10.2f} {ips:>9.0f}")
+        print(f"  batching gain {p.gain:.1f}x; throughput stops growing at batch {p.saturating_batch}")
+        print(f"  largest batch that fits in {p.device.mem_gb:g} GB: {p.largest_batch_that_fits}")
+        if p.usd_per_million_images is not None:
+            print(f"  ${p.usd_per_million_images:.4f} per million images at ${p.device.price_per_hour_usd}/h")
+    if args.predictions:
+        rows = [
+            {
+                "device": p.device.id,
+                "precision": p.precision,
+                "batch_sizes": list(p.batch_sizes),
+                "latency_ms": [round(t * 1e3, 3) for t in p.latency_s],
+                "images_per_s": [round(v, 1) for v in p.images_per_s],
+                "gain": round(p.gain, 2),
+                "saturating_batch": p.saturating_batch,
+                "largest_batch_that_fits": p.largest_batch_that_fits,
+                "usd_per_million_images": p.usd_per_million_images,
+                "error": {"median": p.error.median, "worst": p.error.worst, "gain_median": p.error.gain_median},
+                "unknown_ops": list(p.unknown_ops),
+                "predicted": True,
+            }
+            for p in predictions
+        ]
+        Path(args.predictions).write_text(json.dumps({"model": args.model, "predictions": rows}, indent=1) + "\n")
+        print(f"\npredictions: {args.predictions}")
     return 0
 
 

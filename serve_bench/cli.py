@@ -72,6 +72,11 @@ COMMANDS: dict[str, Command] = {
     "report": Command(
         "analyse a run: terminal summary, summary.csv, plots/*.png, report.html", flags.report_args, commands.report
     ),
+    "predict": Command(
+        "predict latency and images/s on GPUs not at hand, from the graph's costs and published measurements",
+        flags.predict_args,
+        commands.predict,
+    ),
     "compare": Command(
         "two runs side by side: B/A ratio of images/s and p99 per matching point", flags.compare_args, commands.compare
     ),

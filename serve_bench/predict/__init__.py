@@ -1,0 +1,47 @@
+"""Predict: latency and images/s on devices not at hand, from the graph's costs and published peaks.
+
+``cost_saved_model`` walks an exported model's serving graph (FLOPs and elements moved per op);
+``predict`` turns those costs into time per batch on a device of the shipped table, with
+efficiencies fitted on published measurements and the error that fit showed on devices left out
+of it (``calibration``, ``leave_one_device_out``).
+"""
+
+from serve_bench.predict._devices import PRECISIONS, Device, device_table, get_device
+from serve_bench.predict._graph import GraphCost, OpCost, cost_graph, cost_saved_model
+from serve_bench.predict._model import Efficiency, Observation, fit, time_per_batch
+from serve_bench.predict._predict import (
+    BATCH_SIZES,
+    DeviceError,
+    LeaveOneOut,
+    Prediction,
+    calibration,
+    leave_one_device_out,
+    predict,
+    published_observations,
+)
+from serve_bench.predict._reference import build_cost, reference_cost
+
+__all__ = [
+    "BATCH_SIZES",
+    "PRECISIONS",
+    "Device",
+    "DeviceError",
+    "Efficiency",
+    "GraphCost",
+    "LeaveOneOut",
+    "Observation",
+    "OpCost",
+    "Prediction",
+    "build_cost",
+    "calibration",
+    "cost_graph",
+    "cost_saved_model",
+    "device_table",
+    "fit",
+    "get_device",
+    "leave_one_device_out",
+    "predict",
+    "published_observations",
+    "reference_cost",
+    "time_per_batch",
+]

@@ -1,0 +1,185 @@
+"""What one image costs, op by op, read off a frozen serving graph.
+
+For each op of the graph the walker counts the float operations and the tensor elements it
+reads and writes, per image (the batch dimension, unknown in a serving signature, counts as 1),
+apart from the weights it reads once per batch. Precision is applied later, by the cost model:
+here everything is in elements, not bytes.
+
+Counting rules (multiply-add = 2 FLOPs, as TensorFlow's profiler counts):
+  Conv2D               2 · out_h · out_w · out_c · k_h · k_w · in_c
+  DepthwiseConv2dNative 2 · out_h · out_w · in_c · multiplier · k_h · k_w
+  MatMul               2 · rows · inner · cols
+  pooling              one per window element of every output element
+  FusedBatchNorm*      2 per element (inference: scale and shift)
+  element-wise ops     1 per output element
+  Mean/Sum             1 per input element
+Ops that only move metadata (Reshape, Identity, Const, Shape, ...) cost nothing, and so do ops on
+weights alone (batch normalisation's rsqrt of the variance, say): TensorFlow folds them into
+constants before it serves. An op the
+walker does not know is costed as a memory-bound copy (its inputs read, its outputs written, no
+FLOPs) and named in ``GraphCost.unknown``, so a prediction can say it guessed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["GraphCost", "OpCost", "cost_graph", "cost_saved_model"]
+
+_ELEMENTWISE = frozenset(
+    "Relu Relu6 Elu Selu Sigmoid Tanh Softplus Softsign Swish LeakyRelu Add AddV2 Sub Mul RealDiv Div "
+    "Maximum Minimum BiasAdd Square Sqrt Rsqrt Exp Log Neg Abs Cast Pow SquaredDifference Erf Gelu "
+    "ClipByValue Floor Round".split()
+)
+_POOLS = frozenset({"MaxPool", "AvgPool", "MaxPoolV2"})
+_REDUCTIONS = frozenset({"Mean", "Sum", "Max", "Min", "Prod"})
+_BATCH_NORMS = frozenset({"FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3"})
+_COPIES = frozenset({"ConcatV2", "Concat", "Pad", "PadV2", "MirrorPad", "Transpose", "Slice", "StridedSlice", "Tile"})
+# no kernel that touches the data: metadata, constants, control
+_FREE = frozenset(
+    "Placeholder Const Identity IdentityN Reshape Shape ShapeN Size Rank NoOp Squeeze ExpandDims Pack Unpack "
+    "ReadVariableOp VarHandleOp Fill Range StopGradient PreventGradient Enter Exit Merge Switch "
+    "NextIteration LoopCond _Arg _Retval".split()
+)
+
+
+@dataclass(frozen=True)
+class OpCost:
+    """One op's cost for one image; ``weights`` are the constant elements it reads once per batch."""
+
+    name: str
+    type: str
+    flops: float
+    activations: float  # elements read and written that scale with the batch
+    weights: float  # elements read once per batch (filters, scales, biases)
+    known: bool = True
+
+
+@dataclass(frozen=True)
+class GraphCost:
+    """A serving graph's ops with their costs per image, and what the walker could not cost."""
+
+    ops: tuple[OpCost, ...]
+    input_elements: int  # one image as the signature takes it (for the transfer to the device)
+    unknown: tuple[str, ...] = field(default=())  # op types costed as copies, with how many: "Foo ×3"
+
+    @property
+    def flops_per_image(self) -> float:
+        return sum(op.flops for op in self.ops)
+
+    @property
+    def weight_elements(self) -> float:
+        return sum(op.weights for op in self.ops)
+
+    @property
+    def activation_elements(self) -> float:
+        return sum(op.activations for op in self.ops)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "input_elements": self.input_elements,
+            "unknown": list(self.unknown),
+            "ops": [[o.name, o.type, o.flops, o.activations, o.weights, o.known] for o in self.ops],
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> GraphCost:
+        ops = tuple(OpCost(n, t, float(f), float(a), float(w), bool(k)) for n, t, f, a, w, k in data["ops"])
+        return cls(ops, int(data["input_elements"]), tuple(data.get("unknown", ())))
+
+
+def _dims(tensor: Any) -> list[int | None] | None:
+    shape = tensor.shape
+    if shape.rank is None:
+        return None
+    return [d if d is None else int(d) for d in shape.as_list()]
+
+
+def _per_image(dims: list[int | None] | None) -> tuple[float, bool]:
+    """Elements for one image, and whether the tensor scales with the batch (its first dim unknown)."""
+    if dims is None:
+        return 0.0, False
+    batched = bool(dims) and dims[0] is None
+    known = [1 if d is None else d for d in dims]
+    return float(math.prod(known)), batched
+
+
+def _op_cost(op: Any) -> OpCost | None:
+    kind = op.type
+    if kind in _FREE or not op.outputs:
+        return None
+    activations = 0.0
+    weights = 0.0
+    for tensor in list(op.inputs) + list(op.outputs):
+        if not tensor.dtype.is_floating:
+            continue
+        elements, batched = _per_image(_dims(tensor))
+        if batched:
+            activations += elements
+        elif any(tensor is i for i in op.inputs):
+            weights += elements  # no batch dimension: read once per batch (filters, scales, constants)
+    out_dims = _dims(op.outputs[0])
+    out, _ = _per_image(out_dims)
+    flops = 0.0
+    known = True
+    if kind == "Conv2D":
+        k_h, k_w, in_c, _ = _dims(op.inputs[1]) or [0, 0, 0, 0]
+        flops = 2.0 * out * (k_h or 0) * (k_w or 0) * (in_c or 0)
+    elif kind == "DepthwiseConv2dNative":
+        k_h, k_w, _, _ = _dims(op.inputs[1]) or [0, 0, 0, 0]
+        flops = 2.0 * out * (k_h or 0) * (k_w or 0)
+    elif kind in ("MatMul", "BatchMatMulV2"):
+        a = _dims(op.inputs[0]) or [0, 0]
+        inner = a[0] if op.get_attr("transpose_a" if kind == "MatMul" else "adj_x") else a[-1]
+        flops = 2.0 * out * (inner or 0)
+    elif kind in _POOLS:
+        ksize = op.get_attr("ksize") if kind != "MaxPoolV2" else [1, 1, 1, 1]
+        flops = out * math.prod(ksize)
+    elif kind in _BATCH_NORMS:
+        flops = 2.0 * out
+    elif kind in _ELEMENTWISE:
+        flops = out
+    elif kind in _REDUCTIONS:
+        flops, _ = _per_image(_dims(op.inputs[0]))
+    elif kind not in _COPIES:
+        known = False
+    if activations == 0.0:
+        return None  # on shapes, integers or weights only: Grappler's constant folding removes it before serving
+    return OpCost(op.name, kind, flops, activations, weights, known)
+
+
+def cost_graph(graph: Any) -> GraphCost:
+    """The costs of a frozen ``tf.Graph`` (variables already constants, functions inlined)."""
+    ops: list[OpCost] = []
+    input_elements = 0
+    for op in graph.get_operations():
+        if op.type == "Placeholder" and op.outputs[0].dtype.is_floating:
+            input_elements += int(_per_image(_dims(op.outputs[0]))[0])
+        cost = _op_cost(op)
+        if cost is not None:
+            ops.append(cost)
+    unknown = Counter(o.type for o in ops if not o.known)
+    return GraphCost(tuple(ops), input_elements, tuple(f"{t} ×{n}" for t, n in sorted(unknown.items())))
+
+
+def frozen_graph(tf: Any, concrete: Any) -> Any:
+    """A concrete function as a tf.Graph with its variables as constants and its calls inlined."""
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2_as_graph
+
+    _, graph_def = convert_variables_to_constants_v2_as_graph(concrete)
+    with tf.Graph().as_default() as graph:
+        tf.graph_util.import_graph_def(graph_def, name="")
+    return graph
+
+
+def cost_saved_model(path: str | Path, signature: str = "serving_default") -> GraphCost:
+    """The costs of an exported SavedModel's signature (its float-image entry point)."""
+    from serve_bench._tf import import_tensorflow
+
+    tf = import_tensorflow()
+    loaded = tf.saved_model.load(str(path))
+    return cost_graph(frozen_graph(tf, loaded.signatures[signature]))
