@@ -188,7 +188,7 @@ def report(args: argparse.Namespace) -> int:
 def predict(args: argparse.Namespace) -> int:
     import json
 
-    from serve_bench.export._layout import list_versions
+    from serve_bench.export import list_versions
     from serve_bench.predict import cost_saved_model, get_device
     from serve_bench.predict import predict as predict_on
 

@@ -1,4 +1,4 @@
-"""The one door to TensorFlow, for export/ and server/ only."""
+"""The one door to TensorFlow, for export/, server/ and predict/ (and the pipeline's in-process run)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from types import ModuleType
+from typing import Any
 
 
 @contextlib.contextmanager
@@ -46,3 +47,14 @@ def import_tensorflow() -> ModuleType:
         raise ImportError("TensorFlow is needed here: pip install 'tensorflow==2.21.0'") from exc
     module: ModuleType = tf  # TensorFlow ships no type information: its module is Any to mypy
     return module
+
+
+def frozen_graph(concrete: Any) -> Any:
+    """A concrete function as a tf.Graph with its variables as constants and its calls inlined."""
+    tf = import_tensorflow()
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2_as_graph
+
+    _, graph_def = convert_variables_to_constants_v2_as_graph(concrete)
+    with tf.Graph().as_default() as graph:
+        tf.graph_util.import_graph_def(graph_def, name="")
+    return graph

@@ -166,20 +166,9 @@ def cost_graph(graph: Any) -> GraphCost:
     return GraphCost(tuple(ops), input_elements, tuple(f"{t} ×{n}" for t, n in sorted(unknown.items())))
 
 
-def frozen_graph(tf: Any, concrete: Any) -> Any:
-    """A concrete function as a tf.Graph with its variables as constants and its calls inlined."""
-    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2_as_graph
-
-    _, graph_def = convert_variables_to_constants_v2_as_graph(concrete)
-    with tf.Graph().as_default() as graph:
-        tf.graph_util.import_graph_def(graph_def, name="")
-    return graph
-
-
 def cost_saved_model(path: str | Path, signature: str = "serving_default") -> GraphCost:
     """The costs of an exported SavedModel's signature (its float-image entry point)."""
-    from serve_bench._tf import import_tensorflow
+    from serve_bench._tf import frozen_graph, import_tensorflow
 
-    tf = import_tensorflow()
-    loaded = tf.saved_model.load(str(path))
-    return cost_graph(frozen_graph(tf, loaded.signatures[signature]))
+    loaded = import_tensorflow().saved_model.load(str(path))
+    return cost_graph(frozen_graph(loaded.signatures[signature]))

@@ -14,7 +14,7 @@ import json
 from importlib import resources
 from typing import Any
 
-from serve_bench.predict._graph import GraphCost, cost_graph, frozen_graph
+from serve_bench.predict._graph import GraphCost, cost_graph
 
 __all__ = ["REFERENCE_FILE", "build_cost", "reference_cost", "resnet50_v15"]
 
@@ -50,13 +50,13 @@ def resnet50_v15(tf: Any) -> Any:
 
 def build_cost() -> GraphCost:
     """Build ResNet-50 v1.5 and cost its inference graph (a few seconds)."""
-    from serve_bench._tf import import_tensorflow
+    from serve_bench._tf import frozen_graph, import_tensorflow
 
     tf = import_tensorflow()
     model = resnet50_v15(tf)
     forward = tf.function(lambda images: model(images, training=False))
     concrete = forward.get_concrete_function(tf.TensorSpec([None, 224, 224, 3], tf.float32))
-    return cost_graph(frozen_graph(tf, concrete))
+    return cost_graph(frozen_graph(concrete))
 
 
 def reference_cost() -> GraphCost:
