@@ -25,8 +25,11 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 __all__ = ["GraphCost", "OpCost", "cost_graph", "cost_saved_model"]
 
@@ -66,6 +69,15 @@ class GraphCost:
     ops: tuple[OpCost, ...]
     input_elements: int  # one image as the signature takes it (for the transfer to the device)
     unknown: tuple[str, ...] = field(default=())  # op types costed as copies, with how many: "Foo ×3"
+
+    @cached_property
+    def columns(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """FLOPs, activation elements and weight elements of every op, as arrays (made once per cost)."""
+        return (
+            np.array([op.flops for op in self.ops]),
+            np.array([op.activations for op in self.ops]),
+            np.array([op.weights for op in self.ops]),
+        )
 
     @property
     def flops_per_image(self) -> float:
@@ -114,13 +126,13 @@ def _op_cost(op: Any) -> OpCost | None:
         return None
     activations = 0.0
     weights = 0.0
-    for tensor in list(op.inputs) + list(op.outputs):
+    for tensor, is_input in [(t, True) for t in op.inputs] + [(t, False) for t in op.outputs]:
         if not tensor.dtype.is_floating:
             continue
         elements, batched = _per_image(_dims(tensor))
         if batched:
             activations += elements
-        elif any(tensor is i for i in op.inputs):
+        elif is_input:
             weights += elements  # no batch dimension: read once per batch (filters, scales, constants)
     out_dims = _dims(op.outputs[0])
     out, _ = _per_image(out_dims)

@@ -68,8 +68,9 @@ def time_per_batch(cost: GraphCost, device: Device, precision: str, batch: int, 
     peak = peak_flops(device, precision) * eff.compute
     bandwidth = device.mem_bw_gbs * 1e9 * eff.memory
     size = bytes_per_element(precision)
-    flops = np.array([op.flops for op in cost.ops]) * batch
-    traffic = (np.array([op.activations for op in cost.ops]) * batch + [op.weights for op in cost.ops]) * size
+    flops, activations, weights = cost.columns
+    traffic = (activations * batch + weights) * size
+    flops = flops * batch
     ops = float(np.maximum(flops / peak, traffic / bandwidth).sum()) + len(cost.ops) * eff.per_op_s
     transfer = batch * cost.input_elements * 4 / (_PCIE_GBS_PER_LANE[device.pcie_gen] * device.pcie_lanes * 1e9)
     return eff.per_call_s + transfer + ops
