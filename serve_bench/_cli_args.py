@@ -264,6 +264,25 @@ def predict_args(p: argparse.ArgumentParser) -> None:
     )
     models_dir_arg(p, "where the model was exported")
     p.add_argument("--predictions", metavar="FILE", default=None, help="also write the predictions as JSON to FILE")
+    run_dir_arg(
+        p,
+        "a run with CPU points of MODEL at one request in flight: one calibrates this CPU, the others check it; "
+        "predictions.json is written there for its report",
+    )
+    p.add_argument(
+        "--calibrate-batch",
+        type=int,
+        default=None,
+        metavar="N",
+        help="the measured batch size that calibrates the CPU (default: the smallest measured)",
+    )
+    p.add_argument(
+        "--cpu",
+        default=None,
+        metavar="KEY=VALUE,...",
+        help="describe the CPU the run measured instead of reading this host: cores, ghz, vector_bits, fma_units, "
+        "bw_gbs, mem_gb (e.g. cores=2,ghz=2.6,vector_bits=256)",
+    )
 
 
 def compare_args(p: argparse.ArgumentParser) -> None:

@@ -189,10 +189,13 @@ def predict(args: argparse.Namespace) -> int:
     import json
 
     from serve_bench.export import list_versions
-    from serve_bench.predict import cost_saved_model, get_device
+    from serve_bench.predict import CALL_MS_SOURCE, calibrate_cpu, cost_saved_model, cpu_points, get_device, parse_cpu
     from serve_bench.predict import predict as predict_on
+    from serve_bench.report import PREDICTIONS_FILE
 
     devices = [get_device(name) for name in args.device]  # an unknown device fails before TensorFlow loads
+    run_dir = Path(args.run_dir) if args.run_dir else None
+    measured = cpu_points(run_dir, args.model) if run_dir is not None else None
     versions = list_versions(Path(args.models_dir) / args.model)
     if not versions:
         raise UserError(
@@ -206,6 +209,24 @@ def predict(args: argparse.Namespace) -> int:
     )
     if cost.unknown:
         print(f"  ops it does not know, costed as copies: {', '.join(cost.unknown)}")
+    cpu = None
+    if measured is not None and run_dir is not None:
+        target, by_batch = measured
+        cpu = calibrate_cpu(cost, parse_cpu(args.cpu or ""), by_batch, target=target, batch=args.calibrate_batch)
+        print(f"\nthis CPU, calibrated on batch {cpu.calibrated_on} of {target} (measured in --run-dir)")
+        spec = cpu.spec
+        print(f"  {spec.name}: {spec.cores} cores x {spec.ghz:.2f} GHz x {spec.vector_bits}-bit FMA x {spec.fma_units}")
+        print(f"  = {spec.peak_gflops:.0f} GFLOP/s fp32 peak, {spec.bw_gbs:.0f} GB/s, {spec.call_ms:g} ms per call")
+        if "call_ms" not in (args.cpu or ""):
+            print(f"  (per call: {CALL_MS_SOURCE})")
+        print(f"  fitted speed: {cpu.efficiency.compute:.2f}x that roofline")
+        print(f"  {'batch':>5} {'measured':>9} {'predicted':>9} {'error':>7}")
+        for b, v in cpu.predicted.items():
+            seen = cpu.measured.get(b)
+            error = "calib." if b == cpu.calibrated_on else (f"{v / seen - 1:+.0%}" if seen else "")
+            print(f"  {b:>5} {f'{seen:.1f}' if seen else '-':>9} {v:>9.1f} {error:>7}")
+        if cpu.median_error is not None:
+            print(f"  median error over the other measured batch sizes: {cpu.median_error:.0%}")
     for p in predictions:
         e = p.error
         print(f"\n{p.device.name}, {p.precision}")
@@ -220,26 +241,18 @@ def predict(args: argparse.Namespace) -> int:
         print(f"  largest batch that fits in {p.device.mem_gb:g} GB: {p.largest_batch_that_fits}")
         if p.usd_per_million_images is not None:
             print(f"  ${p.usd_per_million_images:.4f} per million images at ${p.device.price_per_hour_usd}/h")
-    if args.predictions:
-        rows = [
-            {
-                "device": p.device.id,
-                "precision": p.precision,
-                "batch_sizes": list(p.batch_sizes),
-                "latency_ms": [round(t * 1e3, 3) for t in p.latency_s],
-                "images_per_s": [round(v, 1) for v in p.images_per_s],
-                "gain": round(p.gain, 2),
-                "saturating_batch": p.saturating_batch,
-                "largest_batch_that_fits": p.largest_batch_that_fits,
-                "usd_per_million_images": p.usd_per_million_images,
-                "error": {"median": p.error.median, "worst": p.error.worst, "gain_median": p.error.gain_median},
-                "unknown_ops": list(p.unknown_ops),
-                "predicted": True,
-            }
-            for p in predictions
-        ]
-        Path(args.predictions).write_text(json.dumps({"model": args.model, "predictions": rows}, indent=1) + "\n")
-        print(f"\npredictions: {args.predictions}")
+        if cpu is not None:
+            best = max(cpu.measured.values())
+            print(f"  best images/s {max(p.images_per_s) / best:.0f}x this CPU's measured best ({best:.1f})")
+    record = {
+        "model": args.model,
+        "predictions": [p.to_json() for p in predictions],
+        "cpu": cpu.to_json() if cpu is not None else None,
+    }
+    text = json.dumps(record, indent=1) + "\n"
+    for path in filter(None, (run_dir / PREDICTIONS_FILE if run_dir else None, args.predictions)):
+        Path(path).write_text(text)
+        print(f"\npredictions: {path}")
     return 0
 
 

@@ -43,7 +43,7 @@ ALLOWED: dict[str, set[str]] = {
     # batch-size lists as export does (export)
     "pipeline": {"client", "stats", "media", "_tf", "load", "export"},
     "report": {"stats", "export"},  # export: FLOPs per image of the exported model
-    "predict": {"_tf"},  # _tf: loading the exported SavedModel and freezing its serving graph
+    "predict": {"_tf", "stats"},  # _tf: freezing the serving graph; stats: a run's CPU points to calibrate on
     "_progress": {"sweep", "load", "stats"},  # load: the PointPlan each progress line names
     "demo": {"export", "report", "sweep", "_progress", "servers"},
 }

@@ -6,8 +6,18 @@ efficiencies fitted on published measurements and the error that fit showed on d
 of it (``calibration``, ``leave_one_device_out``).
 """
 
+from serve_bench.predict._calibrate import CpuCalibration, calibrate_cpu, cpu_points, fit_cpu
 from serve_bench.predict._devices import PRECISIONS, Device, device_table, get_device
 from serve_bench.predict._graph import GraphCost, OpCost, cost_graph, cost_saved_model
+from serve_bench.predict._host import (
+    CALL_MS,
+    CALL_MS_SOURCE,
+    CpuSpec,
+    cpu_device,
+    measure_bandwidth,
+    parse_cpu,
+    read_host_cpu,
+)
 from serve_bench.predict._model import Efficiency, Observation, fit, time_per_batch
 from serve_bench.predict._predict import (
     BATCH_SIZES,
@@ -23,7 +33,11 @@ from serve_bench.predict._reference import build_cost, reference_cost
 
 __all__ = [
     "BATCH_SIZES",
+    "CALL_MS",
+    "CALL_MS_SOURCE",
     "PRECISIONS",
+    "CpuCalibration",
+    "CpuSpec",
     "Device",
     "DeviceError",
     "Efficiency",
@@ -33,15 +47,22 @@ __all__ = [
     "OpCost",
     "Prediction",
     "build_cost",
+    "calibrate_cpu",
     "calibration",
     "cost_graph",
     "cost_saved_model",
+    "cpu_device",
+    "cpu_points",
     "device_table",
     "fit",
+    "fit_cpu",
     "get_device",
     "leave_one_device_out",
+    "measure_bandwidth",
+    "parse_cpu",
     "predict",
     "published_observations",
+    "read_host_cpu",
     "reference_cost",
     "time_per_batch",
 ]

@@ -72,7 +72,9 @@ def time_per_batch(cost: GraphCost, device: Device, precision: str, batch: int, 
     traffic = (activations * batch + weights) * size
     flops = flops * batch
     ops = float(np.maximum(flops / peak, traffic / bandwidth).sum()) + len(cost.ops) * eff.per_op_s
-    transfer = batch * cost.input_elements * 4 / (_PCIE_GBS_PER_LANE[device.pcie_gen] * device.pcie_lanes * 1e9)
+    transfer = 0.0  # a CPU (no PCIe lanes) reads the images where they are
+    if device.pcie_lanes:
+        transfer = batch * cost.input_elements * 4 / (_PCIE_GBS_PER_LANE[device.pcie_gen] * device.pcie_lanes * 1e9)
     return eff.per_call_s + transfer + ops
 
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from typing import Any
 
 from serve_bench.predict._devices import Device, bytes_per_element, device_table, peak_flops, precision_class
 from serve_bench.predict._graph import GraphCost
@@ -131,6 +132,29 @@ class Prediction:
     def usd_per_million_images(self) -> float | None:
         price = self.device.price_per_hour_usd
         return None if price is None else price / (max(self.images_per_s) * 3600) * 1e6
+
+    def to_json(self) -> dict[str, Any]:
+        """The record ``--predictions`` and a run's predictions.json hold (``predicted`` is always true)."""
+        return {
+            "device": self.device.id,
+            "name": self.device.name,
+            "precision": self.precision,
+            "batch_sizes": list(self.batch_sizes),
+            "latency_ms": [round(t * 1e3, 3) for t in self.latency_s],
+            "images_per_s": [round(v, 1) for v in self.images_per_s],
+            "gain": round(self.gain, 2),
+            "saturating_batch": self.saturating_batch,
+            "largest_batch_that_fits": self.largest_batch_that_fits,
+            "usd_per_million_images": self.usd_per_million_images,
+            "error": {
+                "median": self.error.median,
+                "worst": self.error.worst,
+                "gain_median": self.error.gain_median,
+                "gain_worst": self.error.gain_worst,
+            },
+            "unknown_ops": list(self.unknown_ops),
+            "predicted": True,
+        }
 
 
 def _largest_batch(cost: GraphCost, device: Device, precision: str) -> int:

@@ -22,10 +22,12 @@ from serve_bench.report._build import (
 )
 from serve_bench.report._cells import Cell, cells_of
 from serve_bench.report._decision import Decision, DecisionRow, decide
+from serve_bench.report._predicted import PREDICTIONS_FILE, read_predictions
 from serve_bench.report._tables import CSV_COLUMNS, print_comparison, print_summary, write_summary_csv
 
 __all__ = [
     "CSV_COLUMNS",
+    "PREDICTIONS_FILE",
     "Analysis",
     "Cell",
     "Comparison",
@@ -46,5 +48,6 @@ __all__ = [
     "load_run_metadata",
     "print_comparison",
     "print_summary",
+    "read_predictions",
     "write_summary_csv",
 ]

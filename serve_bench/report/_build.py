@@ -10,6 +10,7 @@ from serve_bench.errors import UserError
 from serve_bench.export import latest_metadata
 from serve_bench.report._analysis import Analysis, analyze_run
 from serve_bench.report._decision import cost_energy_ratios
+from serve_bench.report._predicted import read_predictions
 from serve_bench.report._tune import draw_tune_plots, read_tune_answer
 from serve_bench.stats import Point, PointId, Slo, read_points, read_run
 
@@ -65,7 +66,16 @@ def build_report(
     csv_path = write_summary_csv(points, run_dir / "summary.csv")
     title = f"serve-bench: {points[0].model} — {run_dir.name}"
     tune_part = (run_dir, tune, tune_drawn) if tune is not None else None
-    html_path = write_html(analysis, points, drawn, metadata, run_dir / "report.html", title, tune=tune_part)
+    html_path = write_html(
+        analysis,
+        points,
+        drawn,
+        metadata,
+        run_dir / "report.html",
+        title,
+        tune=tune_part,
+        predictions=read_predictions(run_dir),
+    )
     drawn.update(tune_drawn)
     return ReportOutput(analysis, points, html_path, csv_path, drawn)
 

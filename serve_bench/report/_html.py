@@ -11,6 +11,7 @@ from typing import Any
 from serve_bench.report._analysis import Analysis
 from serve_bench.report._decision import decide
 from serve_bench.report._decision_table import decision_html
+from serve_bench.report._predicted import predicted_html
 from serve_bench.report._tables import CELL_COLUMNS, cell_rows, model_line
 from serve_bench.report._tune import tune_html
 from serve_bench.stats import Point, TuneAnswer, format_ratio
@@ -83,8 +84,12 @@ def write_html(
     title: str,
     *,
     tune: tuple[Path, TuneAnswer, dict[str, Path]] | None = None,
+    predictions: dict[str, Any] | None = None,
 ) -> Path:
-    """``tune``: a tune run's directory, its answer.json and the tune plots: a Tune section comes first."""
+    """``tune``: a tune run's directory, its answer.json and the tune plots: a Tune section comes first.
+
+    ``predictions``: the run's predictions.json; a "Predicted (not measured)" section follows GPU vs CPU.
+    """
     images = _figures(plots)
     tune_part = tune_html(tune[1], tune[0], _figures(tune[2])) if tune is not None else ""
     warnings = "".join(f"<li class=warn>{_e(w)}</li>" for w in analysis.warnings) or "<li>none</li>"
@@ -103,7 +108,7 @@ def write_html(
 <p>Each verdict line names the points (target, batch size, load) its numbers come from; they are rows below.
 Ranges in brackets are 95% confidence intervals of one point, or the range of its repeats.</p>
 <h2>Per target</h2>{_target_table(analysis)}
-<h2>GPU vs CPU</h2>{_ratios(analysis)}
+<h2>GPU vs CPU</h2>{_ratios(analysis)}{predicted_html(predictions, points)}
 <h2>Plots</h2>{images}
 <h2>Warnings</h2><ul>{warnings}</ul>
 <h2>Run metadata</h2><pre>{_e(json.dumps(metadata, indent=2, sort_keys=True))}</pre>

@@ -1,0 +1,123 @@
+"""The report's "Predicted (not measured)" section, from the predictions.json `serve-bench predict --run-dir` wrote.
+
+Predicted figures stay in their own section: they never enter the cells, the verdict or the
+decision table. Where the run measured a GPU target that names a predicted device (its name or
+device label holds the device's id, e.g. ``triton-t4`` or ``gpu-a100``), the measured images/s
+stand beside the predicted ones with their ratio.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from serve_bench.errors import UserError
+from serve_bench.stats import Point
+
+__all__ = ["PREDICTIONS_FILE", "matching_gpu_target", "predicted_html", "read_predictions"]
+
+PREDICTIONS_FILE = "predictions.json"
+
+
+def read_predictions(run_dir: Path) -> dict[str, Any] | None:
+    """The run's predictions.json, None when it has none; a one-line error when it is not one."""
+    path = run_dir / PREDICTIONS_FILE
+    if not path.exists():
+        return None
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(
+            f"{path}: not readable JSON ({exc}); write it again with serve-bench predict --run-dir"
+        ) from None
+    if not isinstance(data, dict) or not isinstance(data.get("predictions"), list):
+        raise UserError(
+            f"{path}: not a serve-bench predictions file; write it again with serve-bench predict --run-dir"
+        )
+    return data
+
+
+def _tokens(text: str) -> set[str]:
+    return set(re.split(r"[^a-z0-9]+", text.lower())) - {""}
+
+
+def matching_gpu_target(device_id: str, points: list[Point]) -> tuple[str, dict[int, float]] | None:
+    """The measured GPU target naming ``device_id`` and its images/s by batch at one request in flight."""
+    wanted = _tokens(device_id)
+    found: dict[str, dict[int, float]] = {}
+    for p in points:
+        t = p.target
+        if t.device == "cpu" or p.load.mode != "closed" or (p.load.concurrency or 1) != 1 or p.error_count:
+            continue
+        if wanted <= _tokens(t.name) or wanted <= _tokens(t.device):
+            found.setdefault(t.name, {})[p.batch_size] = p.items_per_s
+    if not found:
+        return None
+    name = next(iter(found))
+    return name, dict(sorted(found[name].items()))
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value))
+
+
+def _cpu_table(cpu: dict[str, Any]) -> str:
+    measured = cpu.get("measured_images_per_s", {})
+    rows = []
+    for batch, predicted in cpu.get("predicted_images_per_s", {}).items():
+        seen = measured.get(batch)
+        if int(batch) == cpu.get("calibrated_on"):
+            note = "calibrated on"
+        else:
+            note = f"{predicted / seen - 1:+.0%}" if seen else ""
+        rows.append(
+            f"<tr><td>{_e(batch)}</td><td>{'' if seen is None else f'{seen:.1f}'}</td>"
+            f"<td>{predicted:.1f}</td><td>{note}</td></tr>"
+        )
+    return (
+        f"<h3>This CPU ({_e(cpu.get('target', ''))}), calibrated on batch {_e(cpu.get('calibrated_on'))}</h3>"
+        f"<p>{_e(cpu.get('described', ''))}; efficiency {_e(cpu.get('efficiency'))} of that roofline.</p>"
+        "<table><tr><th>batch</th><th>measured images/s</th><th>predicted images/s</th><th>error</th></tr>"
+        f"{''.join(rows)}</table>"
+    )
+
+
+def _gpu_table(row: dict[str, Any], points: list[Point]) -> str:
+    match = matching_gpu_target(str(row.get("device", "")), points)
+    measured_head = f"<th>measured images/s ({_e(match[0])})</th><th>measured / predicted</th>" if match else ""
+    rows = []
+    for batch, latency, ips in zip(row["batch_sizes"], row["latency_ms"], row["images_per_s"]):
+        extra = ""
+        if match:
+            seen = match[1].get(int(batch))
+            extra = f"<td>{seen:.1f}</td><td>{seen / ips:.2f}</td>" if seen else "<td></td><td></td>"
+        rows.append(f"<tr><td>{batch}</td><td>{latency:.2f}</td><td>{ips:.0f}</td>{extra}</tr>")
+    error = row.get("error", {})
+    return (
+        f"<h3>{_e(row.get('name', row.get('device')))}, {_e(row.get('precision'))}</h3>"
+        f"<p>Leave-one-device-out error of the calibration: images/s median {error.get('median', 0):.0%} "
+        f"(worst {error.get('worst', 0):.0%}), batching gain {error.get('gain_median', 0):.0%}. "
+        f"Predicted batching gain {_e(row.get('gain'))}x; throughput stops growing at batch "
+        f"{_e(row.get('saturating_batch'))}; largest batch that fits {_e(row.get('largest_batch_that_fits'))}.</p>"
+        "<table><tr><th>batch</th><th>predicted latency ms</th><th>predicted images/s</th>"
+        f"{measured_head}</tr>{''.join(rows)}</table>"
+    )
+
+
+def predicted_html(predictions: dict[str, Any] | None, points: list[Point]) -> str:
+    """The section's HTML; "" when the run has no predictions."""
+    if not predictions:
+        return ""
+    parts = [
+        "<h2>Predicted (not measured)</h2>",
+        "<p class=warn>Figures below come from <code>serve-bench predict</code>: the model's graph, published "
+        "device peaks and efficiencies fitted on published tables. None of them was measured in this run, and none "
+        "enters the verdict or the decision table above.</p>",
+    ]
+    if predictions.get("cpu"):
+        parts.append(_cpu_table(predictions["cpu"]))
+    parts += [_gpu_table(row, points) for row in predictions["predictions"]]
+    return "".join(parts)
