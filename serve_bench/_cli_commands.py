@@ -157,8 +157,8 @@ def sweep(args: argparse.Namespace) -> int:
         console.print(f"resumed: {outcome.skipped} points were already measured")
     if outcome.remeasured:
         console.print(
-            f"measured again: {outcome.remeasured} points whose earlier result had no successes or was "
-            "cut off (the old lines stay, marked superseded)"
+            f"measured again: {outcome.remeasured} points whose earlier result had no successes, was "
+            "cut off or ran on another runtime (the old lines stay, marked superseded)"
         )
     for name, why in outcome.failed_targets.items():
         console.print(f"[red]target {name} stopped answering[/red]: {why}; its remaining points were skipped")

@@ -163,6 +163,14 @@ async def test_sweep_writes_every_point_and_resume_skips_them(tmp_path):
         assert extended.skipped == 4 and len(extended.measured) == 2
         assert len(read_points(run_dir)) == 6
 
+        # the same target name, now declared on another runtime: nothing measured before counts for it
+        relabelled = parse_spec(_spec(server.grpc_url).replace('metrics = ""', 'metrics = ""\nruntime = "openvino"'))
+        assert relabelled.targets[0].runtime == "openvino"
+        redone = await run_sweep(relabelled, run_dir, resume=True)
+        assert redone.skipped == 0 and redone.remeasured == 4 and len(redone.measured) == 4
+        current = read_points(run_dir)  # superseded lines stay in the file, out of the report
+        assert {p.target.runtime for p in current if p.batch_size in (1, 2)} == {"openvino"}
+
 
 async def test_unreachable_target_fails_before_measuring(tmp_path):
     spec = parse_spec(_spec(f"grpc://127.0.0.1:{free_port()}"))

@@ -1,8 +1,9 @@
 """Run a sweep: every grid point, appended to points.jsonl as it ends, resumable.
 
 Resume skips a grid point only when the run already holds a usable measurement of
-it; a point with no successes or one cut off (the target went down) is measured
-again, and the new line supersedes the old one (which stays in the file).
+it; a point with no successes, one cut off (the target went down) or one measured on
+another runtime than the spec now gives its target is measured again, and the new
+line supersedes the old one (which stays in the file).
 """
 
 from __future__ import annotations
@@ -136,7 +137,7 @@ class _Sweep:
     def usable(self, key: str) -> Point | None:
         """The run's current measurement of ``key`` when it says something about the server."""
         point = self.previous.get(key)
-        return point if point is not None and not point.needs_remeasure else None
+        return point if point is not None and _reusable(point, self.spec) else None
 
     async def inputs(self, client: Client, payload: str) -> InputSet | None:
         """The spec's input data for this payload and the model's image size (loaded once), or None."""
@@ -200,6 +201,13 @@ async def run_sweep(
     return await _run(spec, run_dir, outcome, previous, on_point, models_dir)
 
 
+def _reusable(point: Point, spec: SweepSpec) -> bool:
+    """Whether resume may keep an earlier measurement: it reached the server and ran on the runtime
+    the spec now names for its target (a target renamed to another runtime is measured again)."""
+    runtimes = {t.name: t.runtime for t in spec.targets}
+    return not point.needs_remeasure and point.target.runtime == runtimes.get(point.target.name, point.target.runtime)
+
+
 async def _run(
     spec: SweepSpec,
     run_dir: Path,
@@ -209,7 +217,7 @@ async def _run(
     models_dir: Path | None,
 ) -> SweepOutcome:
     plans = plan_points(spec)
-    todo = [p for p in plans if p.key not in previous or previous[p.key].needs_remeasure]
+    todo = [p for p in plans if p.key not in previous or not _reusable(previous[p.key], spec)]
     outcome.skipped = len(plans) - len(todo)
     clients = await _open_clients(spec)
     writer = ResultsWriter(run_dir)
