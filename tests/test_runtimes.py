@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -324,3 +325,28 @@ def test_a_slower_runtime_is_never_called_the_lever():
     verdict = analyze_run(points).verdict
     assert "openvino 0.80×" in verdict
     assert "Which lever on cpu: no runtime was faster than tensorflow beyond the noise." in verdict
+
+
+def _threads() -> int:
+    return int(
+        next(
+            line for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("Threads:")
+        ).split()[1]
+    )
+
+
+@pytest.mark.parametrize("asked", [0, 3])
+def test_onnx_runtimes_thread_count_is_what_its_pool_really_holds(models_dir, asked):
+    """ORT does not report its intra-op pool; serve-bench states it, and this counts the threads the
+    session started. A pool of N makes N-1 threads, the caller being one (onnxruntime/core/common/threadpool.cc,
+    ThreadPool::ThreadPool: "threads_to_create = degree_of_parallelism - 1"); with 0 asked, N is the
+    physical cores (onnxruntime/core/platform/posix/env.cc, GetNumPhysicalCpuCores)."""
+    require_runtime("onnxruntime")
+    path = export.converted_model_path(models_dir, "onnxruntime", "tiny", 1)
+    import onnxruntime  # noqa: F401  (its import starts nothing; counted before the session)
+
+    before = _threads()
+    runner = export.open_runner("onnxruntime", path, export.RuntimeSettings("onnxruntime", intra_op_threads=asked))
+    started = _threads() - before
+    stated = int(runner.in_effect["intra_op_threads"].split()[0])
+    assert stated == (asked or stated) and started == stated - 1, (runner.in_effect, started)

@@ -9,6 +9,7 @@ runtime then reports are kept in ``runner.in_effect``, so a result can say what 
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import queue
 from dataclasses import dataclass
 from pathlib import Path
@@ -69,12 +70,27 @@ class _OnnxRunner:
         self.in_effect = {
             "runtime": f"onnxruntime {onnxruntime.__version__}",
             "provider": self._session.get_providers()[0],
-            "intra_op_threads": str(settings.intra_op_threads or "0 (one per physical core)"),
-            "inter_op_threads": str(settings.inter_op_threads or "0 (sequential execution)"),
+            "intra_op_threads": _onnx_intra_op(settings.intra_op_threads),
+            # ORT runs a graph's nodes one after another unless execution_mode is ORT_PARALLEL, which is not set
+            "inter_op_threads": str(settings.inter_op_threads or "0 (nodes run in sequence: no inter-op pool)"),
         }
 
     def __call__(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         return dict(zip(self._outputs, self._session.run(self._outputs, inputs)))
+
+
+def _onnx_intra_op(asked: int) -> str:
+    """The intra-op pool ORT makes: ``asked`` threads, or for 0 its default, which ORT does not report.
+
+    With 0, ORT sizes the pool from Env::GetNumPhysicalCpuCores() (onnxruntime/core/platform/posix/env.cc:
+    cpuinfo's core count, else hardware_concurrency() / 2): the physical cores, counted here the same way.
+    """
+    if asked:
+        return str(asked)
+    import psutil
+
+    cores = psutil.cpu_count(logical=False) or max(1, (os.cpu_count() or 2) // 2)
+    return f"{cores} (0 asked: ORT's default, one per physical core)"
 
 
 class _OpenVinoRunner:
