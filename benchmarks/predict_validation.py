@@ -1,9 +1,10 @@
-"""Leave-one-device-out errors of `serve-bench predict` on the published tables it ships.
+"""Leave-one-out errors of `serve-bench predict` on the published tables it ships.
 
 For each precision class (fp32/tf32, mixed), each device family of NVIDIA DeepLearningExamples'
-ResNet-50 v1.5 TensorFlow 1 inference tables (T4, V100 16/32 GB, A100 40 GB; batch 1-256) is
-left out of the fit in turn and predicted from its peaks alone; printed: per device the median
-and worst relative error of images/s and the error of the batching gain at the best batch.
+TensorFlow 1 ConvNets inference tables (ResNet-50 v1.5, ResNeXt-101 32x4d, SE-ResNeXt-101 32x4d;
+T4, V100 16/32 GB, A100 40 GB; batch 1-256) is left out of the fit in turn and predicted from
+its peaks alone, then each model in turn; printed: per (model, device) the median and worst
+relative error of images/s and the error of the batching gain at the best batch.
 tests/test_predict.py pins the medians printed here to the ones in benchmarks/README.md.
 
 Then the CPU: the two `make demo` runs recorded in tests/data/demo_2core_20261125 (2-core AMD
@@ -44,17 +45,23 @@ def cpu_from_one_point() -> None:
 
 def main() -> None:
     for klass in ("fp32", "mixed"):
-        eff, loo = calibration(klass)
+        fitted = calibration(klass)
+        eff = fitted.efficiency
         print(
             f"{klass}: fitted on all: compute {eff.compute:.2f} of peak, memory {eff.memory:.2f} of bandwidth, "
             f"{eff.per_op_s * 1e6:.1f} µs per op"
         )
-        for d in loo.devices:
-            print(f"  {d.device:10s} images/s median {d.median:6.1%} worst {d.worst:6.1%}   gain {d.gain_error:+6.1%}")
-        print(
-            f"  all        images/s median {loo.median:6.1%} worst {loo.worst:6.1%}   "
-            f"|gain| median {loo.gain_median:.1%} worst {loo.gain_worst:.1%}"
-        )
+        for loo in (fitted.device_out, fitted.model_out):
+            print(f"  {loo.left_out} left out:")
+            for h in loo.held:
+                print(
+                    f"    {h.model:20s} {h.device:10s} images/s median {h.median:6.1%} worst {h.worst:6.1%}   "
+                    f"gain {h.gain_error:+6.1%}"
+                )
+            print(
+                f"    {'all':31s} images/s median {loo.median:6.1%} worst {loo.worst:6.1%}   "
+                f"|gain| median {loo.gain_median:.1%} worst {loo.gain_worst:.1%}"
+            )
     cpu_from_one_point()
 
 

@@ -228,12 +228,12 @@ def predict(args: argparse.Namespace) -> int:
         if cpu.median_error is not None:
             print(f"  median error over the other measured batch sizes: {cpu.median_error:.0%}")
     for p in predictions:
-        e = p.error
         print(f"\n{p.device.name}, {p.precision}")
-        print(
-            f"  error, device left out: images/s median {e.median:.0%} (worst {e.worst:.0%}), "
-            f"gain {e.gain_median:.0%} ({e.gain_worst:.0%})"
-        )
+        for what, e in (("device", p.error), ("model", p.model_error)):
+            print(
+                f"  error, {what} left out: images/s median {e.median:.0%} (worst {e.worst:.0%}), "
+                f"gain {e.gain_median:.0%} ({e.gain_worst:.0%})"
+            )
         print(f"  {'batch':>5} {'latency ms':>10} {'images/s':>9}")
         for b, t, ips in zip(p.batch_sizes, p.latency_s, p.images_per_s):
             print(f"  {b:>5} {t * 1e3:>10.2f} {ips:>9.0f}")

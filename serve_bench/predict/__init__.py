@@ -21,27 +21,31 @@ from serve_bench.predict._host import (
 from serve_bench.predict._model import Efficiency, Observation, fit, time_per_batch
 from serve_bench.predict._predict import (
     BATCH_SIZES,
-    DeviceError,
+    Calibration,
+    HeldOut,
     LeaveOneOut,
     Prediction,
     calibration,
     leave_one_device_out,
+    leave_one_model_out,
     predict,
     published_observations,
 )
-from serve_bench.predict._reference import build_cost, reference_cost
+from serve_bench.predict._reference import ARCHITECTURES, build_cost, reference_costs
 
 __all__ = [
+    "ARCHITECTURES",
     "BATCH_SIZES",
     "CALL_MS",
     "CALL_MS_SOURCE",
     "PRECISIONS",
+    "Calibration",
     "CpuCalibration",
     "CpuSpec",
     "Device",
-    "DeviceError",
     "Efficiency",
     "GraphCost",
+    "HeldOut",
     "LeaveOneOut",
     "Observation",
     "OpCost",
@@ -58,11 +62,12 @@ __all__ = [
     "fit_cpu",
     "get_device",
     "leave_one_device_out",
+    "leave_one_model_out",
     "measure_bandwidth",
     "parse_cpu",
     "predict",
     "published_observations",
     "read_host_cpu",
-    "reference_cost",
+    "reference_costs",
     "time_per_batch",
 ]

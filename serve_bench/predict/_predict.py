@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -13,21 +13,23 @@ from typing import Any
 from serve_bench.predict._devices import Device, bytes_per_element, device_table, peak_flops, precision_class
 from serve_bench.predict._graph import GraphCost
 from serve_bench.predict._model import Efficiency, Observation, fit, time_per_batch
-from serve_bench.predict._reference import reference_cost
+from serve_bench.predict._reference import reference_costs
 
 __all__ = [
     "BATCH_SIZES",
-    "DeviceError",
+    "Calibration",
+    "HeldOut",
     "LeaveOneOut",
     "Prediction",
     "calibration",
     "leave_one_device_out",
+    "leave_one_model_out",
     "predict",
     "published_observations",
 ]
 
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-PUBLISHED_FILE = "published_resnet50v15_tf1.csv"
+PUBLISHED_FILE = "published_tf1_convnets.csv"
 # Devices left out together: the two V100s differ in memory size only (and DGX-2's clocks), so
 # predicting one from the other would not be a prediction.
 _FAMILIES = {"v100-32gb": "v100", "a100-80gb": "a100", "h100-pcie": "h100", "v100-pcie": "v100", "a100-pcie": "a100"}
@@ -35,18 +37,20 @@ SATURATION = 0.95  # throughput "stops growing" at the first batch within 5% of 
 
 
 def published_observations() -> list[Observation]:
-    """The shipped published figures (ResNet-50 v1.5, TensorFlow 1, NVIDIA DeepLearningExamples)."""
+    """The shipped published figures: NVIDIA DeepLearningExamples' TensorFlow 1 ConvNets inference tables
+    (ResNet-50 v1.5, ResNeXt-101 32x4d, SE-ResNeXt-101 32x4d on T4, V100 16/32 GB and A100 40 GB)."""
     text = resources.files("serve_bench.predict").joinpath("data", PUBLISHED_FILE).read_text()
     return [
-        Observation(r["device"], r["precision"], int(r["batch_size"]), float(r["images_per_s"]))
+        Observation(r["device"], r["precision"], int(r["batch_size"]), float(r["images_per_s"]), r["model"])
         for r in csv.DictReader(text.splitlines())
     ]
 
 
 @dataclass(frozen=True)
-class DeviceError:
-    """How far one left-out device's prediction was from its published figures."""
+class HeldOut:
+    """How far the prediction of one left-out (model, device) was from its published figures."""
 
+    model: str
     device: str
     median: float  # relative error of images/s over its batch sizes
     worst: float
@@ -55,13 +59,14 @@ class DeviceError:
 
 @dataclass(frozen=True)
 class LeaveOneOut:
-    """Errors of one precision class with each device family left out of the fit in turn."""
+    """Errors of one precision class with each device family (or each model) left out of the fit in turn."""
 
     precision_class: str
-    devices: tuple[DeviceError, ...]
-    median: float  # over every left-out (device, batch) figure
+    left_out: str  # "device" or "model"
+    held: tuple[HeldOut, ...]
+    median: float  # over every left-out (model, device, batch) figure
     worst: float
-    gain_median: float  # |gain error| over the left-out devices
+    gain_median: float  # |gain error| over the left-out (model, device) pairs
     gain_worst: float
 
 
@@ -69,39 +74,75 @@ def _family(device: str) -> str:
     return _FAMILIES.get(device, device)
 
 
-def leave_one_device_out(
-    cost: GraphCost, observations: Sequence[Observation], devices: dict[str, Device]
+def _leave_out(
+    costs: Mapping[str, GraphCost],
+    observations: Sequence[Observation],
+    devices: dict[str, Device],
+    left_out: str,
 ) -> LeaveOneOut:
-    """Fit without each device family, predict it, and say how far off each prediction was."""
-    classes = {precision_class(o.precision) for o in observations}
-    (klass,) = classes
+    """Fit without each group (a device family, or a model), predict it, and say how far off it was."""
+
+    def group(o: Observation) -> str:
+        return _family(o.device) if left_out == "device" else o.model
+
+    (klass,) = {precision_class(o.precision) for o in observations}
     errors: list[float] = []
-    per_device: list[DeviceError] = []
-    for family in sorted({_family(o.device) for o in observations}):
-        eff = fit(cost, [o for o in observations if _family(o.device) != family], devices)
-        for name in sorted({o.device for o in observations if _family(o.device) == family}):
-            held = sorted((o for o in observations if o.device == name), key=lambda o: o.batch_size)
+    held: list[HeldOut] = []
+    for name in sorted({group(o) for o in observations}):
+        eff = fit(costs, [o for o in observations if group(o) != name], devices)
+        for model, device in sorted({(o.model, o.device) for o in observations if group(o) == name}):
+            figures = sorted(
+                (o for o in observations if (o.model, o.device) == (model, device)), key=lambda o: o.batch_size
+            )
             predicted = [
-                o.batch_size / time_per_batch(cost, devices[name], o.precision, o.batch_size, eff) for o in held
+                o.batch_size / time_per_batch(costs[model], devices[device], o.precision, o.batch_size, eff)
+                for o in figures
             ]
-            relative = [abs(p / o.images_per_s - 1) for p, o in zip(predicted, held)]
+            relative = [abs(p / o.images_per_s - 1) for p, o in zip(predicted, figures)]
             gain_p = max(predicted) / predicted[0]
-            gain_o = max(o.images_per_s for o in held) / held[0].images_per_s
-            per_device.append(DeviceError(name, statistics.median(relative), max(relative), gain_p / gain_o - 1))
+            gain_o = max(o.images_per_s for o in figures) / figures[0].images_per_s
+            held.append(HeldOut(model, device, statistics.median(relative), max(relative), gain_p / gain_o - 1))
             errors += relative
-    gains = [abs(d.gain_error) for d in per_device]
+    gains = [abs(h.gain_error) for h in held]
     return LeaveOneOut(
-        klass, tuple(per_device), statistics.median(errors), max(errors), statistics.median(gains), max(gains)
+        klass, left_out, tuple(held), statistics.median(errors), max(errors), statistics.median(gains), max(gains)
     )
 
 
+def leave_one_device_out(
+    costs: Mapping[str, GraphCost], observations: Sequence[Observation], devices: dict[str, Device]
+) -> LeaveOneOut:
+    """Each device family left out in turn: how well the model predicts a GPU it was not fitted on."""
+    return _leave_out(costs, observations, devices, "device")
+
+
+def leave_one_model_out(
+    costs: Mapping[str, GraphCost], observations: Sequence[Observation], devices: dict[str, Device]
+) -> LeaveOneOut:
+    """Each model left out in turn: how well it predicts a model it was not fitted on (the user's own)."""
+    return _leave_out(costs, observations, devices, "model")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The efficiencies fitted on every shipped table of a precision class, and the two held-out errors."""
+
+    efficiency: Efficiency
+    device_out: LeaveOneOut
+    model_out: LeaveOneOut
+
+
 @cache
-def calibration(klass: str) -> tuple[Efficiency, LeaveOneOut]:
-    """The efficiencies fitted on every shipped table of a precision class, and their leave-one-out errors."""
-    cost = reference_cost()
+def calibration(klass: str) -> Calibration:
+    """Fit a precision class on every shipped table, and measure its errors with a device, then a model, left out."""
+    costs = reference_costs()
     devices = device_table()
     observations = [o for o in published_observations() if precision_class(o.precision) == klass]
-    return fit(cost, observations, devices), leave_one_device_out(cost, observations, devices)
+    return Calibration(
+        fit(costs, observations, devices),
+        leave_one_device_out(costs, observations, devices),
+        leave_one_model_out(costs, observations, devices),
+    )
 
 
 @dataclass(frozen=True)
@@ -114,7 +155,8 @@ class Prediction:
     latency_s: tuple[float, ...]
     images_per_s: tuple[float, ...]
     largest_batch_that_fits: int
-    error: LeaveOneOut
+    error: LeaveOneOut  # with the device left out
+    model_error: LeaveOneOut  # with the model left out
     unknown_ops: tuple[str, ...]
 
     @property
@@ -146,15 +188,20 @@ class Prediction:
             "saturating_batch": self.saturating_batch,
             "largest_batch_that_fits": self.largest_batch_that_fits,
             "usd_per_million_images": self.usd_per_million_images,
-            "error": {
-                "median": self.error.median,
-                "worst": self.error.worst,
-                "gain_median": self.error.gain_median,
-                "gain_worst": self.error.gain_worst,
-            },
+            "error": _error_json(self.error),
+            "model_error": _error_json(self.model_error),
             "unknown_ops": list(self.unknown_ops),
             "predicted": True,
         }
+
+
+def _error_json(error: LeaveOneOut) -> dict[str, Any]:
+    return {
+        "median": error.median,
+        "worst": error.worst,
+        "gain_median": error.gain_median,
+        "gain_worst": error.gain_worst,
+    }
 
 
 def _largest_batch(cost: GraphCost, device: Device, precision: str) -> int:
@@ -171,8 +218,8 @@ def _largest_batch(cost: GraphCost, device: Device, precision: str) -> int:
 def predict(cost: GraphCost, device: Device, precision: str, batch_sizes: Sequence[int] = BATCH_SIZES) -> Prediction:
     """Predicted latency and images/s of ``cost``'s model on ``device`` (raises UserError for a missing precision)."""
     peak_flops(device, precision)  # one line if the device lacks it
-    eff, error = calibration(precision_class(precision))
-    times = tuple(time_per_batch(cost, device, precision, b, eff) for b in batch_sizes)
+    fitted = calibration(precision_class(precision))
+    times = tuple(time_per_batch(cost, device, precision, b, fitted.efficiency) for b in batch_sizes)
     return Prediction(
         device,
         precision,
@@ -180,6 +227,7 @@ def predict(cost: GraphCost, device: Device, precision: str, batch_sizes: Sequen
         times,
         tuple(b / t for b, t in zip(batch_sizes, times)),
         _largest_batch(cost, device, precision),
-        error,
+        fitted.device_out,
+        fitted.model_out,
         cost.unknown,
     )

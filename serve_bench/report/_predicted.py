@@ -95,11 +95,15 @@ def _gpu_table(row: dict[str, Any], points: list[Point]) -> str:
             seen = match[1].get(int(batch))
             extra = f"<td>{seen:.1f}</td><td>{seen / ips:.2f}</td>" if seen else "<td></td><td></td>"
         rows.append(f"<tr><td>{batch}</td><td>{latency:.2f}</td><td>{ips:.0f}</td>{extra}</tr>")
-    error = row.get("error", {})
+    errors = " ".join(
+        f"With the {what} left out of the calibration: images/s median {e.get('median', 0):.0%} "
+        f"(worst {e.get('worst', 0):.0%}), batching gain {e.get('gain_median', 0):.0%}."
+        for what, e in (("device", row.get("error")), ("model", row.get("model_error")))
+        if isinstance(e, dict)
+    )
     return (
         f"<h3>{_e(row.get('name', row.get('device')))}, {_e(row.get('precision'))}</h3>"
-        f"<p>Leave-one-device-out error of the calibration: images/s median {error.get('median', 0):.0%} "
-        f"(worst {error.get('worst', 0):.0%}), batching gain {error.get('gain_median', 0):.0%}. "
+        f"<p>{errors} "
         f"Predicted batching gain {_e(row.get('gain'))}x; throughput stops growing at batch "
         f"{_e(row.get('saturating_batch'))}; largest batch that fits {_e(row.get('largest_batch_that_fits'))}.</p>"
         "<table><tr><th>batch</th><th>predicted latency ms</th><th>predicted images/s</th>"
