@@ -185,3 +185,17 @@ def test_version_policy_is_reported_not_silently_ignored(models_dir, tmp_path):
     args = build_arg_parser().parse_args(["--model_config_file", str(config), "--models_dir", str(models_dir)])
     server_config = config_from_args(args)
     assert any("model_version_policy" in n for n in server_config.notices)
+
+
+def test_openvino_flags_without_the_openvino_runtime_are_named_in_a_notice(models_dir):
+    """serve's --openvino_* flags act on the OpenVINO copy only; given beside --runtime tensorflow (the
+    default) they would be silently inert, so the server names them when it starts."""
+    from serve_bench.server import build_arg_parser, config_from_args
+
+    base = ["--model_name", "tiny", "--model_base_path", str(models_dir / "tiny")]
+    parse = build_arg_parser().parse_args
+    quiet = config_from_args(parse(base)).notices
+    assert not any("OpenVINO" in n for n in quiet)
+    loud = config_from_args(parse([*base, "--openvino_num_streams", "2", "--openvino_performance_hint", "THROUGHPUT"]))
+    (notice,) = [n for n in loud.notices if "OpenVINO" in n]
+    assert "--openvino_performance_hint, --openvino_num_streams" in notice and "--runtime openvino" in notice

@@ -59,6 +59,14 @@ class ServerConfig:
     notices: tuple[str, ...] = ()
 
 
+# serve's OpenVINO flags and their defaults: given with another --runtime, they are named in a notice
+_OPENVINO_DEFAULTS: dict[str, object] = {
+    "openvino_performance_hint": "LATENCY",
+    "openvino_num_streams": 0,
+    "openvino_inference_precision": "f32",
+}
+
+
 def _parse_text(path: str, message_name: str, what: str) -> Any:
     try:
         text = Path(path).read_text()
@@ -212,14 +220,19 @@ def build_arg_parser(parser: argparse.ArgumentParser | None = None) -> argparse.
     flag(
         "--openvino_performance_hint",
         choices=OPENVINO_HINTS,
-        default="LATENCY",
+        default=_OPENVINO_DEFAULTS["openvino_performance_hint"],
         help="OpenVINO's PERFORMANCE_HINT (default LATENCY: one stream; the server batches)",
     )
-    flag("--openvino_num_streams", type=int, default=0, help="OpenVINO's NUM_STREAMS (default 0: as the hint says)")
+    flag(
+        "--openvino_num_streams",
+        type=int,
+        default=_OPENVINO_DEFAULTS["openvino_num_streams"],
+        help="OpenVINO's NUM_STREAMS (default 0: as the hint says)",
+    )
     flag(
         "--openvino_inference_precision",
         choices=OPENVINO_PRECISIONS,
-        default="f32",
+        default=_OPENVINO_DEFAULTS["openvino_inference_precision"],
         help="OpenVINO's INFERENCE_PRECISION_HINT (default f32: its own default is bf16 where the CPU has it)",
     )
     flag("--max_body_bytes", type=int, default=256 * 1024 * 1024, help="largest REST request body (default 256 MiB)")
@@ -302,6 +315,13 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         raise UserError("metrics are served on the REST port: --monitoring_config_file needs --rest_api_port")
     ignored = tuple(name for name in _ACCEPTED_IGNORED if getattr(args, name) is not None)
     intra, inter = _parallelism(args)
+    if args.runtime != "openvino":
+        given = [f"--{name}" for name, default in _OPENVINO_DEFAULTS.items() if getattr(args, name) != default]
+        if given:
+            notices.append(
+                f"{', '.join(given)} set OpenVINO only and --runtime is {args.runtime}: ignored "
+                "(add --runtime openvino to serve the OpenVINO copy)"
+            )
     return ServerConfig(
         models=tuple(entries),
         host=args.host,
