@@ -58,6 +58,7 @@ FLAG_OF = {
     "version": "--version",
     "weights": "--weights",
     "warmup_batch_sizes": "--warmup-batch-sizes",
+    "runtime": "--runtime",
 }
 
 # Old flag -> new flag, per subcommand (each old name is a hidden alias that says the new one).
@@ -203,6 +204,12 @@ def bench_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--arrival", choices=("poisson", "constant"), default="poisson")
     p.add_argument("--processes", type=int, default=1, help="generate the load from N processes")
     p.add_argument("--device", default="cpu", help="label for the target (cpu, gpu)")
+    p.add_argument(
+        "--runtime",
+        default="",
+        help="label: what runs the model there (tensorflow, onnxruntime, openvino), recorded with the point so "
+        "the report can compare runtimes (default: not stated)",
+    )
     target_name_arg(p, "bench", old="--name")
     p.add_argument("--metrics", default=None, help="Prometheus URL (default: TF Serving's, on the REST port)")
     run_dir_arg(

@@ -107,6 +107,7 @@ def bench(args: argparse.Namespace) -> int:
         device=args.device,
         metrics_url=args.metrics,
         seed=args.seed,
+        runtime=args.runtime,
     )
     positive_number("max_error_share", args.max_errors, allow_zero=True)
     parse_target(args.url)  # a malformed URL is refused (InvalidTarget) before the run directory is made

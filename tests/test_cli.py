@@ -47,6 +47,7 @@ def test_the_table_holds_the_commands_design_md_names() -> None:
         ("--timeout 0", ["--timeout", "> 0"]),
         ("--until-stable --duration 10 --max-duration 5", ["--max-duration", "min_duration_s"]),
         ("--max-errors nan", ["--max-errors", "finite"]),
+        ("--runtime tensorrt", ["--runtime", "tensorflow | onnxruntime | openvino", "tensorrt"]),
     ],
 )
 def test_bench_refuses_bad_numbers_naming_the_flag(flags: str, words: list[str], tmp_path, capsys) -> None:

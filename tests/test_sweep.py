@@ -386,7 +386,9 @@ def test_bench_refuses_to_mix_settings_in_one_directory(tmp_path, capsys):
         assert main([*argv, "--duration", "0.4"]) == 0
         recorded = json.loads((out / "run.json").read_text())
         assert recorded["settings"]["min_duration_s"] == 0.4 and recorded["command"] == "bench"
-        assert main([*argv, "--duration", "0.4", "--concurrency", "2"]) == 0  # same settings: appended
+        assert main([*argv, "--duration", "0.4", "--concurrency", "2", "--runtime", "openvino"]) == 0  # appended
+        # --runtime labels the point (the delay server runs nothing; a real OVMS target would)
+        assert [p.target.runtime for p in read_points(out)] == ["", "openvino"]
         capsys.readouterr()
         assert main([*argv, "--duration", "0.8"]) == 2  # measured differently: refused before measuring
     err = capsys.readouterr().err

@@ -21,6 +21,7 @@ import numpy as np
 
 from serve_bench.client import Client, connect, server_kind
 from serve_bench.errors import InvalidValue
+from serve_bench.export import RUNTIMES
 from serve_bench.load import (
     ArrivalSchedule,
     InputSet,
@@ -254,14 +255,18 @@ def plan_point(
     device: str = "cpu",
     metrics_url: str | None = None,
     seed: int = 0,
+    runtime: str = "",
 ) -> PointPlan:
     """The plan of one point at ``url`` (``load`` defaults to one request in flight); ``InvalidValue``
-    for a batch size or load that cannot be measured, before anything is opened or sent."""
+    for a batch size or load that cannot be measured, before anything is opened or sent.
+
+    ``runtime`` labels what runs the model there (tensorflow | onnxruntime | openvino; "" not stated)."""
     load = load or LoadInfo("closed", concurrency=1)
     signature = signature_for_payload(payload, signature)
-    return PointPlan(
-        Target(target_name, url, device, metrics_url), model, signature, payload, batch_size, load, 0, seed
-    )
+    if runtime and runtime not in RUNTIMES:
+        raise InvalidValue("runtime", runtime, " | ".join(RUNTIMES))
+    target = Target(target_name, url, device, metrics_url, runtime=runtime)
+    return PointPlan(target, model, signature, payload, batch_size, load, 0, seed)
 
 
 async def measure_plan(
