@@ -288,7 +288,7 @@ def predict_args(p: argparse.ArgumentParser) -> None:
         default=None,
         metavar="KEY=VALUE,...",
         help="describe the CPU the run measured instead of reading this host: cores, ghz, vector_bits, fma_units, "
-        "bw_gbs, mem_gb (e.g. cores=2,ghz=2.6,vector_bits=256)",
+        "bw_gbs, mem_gb, and call_ms, what a call costs whatever its batch (e.g. cores=2,ghz=2.6,call_ms=5)",
     )
 
 

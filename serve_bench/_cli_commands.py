@@ -195,8 +195,11 @@ def predict(args: argparse.Namespace) -> int:
     from serve_bench.report import PREDICTIONS_FILE
 
     devices = [get_device(name) for name in args.device]  # an unknown device fails before TensorFlow loads
+    if not args.run_dir and (args.cpu is not None or args.calibrate_batch is not None):
+        raise UserError("--cpu and --calibrate-batch describe the CPU a run measured: give --run-dir too")
     run_dir = Path(args.run_dir) if args.run_dir else None
     measured = cpu_points(run_dir, args.model) if run_dir is not None else None
+    spec = parse_cpu(args.cpu or "") if run_dir is not None else None
     versions = list_versions(Path(args.models_dir) / args.model)
     if not versions:
         raise UserError(
@@ -211,16 +214,24 @@ def predict(args: argparse.Namespace) -> int:
     if cost.unknown:
         print(f"  ops it does not know, costed as copies: {', '.join(cost.unknown)}")
     cpu = None
-    if measured is not None and run_dir is not None:
+    if measured is not None and spec is not None:
         target, by_batch = measured
-        cpu = calibrate_cpu(cost, parse_cpu(args.cpu or ""), by_batch, target=target, batch=args.calibrate_batch)
+        call_given = "call_ms" in (args.cpu or "")
+        cpu = calibrate_cpu(cost, spec, by_batch, target=target, batch=args.calibrate_batch, call_given=call_given)
         print(f"\nthis CPU, calibrated on batch {cpu.calibrated_on} of {target} (measured in --run-dir)")
-        spec = cpu.spec
-        print(f"  {spec.name}: {spec.cores} cores x {spec.ghz:.2f} GHz x {spec.vector_bits}-bit FMA x {spec.fma_units}")
-        print(f"  = {spec.peak_gflops:.0f} GFLOP/s fp32 peak, {spec.bw_gbs:.0f} GB/s, {spec.call_ms:g} ms per call")
-        if "call_ms" not in (args.cpu or ""):
-            print(f"  (per call: {CALL_MS_SOURCE})")
-        print(f"  fitted speed: {cpu.efficiency.compute:.2f}x that roofline")
+        print(f"  {spec.name[:76]}")
+        print(f"  {spec.cores} cores x {spec.ghz:.2f} GHz x {spec.vector_bits}-bit FMA x {spec.fma_units}")
+        print(f"  = {spec.peak_gflops:.0f} GFLOP/s fp32 peak, {spec.bw_gbs:.0f} GB/s")
+        used_ms = cpu.efficiency.per_call_s * 1e3
+        if call_given:
+            print(f"  per call {used_ms:g} ms (--cpu call_ms)")
+        else:
+            print(f"  per call {used_ms:.3g} ms ({CALL_MS_SOURCE})")
+            if used_ms < spec.call_ms:
+                print(f"  (the shipped {spec.call_ms:g} ms held to half of batch {cpu.calibrated_on}'s time)")
+        speed = cpu.efficiency.compute
+        above = " (above 1: caches beat the copy's bandwidth)" if speed > 1 else ""
+        print(f"  fitted speed: {speed:.2f}x that roofline{above}")
         print(f"  {'batch':>5} {'measured':>9} {'predicted':>9} {'error':>7}")
         for b, v in cpu.predicted.items():
             seen = cpu.measured.get(b)

@@ -414,3 +414,107 @@ def test_predict_with_a_run_calibrates_the_cpu_and_its_report_shows_the_predicti
 
     assert main([*argv, "--cpu", cpu, "--calibrate-batch", "3"]) == 2
     assert "the run measured batch sizes 1, 2, 4 only" in capsys.readouterr().err
+
+
+def test_predicts_output_keeps_to_80_columns_with_a_long_cpu_name_and_the_shipped_call_cost(
+    models_dir, tmp_path, capsys, monkeypatch
+):
+    """The host's name as Intel writes it, and the default per-call cost (13 ms) held to half of a fast
+    point's time (2 ms per image here): every printed line stays within 80 columns."""
+    import serve_bench.predict._host as host
+    from serve_bench.predict import CpuSpec
+    from serve_bench.stats import ResultsWriter
+    from tests._points import make_point
+
+    name = "Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz with a name longer than any line may be"
+    monkeypatch.setattr(host, "read_host_cpu", lambda **_: CpuSpec(name, 2, 2.7, 512, 2, 30.0, 24.0))
+    run_dir = tmp_path / "run"
+    with ResultsWriter(run_dir) as writer:
+        for batch, latency_us in ((1, 2_000), (2, 3_000)):
+            writer.append(make_point("local-grpc", "cpu", batch, latency_us, model="tiny"))
+        writer.write_run({"settings": {}})
+    assert main(["predict", "tiny", "--models-dir", str(models_dir), "--run-dir", str(run_dir)]) == 0
+    printed = capsys.readouterr().out
+    assert max(len(line) for line in printed.splitlines() if not line.startswith("predictions: ")) <= 80, printed
+    assert "per call 1 ms (fitted on make demo" in printed and "held to half of batch 1's time" in printed
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["--run-dir", "{run}", "--cpu", "ghz=nan"], "--cpu ghz=nan: must be a finite number"),
+        (["--run-dir", "{run}", "--cpu", "call_ms=inf"], "--cpu call_ms=inf: must be a finite number"),
+        (["--calibrate-batch", "1"], "give --run-dir too"),
+        (["--cpu", "cores=2"], "give --run-dir too"),
+    ],
+)
+def test_cpu_flags_are_checked_before_anything_runs(tmp_path, capsys, argv, says):
+    """No model is exported under tmp_path: each refusal comes before TensorFlow would cost it."""
+    from serve_bench.stats import ResultsWriter
+    from tests._points import make_point
+
+    run_dir = tmp_path / "run"
+    with ResultsWriter(run_dir) as writer:
+        writer.append(make_point("local-grpc", "cpu", 1, 2_000, model="tiny"))
+        writer.write_run({"settings": {}})
+    argv = [a.format(run=run_dir) for a in argv]
+    assert main(["predict", "tiny", "--models-dir", str(tmp_path), *argv]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and says in err, err
+
+
+def test_a_fully_described_cpu_reads_nothing_of_this_host(monkeypatch):
+    import serve_bench.predict._host as host
+    from serve_bench.predict import parse_cpu
+
+    def unreadable(**_: object) -> None:
+        raise FileNotFoundError("/proc/cpuinfo")
+
+    monkeypatch.setattr(host, "read_host_cpu", unreadable)
+    spec = parse_cpu("cores=4,ghz=3,vector_bits=256,fma_units=2,bw_gbs=40,mem_gb=16")
+    assert (spec.name, spec.peak_gflops) == ("the CPU described", 4 * 3 * 8 * 2 * 2)
+    from serve_bench.errors import UserError
+
+    with pytest.raises(UserError, match="cannot read this host's CPU"):
+        parse_cpu("cores=4")
+
+
+def test_calibration_points_are_float_client_batching_points_that_ran_their_course(tmp_path):
+    """A JPEG point (decoding in the graph), a point cut off, server batching (8 in flight) and another
+    model are left out; two repeats of a batch size count by their median."""
+    import dataclasses
+
+    from serve_bench.predict import cpu_points
+    from serve_bench.stats import ResultsWriter
+    from tests._points import make_point
+
+    run_dir = tmp_path / "run"
+    with ResultsWriter(run_dir) as writer:
+        writer.append(make_point("local-grpc", "cpu", 1, 10_000, model="tiny"))  # 100 images/s
+        writer.append(make_point("local-grpc", "cpu", 1, 12_500, model="tiny", repeat=1))  # 80
+        writer.append(make_point("local-grpc", "cpu", 1, 8_000, model="tiny", repeat=2))  # 125
+        writer.append(dataclasses.replace(make_point("local-grpc", "cpu", 2, 1_000, model="tiny"), payload="jpeg"))
+        writer.append(make_point("local-grpc", "cpu", 4, 1_000, model="tiny", cut_off="target down"))
+        writer.append(make_point("local-grpc", "cpu", 8, 1_000, model="tiny", concurrency=8))
+        writer.append(make_point("local-grpc", "cpu", 16, 1_000, model="other"))
+        writer.write_run({"settings": {}})
+    assert cpu_points(run_dir, "tiny") == ("local-grpc", {1: pytest.approx(100.0)})
+
+
+def test_a_predictions_file_with_a_broken_row_is_one_line(tmp_path, capsys):
+    import json
+
+    from serve_bench.report import PREDICTIONS_FILE
+    from serve_bench.stats import ResultsWriter
+    from tests._points import make_point
+
+    run_dir = tmp_path / "run"
+    with ResultsWriter(run_dir) as writer:
+        writer.append(make_point("local-cpu", "cpu", 1, 80_000))
+        writer.write_run({"settings": {}})
+    row = _prediction_row("t4", [100.0, 150.0])
+    for broken in ({**row, "images_per_s": [100.0]}, {k: v for k, v in row.items() if k != "batch_sizes"}, "t4"):
+        (run_dir / PREDICTIONS_FILE).write_text(json.dumps({"model": "m", "predictions": [broken], "cpu": None}))
+        assert main(["report", str(run_dir), "--models-dir", str(tmp_path)]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and "not a serve-bench predictions file" in err, err

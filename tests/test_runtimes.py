@@ -349,4 +349,6 @@ def test_onnx_runtimes_thread_count_is_what_its_pool_really_holds(models_dir, as
     runner = export.open_runner("onnxruntime", path, export.RuntimeSettings("onnxruntime", intra_op_threads=asked))
     started = _threads() - before
     stated = int(runner.in_effect["intra_op_threads"].split()[0])
-    assert stated == (asked or stated) and started == stated - 1, (runner.in_effect, started)
+    assert started == stated - 1, (runner.in_effect, started)  # the count stated is the pool ORT made
+    if asked:
+        assert stated == asked

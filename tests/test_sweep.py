@@ -163,6 +163,10 @@ async def test_sweep_writes_every_point_and_resume_skips_them(tmp_path):
         assert extended.skipped == 4 and len(extended.measured) == 2
         assert len(read_points(run_dir)) == 6
 
+        # a runtime stated now where none was (runs from before runtimes were recorded served TensorFlow)
+        stated = parse_spec(_spec(server.grpc_url).replace('metrics = ""', 'metrics = ""\nruntime = "tensorflow"'))
+        kept = await run_sweep(stated, run_dir, resume=True)
+        assert kept.skipped == 4 and kept.measured == []
         # the same target name, now declared on another runtime: nothing measured before counts for it
         relabelled = parse_spec(_spec(server.grpc_url).replace('metrics = ""', 'metrics = ""\nruntime = "openvino"'))
         assert relabelled.targets[0].runtime == "openvino"

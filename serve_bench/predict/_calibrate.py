@@ -30,17 +30,19 @@ __all__ = ["CpuCalibration", "calibrate_cpu", "cpu_points", "fit_cpu"]
 def cpu_points(run_dir: Path, model: str) -> tuple[str, dict[int, float]]:
     """The CPU target with the most client-batching points of ``model`` in a run, and its images/s by batch.
 
-    Only closed-loop points at one request in flight without errors count: batching done by the
-    client, which is what the cost model describes (server-side batching of concurrent requests
-    adds queueing it does not). Raises UserError naming what is missing.
+    Only closed-loop points at one request in flight, of float images (a JPEG point decodes in the
+    graph, which the cost model does not describe), that ran their course without errors: batching done
+    by the client, which is what the cost model describes (server-side batching of concurrent requests
+    adds queueing it does not). Repeats of a batch size count by their median. Raises UserError naming
+    what is missing.
     """
     if not run_dir.is_dir():
         raise UserError(f"--run-dir {run_dir} is not a results directory; give results/<run>")
     points = read_points(run_dir)
-    usable = [p for p in points if _client_batching(p) and p.model == model]
-    by_target: dict[str, dict[int, float]] = {}
-    for p in usable:
-        by_target.setdefault(p.target.name, {})[p.batch_size] = p.items_per_s
+    by_target: dict[str, dict[int, list[float]]] = {}
+    for p in points:
+        if _client_batching(p) and p.model == model:
+            by_target.setdefault(p.target.name, {}).setdefault(p.batch_size, []).append(p.items_per_s)
     if not by_target:
         models = sorted({p.model for p in points})
         raise UserError(
@@ -48,7 +50,7 @@ def cpu_points(run_dir: Path, model: str) -> tuple[str, dict[int, float]]:
             f"{', '.join(models) or 'none'}); calibrate from a run whose spec has a CPU target and concurrency 1"
         )
     name = max(by_target, key=lambda n: len(by_target[n]))  # max keeps the first of equals: file order
-    return name, dict(sorted(by_target[name].items()))
+    return name, {b: statistics.median(v) for b, v in sorted(by_target[name].items())}
 
 
 def _client_batching(p: Point) -> bool:
@@ -56,6 +58,8 @@ def _client_batching(p: Point) -> bool:
         p.target.device == "cpu"
         and p.load.mode == "closed"
         and (p.load.concurrency or 1) == 1
+        and p.payload == "float"
+        and not p.cut_off
         and p.error_count == 0
         and p.items_per_s > 0
     )
@@ -94,6 +98,7 @@ class CpuCalibration:
             "target": self.target,
             "calibrated_on": self.calibrated_on,
             "efficiency": round(self.efficiency.compute, 4),
+            "call_ms": round(self.efficiency.per_call_s * 1e3, 3),
             "measured_images_per_s": {str(b): round(v, 2) for b, v in self.measured.items()},
             "predicted_images_per_s": {str(b): round(v, 2) for b, v in self.predicted.items()},
             "errors": {str(b): round(e, 4) for b, e in self.errors.items()},
@@ -109,11 +114,14 @@ def calibrate_cpu(
     target: str = "",
     batch: int | None = None,
     batch_sizes: Sequence[int] = (),
+    call_given: bool = True,
 ) -> CpuCalibration:
     """Scale the CPU's roofline by the one efficiency that reproduces ``measured[batch]`` exactly.
 
     t(B) = call + roofline(B) / e, with ``call`` the spec's per-call cost (not fitted: one
-    figure fixes one unknown) and e shared by compute and memory. ``batch`` defaults to the
+    figure fixes one unknown) and e shared by compute and memory. When the per-call cost is the
+    shipped default (``call_given`` False) it is held to half the calibration point's time, so a
+    model or host faster than the one it was fitted on is not left with nothing to scale. ``batch`` defaults to the
     smallest measured batch size; predictions are made for every measured batch size and for
     ``batch_sizes``.
     """
@@ -126,15 +134,18 @@ def calibrate_cpu(
         )
     cpu = cpu_device(spec)
     call_s = spec.call_ms / 1e3
+    per_batch = chosen / measured[chosen]
+    if not call_given and call_s > per_batch / 2:
+        call_s = per_batch / 2  # the shipped figure belongs to a slower host or model: at most half of this point
     at_peak = time_per_batch(cost, cpu, "fp32", chosen, Efficiency(1.0, 1.0, 0.0))
-    took = chosen / measured[chosen] - call_s
+    took = per_batch - call_s
     if took <= 0:
         raise UserError(
-            f"batch {chosen} took less than the CPU's per-call cost ({spec.call_ms:g} ms); give a smaller "
-            "--cpu call_ms=... or calibrate on a larger --calibrate-batch"
+            f"batch {chosen} took {per_batch * 1e3:.2f} ms, no more than --cpu call_ms={spec.call_ms:g}; give a "
+            "smaller call_ms or calibrate on a larger --calibrate-batch"
         )
     factor = at_peak / took
-    efficiency = Efficiency(factor, factor, 0.0, call_s)
+    efficiency = Efficiency(factor, factor, 0.0, call_s)  # efficiency.per_call_s: the per-call cost used
     wanted = sorted({*measured, *batch_sizes})
     predicted = {b: b / time_per_batch(cost, cpu, "fp32", b, efficiency) for b in wanted}
     return CpuCalibration(spec, cpu, target, chosen, efficiency, dict(measured), predicted)

@@ -10,6 +10,7 @@ by one efficiency, so these figures set the balance between compute and memory, 
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ _KEYS = {
 # pools waking, kernels too small to keep every core busy at batch 1). No datasheet gives it: fitted with
 # fit_cpu on the two runs of tests/data/demo_2core_20261125 (13.9 ms InceptionV3, 12.3 ms MobileNetV2).
 CALL_MS = 13.0
-CALL_MS_SOURCE = "fitted on make demo's runs, 2-core AMD EPYC VM; yours: --cpu call_ms=N"
+CALL_MS_SOURCE = "fitted on make demo, 2-core EPYC VM; yours: --cpu call_ms=N"
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ class CpuSpec:
     def describe(self) -> str:
         return (
             f"{self.name}: {self.cores} cores x {self.ghz:.2f} GHz x {self.vector_bits}-bit FMA x {self.fma_units}"
-            f" = {self.peak_gflops:.0f} GFLOP/s fp32 peak, {self.bw_gbs:.0f} GB/s, {self.call_ms:g} ms per call"
+            f" = {self.peak_gflops:.0f} GFLOP/s fp32 peak, {self.bw_gbs:.0f} GB/s"
         )
 
 
@@ -103,16 +104,21 @@ def _vector_bits(flags: set[str], vendor: str) -> int:
 
 
 def read_host_cpu(
-    cpuinfo: str | None = None, cores: int | None = None, mem_gb: float | None = None, bw_gbs: float | None = None
+    cpuinfo: str | None = None,
+    cores: int | None = None,
+    mem_gb: float | None = None,
+    bw_gbs: float | None = None,
+    ghz: float | None = None,
 ) -> CpuSpec:
     """This host's CPU from /proc/cpuinfo (clock: the firmware's maximum where /sys gives it, else the current)."""
     text = cpuinfo if cpuinfo is not None else Path("/proc/cpuinfo").read_text(errors="replace")
     info = _cpuinfo(text)
     flags = set(info.get("flags", "").split())
-    ghz = float(info.get("cpu MHz", "0") or 0) / 1e3
-    max_freq = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
-    if cpuinfo is None and max_freq.exists():
-        ghz = int(max_freq.read_text()) / 1e6
+    if ghz is None:
+        ghz = float(info.get("cpu MHz", "0") or 0) / 1e3
+        max_freq = Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
+        if cpuinfo is None and max_freq.exists():
+            ghz = int(max_freq.read_text()) / 1e6
     if ghz <= 0:
         raise UserError("cannot read this CPU's clock from /proc/cpuinfo; describe it with --cpu cores=N,ghz=F")
     if cores is None:
@@ -143,7 +149,10 @@ def measure_bandwidth(megabytes: int = 256, repeats: int = 3) -> float:
 
 
 def parse_cpu(text: str, host: CpuSpec | None = None) -> CpuSpec:
-    """``cores=2,ghz=2.6,vector_bits=256`` over the host's figures (or over ``host``); a one-line error if malformed."""
+    """``cores=2,ghz=2.6,vector_bits=256`` over the host's figures (or over ``host``); a one-line error if malformed.
+
+    The host is read only for the figures not given: with all of them, nothing of this machine is used.
+    """
     values: dict[str, float] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):
         key, sep, value = part.partition("=")
@@ -153,17 +162,28 @@ def parse_cpu(text: str, host: CpuSpec | None = None) -> CpuSpec:
             number = _KEYS[key](value)
         except ValueError:
             raise UserError(f"--cpu {key}={value!r}: not a number") from None
+        if not math.isfinite(number):
+            raise UserError(f"--cpu {key}={value}: must be a finite number")
         if number <= 0 and not (key == "call_ms" and number == 0):
             raise UserError(f"--cpu {key}={value}: must be greater than 0")
         values[key] = number
-    base = host or read_host_cpu(bw_gbs=values.get("bw_gbs"))
+    if host is None and set(_KEYS) - {"call_ms"} <= set(values):
+        host = CpuSpec("the CPU described", 1, 1.0, 128, 1, 1.0, 1.0)  # every figure is replaced below
+    if host is None:
+        try:
+            host = read_host_cpu(bw_gbs=values.get("bw_gbs"), ghz=values.get("ghz"))
+        except (OSError, ValueError) as exc:
+            raise UserError(
+                f"cannot read this host's CPU ({exc}); describe it: --cpu cores=N,ghz=F,vector_bits=B,fma_units=U,"
+                "bw_gbs=G,mem_gb=M"
+            ) from None
     return CpuSpec(
-        name=base.name if not values else f"{base.name} (as described)",
-        cores=int(values.get("cores", base.cores)),
-        ghz=values.get("ghz", base.ghz),
-        vector_bits=int(values.get("vector_bits", base.vector_bits)),
-        fma_units=int(values.get("fma_units", base.fma_units)),
-        bw_gbs=values.get("bw_gbs", base.bw_gbs),
-        mem_gb=values.get("mem_gb", base.mem_gb),
-        call_ms=values.get("call_ms", base.call_ms),
+        name=host.name,
+        cores=int(values.get("cores", host.cores)),
+        ghz=values.get("ghz", host.ghz),
+        vector_bits=int(values.get("vector_bits", host.vector_bits)),
+        fma_units=int(values.get("fma_units", host.fma_units)),
+        bw_gbs=values.get("bw_gbs", host.bw_gbs),
+        mem_gb=values.get("mem_gb", host.mem_gb),
+        call_ms=values.get("call_ms", host.call_ms),
     )

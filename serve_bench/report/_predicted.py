@@ -33,24 +33,50 @@ def read_predictions(run_dir: Path) -> dict[str, Any] | None:
         raise UserError(
             f"{path}: not readable JSON ({exc}); write it again with serve-bench predict --run-dir"
         ) from None
-    if not isinstance(data, dict) or not isinstance(data.get("predictions"), list):
+    if not isinstance(data, dict) or not isinstance(data.get("predictions"), list) or not _well_formed(data):
         raise UserError(
             f"{path}: not a serve-bench predictions file; write it again with serve-bench predict --run-dir"
         )
     return data
 
 
+def _numbers(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, int | float) and not isinstance(v, bool) for v in value)
+
+
+def _well_formed(data: dict[str, Any]) -> bool:
+    """Every row has a device and equally long lists of numbers; cpu, when there, has its two tables."""
+    for row in data["predictions"]:
+        if not isinstance(row, dict) or not isinstance(row.get("device"), str):
+            return False
+        lists = [row.get(k) for k in ("batch_sizes", "latency_ms", "images_per_s")]
+        if not all(_numbers(v) for v in lists) or len({len(v) for v in lists if isinstance(v, list)}) != 1:
+            return False
+        if not all(isinstance(row.get(k, {}), dict) for k in ("error", "model_error")):
+            return False
+    cpu = data.get("cpu")
+    if cpu is None:
+        return True
+    tables = [cpu.get(k) for k in ("measured_images_per_s", "predicted_images_per_s")] if isinstance(cpu, dict) else []
+    return len(tables) == 2 and all(
+        isinstance(t, dict) and all(isinstance(v, int | float) for v in t.values()) for t in tables
+    )
+
+
 def _tokens(text: str) -> set[str]:
     return set(re.split(r"[^a-z0-9]+", text.lower())) - {""}
 
 
-def matching_gpu_target(device_id: str, points: list[Point]) -> tuple[str, dict[int, float]] | None:
-    """The measured GPU target naming ``device_id`` and its images/s by batch at one request in flight."""
+def matching_gpu_target(device_id: str, points: list[Point], model: str = "") -> tuple[str, dict[int, float]] | None:
+    """The measured GPU target naming ``device_id`` and its images/s by batch at one request in flight
+    (float images, ``model``'s points when given; the last of repeats)."""
     wanted = _tokens(device_id)
     found: dict[str, dict[int, float]] = {}
     for p in points:
         t = p.target
         if t.device == "cpu" or p.load.mode != "closed" or (p.load.concurrency or 1) != 1 or p.error_count:
+            continue
+        if p.payload != "float" or p.cut_off or (model and p.model != model):
             continue
         if wanted <= _tokens(t.name) or wanted <= _tokens(t.device):
             found.setdefault(t.name, {})[p.batch_size] = p.items_per_s
@@ -79,14 +105,15 @@ def _cpu_table(cpu: dict[str, Any]) -> str:
         )
     return (
         f"<h3>This CPU ({_e(cpu.get('target', ''))}), calibrated on batch {_e(cpu.get('calibrated_on'))}</h3>"
-        f"<p>{_e(cpu.get('described', ''))}; efficiency {_e(cpu.get('efficiency'))} of that roofline.</p>"
+        f"<p>{_e(cpu.get('described', ''))}; {_e(cpu.get('call_ms', 0))} ms per call; fitted speed "
+        f"{_e(cpu.get('efficiency'))}x that roofline.</p>"
         "<table><tr><th>batch</th><th>measured images/s</th><th>predicted images/s</th><th>error</th></tr>"
         f"{''.join(rows)}</table>"
     )
 
 
-def _gpu_table(row: dict[str, Any], points: list[Point]) -> str:
-    match = matching_gpu_target(str(row.get("device", "")), points)
+def _gpu_table(row: dict[str, Any], points: list[Point], model: str) -> str:
+    match = matching_gpu_target(str(row.get("device", "")), points, model)
     measured_head = f"<th>measured images/s ({_e(match[0])})</th><th>measured / predicted</th>" if match else ""
     rows = []
     for batch, latency, ips in zip(row["batch_sizes"], row["latency_ms"], row["images_per_s"]):
@@ -123,5 +150,6 @@ def predicted_html(predictions: dict[str, Any] | None, points: list[Point]) -> s
     ]
     if predictions.get("cpu"):
         parts.append(_cpu_table(predictions["cpu"]))
-    parts += [_gpu_table(row, points) for row in predictions["predictions"]]
+    model = str(predictions.get("model", ""))
+    parts += [_gpu_table(row, points, model) for row in predictions["predictions"]]
     return "".join(parts)

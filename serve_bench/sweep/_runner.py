@@ -204,8 +204,10 @@ async def run_sweep(
 def _reusable(point: Point, spec: SweepSpec) -> bool:
     """Whether resume may keep an earlier measurement: it reached the server and ran on the runtime
     the spec now names for its target (a target renamed to another runtime is measured again)."""
-    runtimes = {t.name: t.runtime for t in spec.targets}
-    return not point.needs_remeasure and point.target.runtime == runtimes.get(point.target.name, point.target.runtime)
+    wanted = {t.name: t.runtime for t in spec.targets}.get(point.target.name, point.target.runtime)
+    # a point from before runtimes were recorded (schema 4 and older) ran on TensorFlow: nothing else served then
+    ran = point.target.runtime or "tensorflow"
+    return not point.needs_remeasure and (point.target.runtime == wanted or ran == wanted)
 
 
 async def _run(
