@@ -258,15 +258,22 @@ def test_closed_loop_p50_matches_a_bare_grpc_loop(triton):
     led to a look at serve-bench's own CPU per answer: decoding it cost ~90 µs of the event loop's
     CPU per request against Triton, ~70 of them numpy's small calls in ``from_raw`` (a dtype made
     per call, ``np.prod`` of a tuple), now ~25. After that, 9 rounds in alternating order: medians
-    1.008, 1.038, 1.042 (single rounds 0.81-1.13 on a busy machine). The failure message gives
-    each side's client CPU per request and the CPU model, to tell a slower client from a noisy
-    machine. A 10% margin still catches a client that adds a third of a millisecond.
+    1.008, 1.038, 1.042 (single rounds 0.81-1.13 on a busy machine). Then a full CI-style run on
+    this VM failed at a median of 1.101: rounds 0.89-1.33, bimodal, serve-bench's slow rounds
+    (4.1-4.7 ms against 3.3-3.9) the very ones where this process's CPU per request rose by ~300 µs
+    (the 2 cores shared with Triton and its Python stub), while both sides' best rounds were 3.30
+    and 3.33 ms. Contention that comes and goes hits a round, not a client; a client's own cost
+    is in every round. So each side's best round is compared (as timeit takes the minimum): a
+    serve-bench that added 0.4 ms of its own to each request went red here (1.176, 1.182); as is,
+    1.026, 1.042, 1.017 (the medians of ratios in the same runs: 1.025, 1.039, 1.087). The failure
+    message gives every round, each side's client CPU per request and the CPU model.
     """
     bare, served, cpu = asyncio.run(_alternate(triton.grpc_url))
     ratios = [s / b for b, s in zip(bare, served)]
-    ratio = statistics.median(ratios)
+    ratio = min(served) / min(bare)  # each side's least disturbed round (see the docstring)
     assert abs(ratio - 1) <= P50_MARGIN, (
-        f"serve-bench p50 / bare loop p50, median of {ROUNDS} rounds = {ratio:.3f} "
+        f"serve-bench p50 / bare loop p50, best of {ROUNDS} rounds each = {ratio:.3f}, median of the rounds' "
+        f"ratios {statistics.median(ratios):.3f} "
         f"(rounds {[round(r, 3) for r in ratios]}; serve-bench {[round(v) for v in served]} µs, "
         f"bare {[round(v) for v in bare]} µs; client CPU µs/request in the order run {[round(c) for c in cpu]}; "
         f"{_cpu_model()})"
