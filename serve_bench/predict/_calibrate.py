@@ -54,15 +54,7 @@ def cpu_points(run_dir: Path, model: str) -> tuple[str, dict[int, float]]:
 
 
 def _client_batching(p: Point) -> bool:
-    return (
-        p.target.device == "cpu"
-        and p.load.mode == "closed"
-        and (p.load.concurrency or 1) == 1
-        and p.payload == "float"
-        and not p.cut_off
-        and p.error_count == 0
-        and p.items_per_s > 0
-    )
+    return p.target.device == "cpu" and p.is_client_batching and p.items_per_s > 0
 
 
 @dataclass(frozen=True)

@@ -74,9 +74,7 @@ def matching_gpu_target(device_id: str, points: list[Point], model: str = "") ->
     found: dict[str, dict[int, float]] = {}
     for p in points:
         t = p.target
-        if t.device == "cpu" or p.load.mode != "closed" or (p.load.concurrency or 1) != 1 or p.error_count:
-            continue
-        if p.payload != "float" or p.cut_off or (model and p.model != model):
+        if t.device == "cpu" or not p.is_client_batching or (model and p.model != model):
             continue
         if wanted <= _tokens(t.name) or wanted <= _tokens(t.device):
             found.setdefault(t.name, {})[p.batch_size] = p.items_per_s

@@ -197,6 +197,18 @@ class Point:
         return self.throughput.items_per_s
 
     @property
+    def is_client_batching(self) -> bool:
+        """A closed loop at one request in flight, of float images, that ran its course without errors:
+        B images per request and nothing queued beside them (what predict calibrates on and compares with)."""
+        return (
+            self.load.mode == "closed"
+            and self.load.in_flight == 1
+            and self.payload == "float"
+            and not self.cut_off
+            and self.error_count == 0
+        )
+
+    @property
     def needs_remeasure(self) -> bool:
         """True when the point says nothing about the server's speed: no request succeeded, or it was cut off."""
         return self.counts.ok == 0 or bool(self.cut_off)
