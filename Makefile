@@ -22,7 +22,7 @@ SERVERS_STAMP := $(SERVERS_VENV)/.serve-bench-servers-installed
 $(SERVERS_STAMP): servers-constraints.txt
 	test -x $(SERVERS_VENV)/bin/python || $(PYTHON) -m venv $(SERVERS_VENV)
 	$(SERVERS_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(SERVERS_VENV)/bin/python -m pip install --quiet -c servers-constraints.txt nvidia-pytriton mlserver tensorflow 'numpy<2'
+	$(SERVERS_VENV)/bin/python -m pip install --quiet -c servers-constraints.txt nvidia-pytriton mlserver tensorflow onnxruntime openvino 'numpy<2'
 	touch $(SERVERS_STAMP)
 
 servers-env: $(SERVERS_STAMP)

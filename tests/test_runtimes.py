@@ -294,7 +294,7 @@ def test_re_exporting_a_version_never_leaves_the_old_copies_beside_it(tmp_path, 
     [
         ('launch = "local"\nruntime = ""', ["runtime must be one of"]),
         ('launch = "local"\nruntime = "tensorrt"', ["runtime must be one of", "tensorrt"]),
-        ('launch = "triton"\nruntime = "openvino"', ["TensorFlow only", 'launch = "local"']),
+        ('launch = "triton"\nruntime = ""', ["runtime must be one of"]),  # launched: it runs what is named
         ('url = "grpc://x:1"\nruntime = "openvino"\n[[targets]]\nname = "u"\nurl = "grpc://y:1"', ["jpeg"]),
     ],
 )

@@ -143,6 +143,7 @@ def test_a_triton_spec_searches_tritons_own_knobs_from_tritons_defaults() -> Non
         "preferred_batch_size": "2,4",
         "instance_count": "2",
         "instance_kind": "KIND_CPU",
+        "runtime": "tensorflow",  # the SavedModel, unless [space] runtime names another
     }
     assert dict(next(c for c in spec.configs if c.id == "nobatch").knobs())["max_queue_delay_microseconds"] == "off"
     # --resume rebuilds each finished configuration from its configs.jsonl record
@@ -182,8 +183,8 @@ def test_another_servers_knob_is_a_one_line_error_listing_the_spec_servers_knobs
 ) -> None:
     listing = {
         "triton": "Triton's knobs are dynamic_batching, max_batch_size, max_queue_delay_microseconds, "
-        "preferred_batch_size, instance_count, instance_kind",
-        "mlserver": "MLServer's knobs are max_batch_size, max_batch_time, parallel_workers",
+        "preferred_batch_size, instance_count, instance_kind, runtime",
+        "mlserver": "MLServer's knobs are max_batch_size, max_batch_time, parallel_workers, runtime",
         "local": "TF Serving's knobs are batching, max_batch_size, batch_timeout_micros",
     }[kind]
     with pytest.raises(UserError) as info:

@@ -3,12 +3,14 @@
     exported_models/triton/<model>/config.pbtxt
     exported_models/triton/<model>/<version>/model.py          (runtimes/triton_model.py)
     exported_models/triton/<model>/<version>/model.savedmodel/ (the SavedModel, hard-linked)
+    .../<version>/model.onnx or model.xml + model.bin            (runtime onnxruntime / openvino instead)
     exported_models/mlserver/<model>/model-settings.json
     exported_models/mlserver/<model>/serve_bench_runtime.py    (runtimes/mlserver_runtime.py)
 
 ``model.savedmodel`` is the name Triton's TensorFlow backend expects too, so the same
 version directory serves from the Python backend (what runs here) or the TF backend
-(``platform: "tensorflow_savedmodel"``). The files are written in each server's own format:
+(``platform: "tensorflow_savedmodel"``); likewise ``model.onnx`` and ``model.xml`` are the
+names of Triton's ONNX Runtime and OpenVINO backends. The files are written in each server's own format:
 ``config.pbtxt`` is text-format ``inference.ModelConfig`` (triton common
 ``protobuf/model_config.proto``), ``model-settings.json`` is MLServer's ``ModelSettings``
 (``mlserver/settings.py``). ``tune`` writes the same files with other batching values.
@@ -25,6 +27,7 @@ from typing import Any
 
 from serve_bench.errors import InvalidValue, UserError
 from serve_bench.export._catalogue import get_spec
+from serve_bench.export._convert import RUNTIMES, converted_model_path
 from serve_bench.export._layout import list_versions, read_metadata
 
 __all__ = [
@@ -166,17 +169,32 @@ def triton_config_text(
     return "\n".join(lines) + "\n"
 
 
+def _converted_files(models_dir: Path, runtime: str, model: str, version: int) -> list[Path]:
+    """The files of ``model``'s copy for ``runtime`` (``export --runtimes``); one line saying how when absent."""
+    if runtime not in RUNTIMES:
+        raise InvalidValue("runtime", runtime, " | ".join(RUNTIMES))
+    path = converted_model_path(models_dir, runtime, model, version)
+    files = [path, path.with_suffix(".bin")] if runtime == "openvino" else [path]
+    if not all(f.is_file() for f in files):
+        raise UserError(
+            f"{path} does not exist: convert {model} version {version} first "
+            f"(serve-bench export {model} --runtimes {runtime} --version {version} --force)"
+        )
+    return files
+
+
 def _link_tree(source: Path, destination: Path) -> None:
     """A copy of ``source`` made of hard links where the filesystem allows (a SavedModel is never edited)."""
 
-    def link(src: str, dst: str) -> object:
-        try:
-            os.link(src, dst)
-        except OSError:
-            shutil.copy2(src, dst)
-        return dst
+    shutil.copytree(source, destination, copy_function=_link_file)
 
-    shutil.copytree(source, destination, copy_function=link)
+
+def _link_file(src: str | Path, dst: str | Path) -> object:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+    return dst
 
 
 def write_triton_model(
@@ -188,14 +206,18 @@ def write_triton_model(
     version: int | None = None,
     parameters: dict[str, str] | None = None,
     symlink: bool = False,
+    runtime: str = "tensorflow",
 ) -> Path:
-    """Write ``<repository>/<model>/`` for Triton from the exported SavedModel; return that directory.
+    """Write ``<repository>/<model>/`` for Triton from the exported model; return that directory.
 
-    ``symlink`` points ``model.savedmodel`` at the export instead of linking its files (the
-    launcher's throw-away repositories); ``parameters`` become ``config.pbtxt`` parameters
-    (``EXECUTION_ENV_PATH`` for the Python backend's environment, ``intra_op_threads``).
+    ``runtime`` picks what the Python backend runs: the SavedModel (TensorFlow) or the copy
+    ``export --runtimes`` converted for ONNX Runtime or OpenVINO (UserError when there is none).
+    ``symlink`` points at the export instead of linking its files (the launcher's throw-away
+    repositories); ``parameters`` become ``config.pbtxt`` parameters (``EXECUTION_ENV_PATH``
+    for the Python backend's environment, ``intra_op_threads``).
     """
     facts = _facts(Path(models_dir), model, version)
+    converted = [] if runtime == "tensorflow" else _converted_files(Path(models_dir), runtime, model, facts.version)
     batching = batching or TritonBatching()
     model_dir = Path(repository) / model
     if model_dir.exists():
@@ -203,10 +225,18 @@ def write_triton_model(
     version_dir = model_dir / str(facts.version)
     version_dir.mkdir(parents=True)
     shutil.copy2(_RUNTIMES / "triton_model.py", version_dir / "model.py")
-    if symlink:
+    for source in converted:
+        destination = version_dir / source.name
+        if symlink:
+            destination.symlink_to(source.resolve())
+        else:
+            _link_file(source, destination)
+    if not converted and symlink:
         (version_dir / "model.savedmodel").symlink_to(facts.path.resolve(), target_is_directory=True)
-    else:
+    elif not converted:
         _link_tree(facts.path, version_dir / "model.savedmodel")
+    if converted:
+        parameters = {**(parameters or {}), "runtime": runtime}
     text = triton_config_text(model, facts.input_shape, facts.feature_size, batching, parameters)
     (model_dir / "config.pbtxt").write_text(text)
     return model_dir
@@ -238,19 +268,28 @@ def write_mlserver_model(
     version: int | None = None,
     extra: dict[str, str] | None = None,
     absolute_uri: bool = False,
+    runtime: str = "tensorflow",
 ) -> Path:
     """Write ``<repository>/<model>/`` for MLServer (settings + runtime); return that directory.
 
     The settings point at the SavedModel by a path relative to the folder (MLServer resolves
     it so, ``mlserver/utils.py`` ``get_model_uri``), which holds inside a container that
     mounts the whole ``exported_models/``; ``absolute_uri`` for repositories written elsewhere.
+    ``runtime`` onnxruntime or openvino runs the copy ``export --runtimes`` converted (named
+    in ``extra.converted`` the same way); the SavedModel's signature still describes the model.
     """
     facts = _facts(Path(models_dir), model, version)
+    converted = [] if runtime == "tensorflow" else _converted_files(Path(models_dir), runtime, model, facts.version)
     model_dir = Path(repository) / model
     model_dir.mkdir(parents=True, exist_ok=True)
     shutil.copy2(_RUNTIMES / "mlserver_runtime.py", model_dir / "serve_bench_runtime.py")
-    saved_model = facts.path.resolve()
-    uri = str(saved_model) if absolute_uri else os.path.relpath(saved_model, model_dir.resolve())
+
+    def where(path: Path) -> str:
+        return str(path.resolve()) if absolute_uri else os.path.relpath(path.resolve(), model_dir.resolve())
+
+    uri = where(facts.path)
+    if converted:
+        extra = {**(extra or {}), "runtime": runtime, "converted": where(converted[0])}
     settings = mlserver_settings(model, facts.version, uri, batching or MLServerBatching(), extra)
     (model_dir / "model-settings.json").write_text(json.dumps(settings, indent=2) + "\n")
     return model_dir

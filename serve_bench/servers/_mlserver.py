@@ -6,7 +6,7 @@
 ``mlserver start <folder>`` reads ``settings.json`` (server-wide: host, ports) and each
 model's ``model-settings.json`` from the folder (``mlserver/cli/serve.py``
 ``load_settings``); the model runs serve-bench's runtime (``export/runtimes/mlserver_runtime.py``)
-with TensorFlow from the servers' environment.
+with TensorFlow (or ONNX Runtime or OpenVINO, ``runtime``) from the servers' environment.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ class MLServerServer(V2ServerProcess):
         batching: MLServerBatching | None = None,
         *,
         intra_op_threads: int = 0,
+        runtime: str = "tensorflow",
         work_dir: Path | None = None,
         startup_timeout_s: float = 120.0,
     ) -> None:
@@ -39,9 +40,12 @@ class MLServerServer(V2ServerProcess):
         super().__init__(work_dir, startup_timeout_s)
         self.model = model
         self.batching = batching or MLServerBatching()
+        self.runtime = runtime
         self.repository = self.work_dir / "repository"
         extra = {"intra_op_threads": str(intra_op_threads)} if intra_op_threads else None
-        write_mlserver_model(models_dir, model, self.repository, self.batching, extra=extra, absolute_uri=True)
+        write_mlserver_model(
+            models_dir, model, self.repository, self.batching, extra=extra, absolute_uri=True, runtime=runtime
+        )
         settings = {
             "host": "127.0.0.1",
             "http_port": self.http_port,

@@ -4,8 +4,9 @@
         point = measure(triton.grpc_url, "tiny", ...)
 
 It writes a model repository of its own (``export.write_triton_model``: the Python backend
-running the exported SavedModel), starts the binary bound to 127.0.0.1 (Triton binds
-0.0.0.0 unless told: server ``src/command_line_parser.cc`` ``--http-address``), and waits
+running the exported SavedModel, or its ONNX or OpenVINO copy with ``runtime``), starts the
+binary bound to 127.0.0.1 (Triton binds 0.0.0.0 unless told: server
+``src/command_line_parser.cc`` ``--http-address``), and waits
 for ``/v2/health/ready`` and the model's ``/v2/models/<m>/ready``. What running the wheel's
 binary needs (verified with 2.51.0 here):
 
@@ -55,6 +56,7 @@ class TritonServer(V2ServerProcess):
         batching: TritonBatching | None = None,
         *,
         intra_op_threads: int = 0,
+        runtime: str = "tensorflow",
         work_dir: Path | None = None,
         startup_timeout_s: float = 120.0,
         extra_args: tuple[str, ...] = (),
@@ -63,11 +65,14 @@ class TritonServer(V2ServerProcess):
         super().__init__(work_dir, startup_timeout_s)
         self.model = model
         self.batching = batching or TritonBatching()
+        self.runtime = runtime
         parameters = {"EXECUTION_ENV_PATH": str(self.env.root)}
         if intra_op_threads:
             parameters["intra_op_threads"] = str(intra_op_threads)
         self.repository = self.work_dir / "repository"
-        write_triton_model(models_dir, model, self.repository, self.batching, parameters=parameters, symlink=True)
+        write_triton_model(
+            models_dir, model, self.repository, self.batching, parameters=parameters, symlink=True, runtime=runtime
+        )
         self.extra_args = extra_args
 
     @property

@@ -59,7 +59,7 @@ class Launch:
     protocol: str = "grpc"  # grpc | rest
     knobs: tuple[tuple[str, Any], ...] = ()
     startup_timeout_s: float = 300.0
-    runtime: str = "tensorflow"  # local: serve --runtime
+    runtime: str = "tensorflow"  # local: serve --runtime; triton, mlserver: what their Python models run
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def knob_pairs(self) -> tuple[tuple[str, str], ...]:
@@ -118,10 +118,22 @@ def _server_batching(launch: Launch) -> TritonBatching | MLServerBatching | None
 def _process(launch: Launch, models_dir: Path, model: str, work_dir: Path) -> ServerProcess:
     batching = _server_batching(launch)
     if isinstance(batching, TritonBatching):
-        return TritonServer(models_dir, model, batching, work_dir=work_dir, startup_timeout_s=launch.startup_timeout_s)
+        return TritonServer(
+            models_dir,
+            model,
+            batching,
+            runtime=launch.runtime,
+            work_dir=work_dir,
+            startup_timeout_s=launch.startup_timeout_s,
+        )
     if isinstance(batching, MLServerBatching):
         return MLServerServer(
-            models_dir, model, batching, work_dir=work_dir, startup_timeout_s=launch.startup_timeout_s
+            models_dir,
+            model,
+            batching,
+            runtime=launch.runtime,
+            work_dir=work_dir,
+            startup_timeout_s=launch.startup_timeout_s,
         )
     return LocalServerProcess(
         models_dir,

@@ -25,7 +25,7 @@
     name = "cpu"
     url = "grpc://localhost:8500"
     device = "cpu"
-    runtime = "tensorflow"        # optional label: tensorflow | onnxruntime | openvino (launch = "local": runs it)
+    runtime = "tensorflow"        # optional label: tensorflow | onnxruntime | openvino (launched: runs it)
     price_per_hour = 0.68         # optional: cost per million images in the report
     telemetry = ["http://localhost:9100/metrics"]   # optional: energy counters (node exporter, dcgm-exporter)
 
@@ -166,7 +166,7 @@ _TARGET = {
     "launch": str,  # local | triton | mlserver: serve-bench starts this server itself (_launch.py)
     "protocol": str,
     "batching": dict,
-    "runtime": str,  # tensorflow | onnxruntime | openvino: a launched local server runs it; else a label
+    "runtime": str,  # tensorflow | onnxruntime | openvino: a launched server runs it; else a label
 }
 
 
@@ -304,16 +304,11 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
             raise UserError(f"{source}: two targets are named {values['name']!r}")
         names.add(values["name"])
         price, currency = target_pricing(raw, where, source, data.get("currency", ""))
-        runtime = values.get("runtime", "tensorflow" if raw.get("launch") == "local" else "")
-        if raw.get("launch") == "local" and not runtime:
+        runtime = values.get("runtime", "tensorflow" if raw.get("launch") else "")
+        if raw.get("launch") and not runtime:
             raise UserError(f"{source}: {where}.runtime must be one of {', '.join(RUNTIMES)}, got ''")
         if runtime and runtime not in RUNTIMES:
             raise UserError(f"{source}: {where}.runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
-        if raw.get("launch") in ("triton", "mlserver") and runtime not in ("", "tensorflow"):
-            raise UserError(
-                f"{source}: {where}.runtime: launched {raw['launch']} serves the SavedModel with TensorFlow only; "
-                'use launch = "local" for another runtime'
-            )
         if runtime not in ("", "tensorflow") and "jpeg" in payloads:
             raise UserError(
                 f"{source}: {where}.runtime {runtime!r}: the jpeg payload (serving_bytes) always runs on TensorFlow; "

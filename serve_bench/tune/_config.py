@@ -14,15 +14,17 @@ from dataclasses import Field, dataclass, fields, replace
 from typing import Any, ClassVar, Protocol
 
 from serve_bench.errors import UserError
-from serve_bench.export import BatchingParams, batching_parameters_text
+from serve_bench.export import RUNTIMES, BatchingParams, batching_parameters_text
 
 __all__ = [
     "BATCHING_KNOBS",
     "FLAG_KNOBS",
     "KNOBS",
     "RECIPE_ORDER",
+    "RUNTIME_SHORT",
     "ServerConfig",
     "TuneConfig",
+    "check_runtime",
     "config_of",
 ]
 
@@ -36,7 +38,14 @@ BATCHING_KNOBS = (
     "max_execution_batch_size",
 )
 FLAG_KNOBS = ("tensorflow_intra_op_parallelism", "tensorflow_inter_op_parallelism")
-KNOBS = ("batching", *BATCHING_KNOBS, *FLAG_KNOBS)
+# what runs the model (the local server's --runtime; Triton's and MLServer's Python models likewise)
+KNOBS = ("batching", *BATCHING_KNOBS, *FLAG_KNOBS, "runtime")
+RUNTIME_SHORT = {"tensorflow": "", "onnxruntime": "ort", "openvino": "ov"}
+
+
+def check_runtime(runtime: str, where: str) -> None:
+    if runtime not in RUNTIMES:
+        raise UserError(f"{where}: runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
 
 
 class ServerConfig(Protocol):
@@ -47,6 +56,9 @@ class ServerConfig(Protocol):
 
     @property
     def id(self) -> str: ...
+
+    @property
+    def runtime(self) -> str: ...
 
     def knobs(self) -> tuple[tuple[str, str], ...]: ...
 
@@ -80,6 +92,7 @@ class TuneConfig:
     max_execution_batch_size: int | None = None
     tensorflow_intra_op_parallelism: int | None = None
     tensorflow_inter_op_parallelism: int | None = None
+    runtime: str = "tensorflow"
 
     def __post_init__(self) -> None:
         if not self.batching:
@@ -104,6 +117,8 @@ class TuneConfig:
                 parts.append("split" if value else "nosplit")
             else:
                 parts.append(f"{_SHORT[name]}{value}")
+        if RUNTIME_SHORT.get(self.runtime):
+            parts.append(RUNTIME_SHORT[self.runtime])
         return "-".join(parts) or "defaults"
 
     def knobs(self) -> tuple[tuple[str, str], ...]:
@@ -136,6 +151,7 @@ class TuneConfig:
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise UserError(f"{where}: {name} must be 0 (auto) or a number of threads; got {value}")
+        check_runtime(self.runtime, where)
         if self.batching:
             self.params().checked(where)
 
@@ -158,6 +174,8 @@ class TuneConfig:
             value = getattr(self, name)
             if value is not None:
                 flags.append(f"--{name}={value}")
+        if self.runtime != "tensorflow":  # serve-bench serve's flag: TF Serving runs SavedModels only
+            flags.append(f"--runtime={self.runtime}")
         return tuple(flags)
 
 
@@ -185,6 +203,7 @@ def config_of(values: dict[str, Any], source: str = "spec") -> TuneConfig:
 
 # knobs a search varies, in the batching guide's order (threads first, then batch size, then timeout)
 RECIPE_ORDER = (
+    "runtime",  # what runs the model first: every batching knob is then tuned on it
     "batching",
     "num_batch_threads",
     *FLAG_KNOBS,

@@ -83,7 +83,7 @@ class Family:
 
 
 _TFSERVING_TYPES: dict[str, Any] = {knob: int for knob in KNOBS}
-_TFSERVING_TYPES.update(batching=bool, enable_large_batch_splitting=bool, allowed_batch_sizes="list")
+_TFSERVING_TYPES.update(batching=bool, enable_large_batch_splitting=bool, allowed_batch_sizes="list", runtime=str)
 
 FAMILIES = {
     "tfserving": Family(
@@ -109,13 +109,14 @@ FAMILIES = {
             "preferred_batch_size": "list",
             "instance_count": int,
             "instance_kind": str,
+            "runtime": str,
         },
         triton_config_of,
         TritonConfig,
         # model_configuration.md's "Recommended Configuration Process" for the dynamic batcher: turn it on,
         # decide max_batch_size, then the delay; preferred sizes rarely; then instances (optimization.md)
         {"defaults": TritonConfig(), "no_batching": TritonConfig(dynamic_batching=False)},
-        TRITON_KNOBS,  # declared in that order
+        ("runtime", *TRITON_KNOBS[:-1]),  # the runtime first (the batcher is then tuned on it), then as declared
         "config.pbtxt",
         BEST_TRITON_CONFIG_FILE,
     ),
@@ -123,12 +124,13 @@ FAMILIES = {
         "mlserver",
         "MLServer",
         MLSERVER_KNOBS,
-        {"max_batch_size": int, "max_batch_time": (int, float), "parallel_workers": int},
+        {"max_batch_size": int, "max_batch_time": (int, float), "parallel_workers": int, "runtime": str},
         mlserver_config_of,
         MLServerConfig,
         # MLServer's defaults do not batch (hooks.py:82-86): both baselines are the one configuration nobatch
         {"defaults": MLServerConfig(), "no_batching": MLServerConfig(max_batch_size=1)},
-        MLSERVER_KNOBS,  # declared in the order to search them: how many, how long to wait, how many workers
+        # the runtime, then as declared: how many, how long to wait, how many workers
+        ("runtime", *MLSERVER_KNOBS[:-1]),
         "model-settings.json",
         BEST_MLSERVER_SETTINGS_FILE,
     ),

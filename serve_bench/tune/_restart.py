@@ -142,7 +142,7 @@ class LocalRestarter:
             await asyncio.shield(self.stop())
             raise
         return Target(
-            "local", url, self.spec.device, server.metrics_url, server.name, process.pid, runtime="tensorflow"
+            "local", url, self.spec.device, server.metrics_url, server.name, process.pid, runtime=config.runtime
         )
 
     async def stop(self) -> None:

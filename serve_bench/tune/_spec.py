@@ -19,6 +19,8 @@
     batch_timeout_micros = [0, 2000]
     num_batch_threads = [1, 2]
     allowed_batch_sizes = ["none", "powers_of_two"]   # or explicit lists ending at max_batch_size
+    runtime = ["tensorflow", "onnxruntime"]           # optional (every server kind but TF Serving's):
+                                                      # what runs the model; export --runtimes first
     [load]                         # as in the sweep spec (rates, concurrency, arrival)
     rates = [20, 40]               # open-loop Poisson points (requests/s)
     concurrency = [8]              # closed-loop points
@@ -74,6 +76,7 @@ from pathlib import Path
 from typing import Any
 
 from serve_bench.errors import InvalidValue, UserError, say_renamed
+from serve_bench.export import converted_model_path, list_versions, missing_runtime
 from serve_bench.load import ARRIVALS, PAYLOADS, PointSettings, check_batch_size, check_load
 from serve_bench.stats import LoadInfo, Slo
 from serve_bench.sweep import check_keys as _check_keys
@@ -308,6 +311,31 @@ def _load_table(data: dict[str, Any], source: str) -> dict[str, Any]:
     return dict(data["workload"])
 
 
+def _check_runtimes(runtimes: list[str], server: ServerSpec, payload: str, model: str, source: str) -> None:
+    """What [space] runtime asks must be runnable by the server restarted, before anything starts."""
+    if not runtimes:
+        return
+    named = f"{source}: space.runtime {runtimes[0]!r}"
+    if server.kind in ("compose", "command"):
+        raise UserError(
+            f'{named}: TF Serving runs SavedModels only; tune runtimes with [server] kind = "local", "triton" '
+            'or "mlserver"'
+        )
+    if payload == "jpeg":
+        raise UserError(f'{named}: the jpeg payload (serving_bytes) always runs on TensorFlow; use payload = "float"')
+    for runtime in runtimes:
+        line = missing_runtime(runtime) if server.kind == "local" else None  # else: the servers' environment's
+        if line:
+            raise UserError(f"{source}: space.runtime: {line}")
+        versions = list_versions(Path(server.models_dir) / model)
+        if versions and not converted_model_path(Path(server.models_dir), runtime, model, versions[-1]).is_file():
+            raise UserError(
+                f"{source}: space.runtime {runtime!r}: {model} version {versions[-1]} has no {runtime} copy in "
+                f"{server.models_dir}; run: serve-bench export {model} --runtimes {runtime} --version {versions[-1]}"
+                " --force"
+            )
+
+
 def parse_tune_spec(text: str, source: str = "spec") -> TuneSpec:
     try:
         data = tomllib.loads(text)
@@ -341,6 +369,7 @@ def parse_tune_spec(text: str, source: str = "spec") -> TuneSpec:
     payload = data.get("payload", "float")
     if payload not in PAYLOADS:
         raise UserError(f"{source}: payload {payload!r} is not one of {', '.join(PAYLOADS)}")
+    _check_runtimes(sorted({c.runtime for c in configs} - {"tensorflow"}), server, payload, data["model"], source)
     try:
         batch_size = check_batch_size(data.get("batch_size", 1))
     except InvalidValue as exc:

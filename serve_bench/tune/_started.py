@@ -87,7 +87,7 @@ class _StartedHere:
             await asyncio.shield(self._abandon(server, starting))
             raise
         url = server.grpc_url if self.spec.protocol == "grpc" else server.http_url
-        # Triton's and MLServer's models run the SavedModel with TensorFlow (export/runtimes/)
+        # Triton's and MLServer's Python models run what the configuration's runtime names (export/runtimes/)
         return Target(
             self.server_kind,
             url,
@@ -95,7 +95,7 @@ class _StartedHere:
             server.metrics_url,
             self.server_kind,
             server.pid,
-            runtime="tensorflow",
+            runtime=config.runtime,
         )
 
     def reason(self, log_path: Path) -> str:
@@ -136,6 +136,7 @@ class TritonRestarter(_StartedHere):
             self.spec.models_dir,
             self.model,
             config.batching(),
+            runtime=config.runtime,
             work_dir=config_file.parent / "server",
             startup_timeout_s=self.spec.startup_timeout_s,
         )
@@ -167,6 +168,7 @@ class MLServerRestarter(_StartedHere):
             self.spec.models_dir,
             self.model,
             config.batching(),
+            runtime=config.runtime,
             work_dir=config_file.parent / "server",
             startup_timeout_s=self.spec.startup_timeout_s,
         )

@@ -39,6 +39,7 @@ from typing import Any
 
 from serve_bench.errors import UserError
 from serve_bench.export import MLServerBatching, TritonBatching
+from serve_bench.tune._config import RUNTIME_SHORT, check_runtime
 
 __all__ = [
     "MLSERVER_KNOBS",
@@ -60,8 +61,9 @@ TRITON_KNOBS = (
     "preferred_batch_size",
     "instance_count",
     "instance_kind",
+    "runtime",  # what the Python-backend model runs: the SavedModel, or its ONNX or OpenVINO copy
 )
-MLSERVER_KNOBS = ("max_batch_size", "max_batch_time", "parallel_workers")
+MLSERVER_KNOBS = ("max_batch_size", "max_batch_time", "parallel_workers", "runtime")
 MLSERVER_DEFAULT_PARALLEL_WORKERS = 1  # mlserver/settings.py:37 (1.7.1)
 
 
@@ -75,6 +77,7 @@ class TritonConfig:
     preferred_batch_size: tuple[int, ...] = ()  # () : Triton prefers max_batch_size
     instance_count: int = 1
     instance_kind: str = "KIND_CPU"
+    runtime: str = "tensorflow"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "preferred_batch_size", tuple(sorted(set(self.preferred_batch_size))))
@@ -97,6 +100,8 @@ class TritonConfig:
             parts.append(f"i{self.instance_count}")
         if self.instance_kind != "KIND_CPU":
             parts.append(self.instance_kind.removeprefix("KIND_").lower())
+        if RUNTIME_SHORT.get(self.runtime):
+            parts.append(RUNTIME_SHORT[self.runtime])
         return "-".join(parts) or "defaults"
 
     def knobs(self) -> tuple[tuple[str, str], ...]:
@@ -110,6 +115,7 @@ class TritonConfig:
             ("preferred_batch_size", "off" if off else ",".join(map(str, self.preferred_batch_size)) or "none"),
             ("instance_count", str(self.instance_count)),
             ("instance_kind", self.instance_kind),
+            ("runtime", self.runtime),
         )
 
     def value_of(self, knob: str) -> str:
@@ -128,6 +134,7 @@ class TritonConfig:
             )
         if self.instance_count < 1:
             raise UserError(f"{where}: instance_count must be at least 1, got {self.instance_count}")
+        check_runtime(self.runtime, where)
         if self.instance_kind not in TRITON_KINDS:
             kinds = ", ".join(TRITON_KINDS)
             raise UserError(f"{where}: instance_kind must be one of {kinds}, got {self.instance_kind!r}")
@@ -158,6 +165,7 @@ class MLServerConfig:
     max_batch_size: int = 0
     max_batch_time: float = 0.0  # seconds, as model-settings.json spells it
     parallel_workers: int = MLSERVER_DEFAULT_PARALLEL_WORKERS
+    runtime: str = "tensorflow"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "max_batch_time", float(self.max_batch_time))
@@ -179,6 +187,8 @@ class MLServerConfig:
             parts = ["nobatch"]
         if self.parallel_workers != MLSERVER_DEFAULT_PARALLEL_WORKERS:
             parts.append(f"w{self.parallel_workers}")
+        if RUNTIME_SHORT.get(self.runtime):
+            parts.append(RUNTIME_SHORT[self.runtime])
         return "-".join(parts)
 
     def knobs(self) -> tuple[tuple[str, str], ...]:
@@ -188,6 +198,7 @@ class MLServerConfig:
             ("max_batch_size", str(self.max_batch_size) if on else "off"),
             ("max_batch_time", f"{self.max_batch_time:g}" if on else "off"),
             ("parallel_workers", str(self.parallel_workers)),
+            ("runtime", self.runtime),
         )
 
     def value_of(self, knob: str) -> str:
@@ -200,6 +211,7 @@ class MLServerConfig:
             raise UserError(f"{where}: max_batch_time must be 0 or more seconds, got {self.max_batch_time}")
         if self.parallel_workers < 0:
             raise UserError(f"{where}: parallel_workers must be 0 or more, got {self.parallel_workers}")
+        check_runtime(self.runtime, where)
 
     def batching(self) -> MLServerBatching:
         """The launcher's form of the model's settings; the worker count goes to the server's settings.json."""

@@ -24,6 +24,10 @@ What it does that a bare ``NumpyCodec.decode_input`` runtime does not:
   mlserver/grpc/utils.py STATUS_CODE_MAPPING). Any other exception would reach the client as
   HTTP 500 / gRPC INTERNAL, which a benchmark cannot tell from a server crash.
 - versions: the served version (``parameters.version``) is listed in the metadata's ``versions``.
+- runtimes: ``extra.runtime`` onnxruntime or openvino runs the copy ``serve-bench export
+  --runtimes`` converted (``extra.converted``, resolved as MLServer resolves ``uri``); the
+  SavedModel's signature still gives the metadata and the checks. What runs is printed once
+  at load into MLServer's log.
 """
 
 from typing import Any
@@ -34,7 +38,7 @@ from mlserver import MLModel
 from mlserver.codecs import NumpyCodec
 from mlserver.errors import InferenceError
 from mlserver.types import InferenceRequest, InferenceResponse, MetadataTensor
-from mlserver.utils import get_model_uri
+from mlserver.utils import get_model_uri, to_absolute_path
 
 # TensorFlow dtype -> Open Inference Protocol datatype (the ones a SavedModel signature may use)
 _DATATYPES = {
@@ -59,6 +63,39 @@ def _name(datatype: Any) -> str:
     return str(getattr(datatype, "value", datatype))
 
 
+def _onnxruntime(path: str, threads: int) -> tuple[Any, str]:
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.log_severity_level = 3  # errors only
+    session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    names = [output.name for output in session.get_outputs()]
+
+    def run(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return dict(zip(names, session.run(names, feeds)))
+
+    return run, f"onnxruntime {onnxruntime.__version__} ({session.get_providers()[0]})"
+
+
+def _openvino(path: str, threads: int) -> tuple[Any, str]:
+    import openvino
+
+    # LATENCY: one stream, MLServer batches; f32: OpenVINO's own default on an AVX512-BF16 CPU is bf16
+    config: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"}
+    if threads:
+        config["INFERENCE_NUM_THREADS"] = threads
+    compiled = openvino.Core().compile_model(path, "CPU", config)
+    request = compiled.create_infer_request()  # predict runs one batch at a time in its worker
+    names = [output.get_any_name() for output in compiled.outputs]
+
+    def run(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        results = request.infer(feeds)
+        return {name: np.array(results[name]) for name in names}  # copies: the request is reused
+
+    return run, f"openvino {openvino.get_version()}"
+
+
 def _metadata(name: str, spec: Any) -> MetadataTensor:
     shape = [-1 if d is None else int(d) for d in spec.shape.as_list()]
     return MetadataTensor(name=name, datatype=_DATATYPES[spec.dtype], shape=shape)
@@ -72,6 +109,17 @@ class TFSavedModelRuntime(MLModel):
             tf.config.threading.set_intra_op_parallelism_threads(threads)
         path = await get_model_uri(self.settings)
         self._signature = tf.saved_model.load(path).signatures[extra.get("signature") or "serving_default"]
+        runtime = extra.get("runtime") or "tensorflow"
+        if runtime == "tensorflow":
+            self._run = self._tensorflow
+            what = f"tensorflow {tf.__version__}"
+        elif runtime in ("onnxruntime", "openvino"):
+            opener = _onnxruntime if runtime == "onnxruntime" else _openvino
+            self._run, what = opener(to_absolute_path(self.settings, extra["converted"]), threads)
+        else:
+            raise ValueError(f"extra.runtime is {runtime!r}; it takes tensorflow, onnxruntime or openvino")
+        line = f"serve-bench: {self.name} version {self.version} runs on {what}"
+        print(f"{line}, intra_op_threads={threads or 'the runtime default'}", flush=True)
         specs = self._signature.structured_input_signature[1]
         self._specs = {name: _metadata(name, spec) for name, spec in specs.items()}
         self.inputs = list(self._specs.values())
@@ -81,6 +129,10 @@ class TFSavedModelRuntime(MLModel):
             # list the version being served so clients can tell which one answers
             self.settings.versions = [self.version]
         return True
+
+    def _tensorflow(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        outputs = self._signature(**{k: tf.constant(v) for k, v in feeds.items()})
+        return {k: v.numpy() for k, v in outputs.items()}
 
     def _check(self, payload: InferenceRequest) -> dict[str, np.ndarray]:
         given = {i.name: i for i in payload.inputs}
@@ -107,7 +159,7 @@ class TFSavedModelRuntime(MLModel):
 
     async def predict(self, payload: InferenceRequest) -> InferenceResponse:
         arrays = self._check(payload)
-        outputs = self._signature(**{k: tf.constant(v) for k, v in arrays.items()})
+        outputs = self._run({k: np.ascontiguousarray(v) for k, v in arrays.items()})
         wanted: list[str] = [o.name for o in payload.outputs or []] or list(outputs)
         unknown = sorted(set(wanted) - set(outputs))
         if unknown:
@@ -115,5 +167,5 @@ class TFSavedModelRuntime(MLModel):
         return InferenceResponse(
             model_name=self.name,
             model_version=self.version,
-            outputs=[NumpyCodec.encode_output(name, outputs[name].numpy()) for name in wanted],
+            outputs=[NumpyCodec.encode_output(name, outputs[name]) for name in wanted],
         )

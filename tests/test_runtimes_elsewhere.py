@@ -1,0 +1,236 @@
+"""Triton's and MLServer's models on ONNX Runtime and OpenVINO (issue 20, item 3), against the real servers,
+and the runtime as a knob of `tune`.
+
+The Python backend hands ``initialize`` the model's config as JSON whose ``parameters`` map a key to
+``{"string_value": ...}`` (python_backend src/python_be.cc ``ModelState::Create`` serialises
+``model_config``; the same field already carries ``intra_op_threads``). MLServer resolves a relative
+path in ``parameters.extra.converted`` as it resolves ``uri``: against the model-settings.json folder
+(mlserver 1.7.1 ``mlserver/utils.py`` ``to_absolute_path``, lines 47-56 of the installed package).
+Random weights and random pixels: equality of features does not depend on what the weights mean.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from serve_bench import export
+from serve_bench.client import connect
+from serve_bench.errors import UserError
+from tests.conftest import _servers_env_or_skip, require_runtime
+
+CONVERTED = export.CONVERTED_RUNTIMES
+
+
+def _tolerance(models_dir: Path) -> float:
+    facts = export.read_metadata(models_dir / "tiny" / "1")
+    return export.feature_tolerance(facts["summing_layers"], facts["max_summed_terms"])
+
+
+def _server(kind: str, models_dir: Path, runtime: str, tmp_path: Path):
+    from serve_bench.servers import MLServerServer, TritonServer
+
+    if kind == "triton":
+        batching = export.TritonBatching(max_batch_size=8, max_queue_delay_us=1000)
+        return TritonServer(models_dir, "tiny", batching, runtime=runtime, work_dir=tmp_path / kind)
+    batching = export.MLServerBatching(max_batch_size=8, max_batch_time_s=0.001)
+    return MLServerServer(models_dir, "tiny", batching, runtime=runtime, work_dir=tmp_path / kind)
+
+
+@pytest.mark.parametrize("runtime", CONVERTED)
+@pytest.mark.parametrize(("kind", "protocol"), [("triton", "grpc"), ("mlserver", "rest")])
+async def test_triton_and_mlserver_serve_each_runtime_with_tensorflows_answers(
+    models_dir, reference, tmp_path, kind, protocol, runtime
+):
+    """The real server runs the converted copy (its log says which runtime, from the model's own load), and
+    answers TensorFlow's features within the float32 tolerance. Triton's version directory holds the
+    copy and no SavedModel, so TensorFlow could not have answered there."""
+    require_runtime(runtime)
+    _servers_env_or_skip()
+    images = np.random.default_rng(7).uniform(0, 255, size=(5, 64, 64, 3)).astype(np.float32)
+    with _server(kind, models_dir, runtime, tmp_path) as server:
+        url = server.grpc_url if protocol == "grpc" else server.http_url
+        async with connect(url, "tiny") as client:
+            got = await client.predict({"images": images})
+        log = server.log_path.read_text()
+    assert export.relative_difference({"features": reference(images)}, got) <= _tolerance(models_dir)
+    loaded = [line for line in log.splitlines() if "serve-bench: tiny version 1 runs" in line]
+    assert len(loaded) == 1 and f" on {runtime} " in loaded[0], loaded
+    if kind == "triton":
+        files = {p.name for p in (server.repository / "tiny" / "1").iterdir()} - {"__pycache__"}
+        expected = {"model.onnx"} if runtime == "onnxruntime" else {"model.xml", "model.bin"}
+        assert files == {"model.py", *expected}
+        assert (
+            'key: "runtime" value: { string_value: "' + runtime + '" }'
+            in (server.repository / "tiny" / "config.pbtxt").read_text()
+        )
+
+
+def test_a_repository_for_a_runtime_never_converted_says_how(tmp_path, capsys):
+    """No ONNX copy: one line naming the export command, before any server starts, for both servers."""
+    from serve_bench.cli import main
+
+    models = tmp_path / "m"
+    assert main(["export", "tiny", "--weights", "random", "--models-dir", str(models), "--runtimes", "tensorflow"]) == 0
+    capsys.readouterr()
+    for write in (export.write_triton_model, export.write_mlserver_model):
+        with pytest.raises(UserError) as caught:
+            write(models, "tiny", tmp_path / "repo", runtime="onnxruntime")
+        message = str(caught.value)
+        assert "\n" not in message and "model.onnx does not exist" in message
+        assert "serve-bench export tiny --runtimes onnxruntime --version 1 --force" in message
+    with pytest.raises(UserError, match="runtime"):
+        export.write_triton_model(models, "tiny", tmp_path / "repo", runtime="tensorrt")
+
+
+def test_mlserver_settings_name_the_copy_relative_to_their_folder(models_dir, tmp_path):
+    """Inside a container that mounts exported_models/ the path must hold: relative, as ``uri`` is."""
+    require_runtime("openvino")
+    folder = export.write_mlserver_model(models_dir, "tiny", models_dir / "mlserver-ov", runtime="openvino")
+    extra = json.loads((folder / "model-settings.json").read_text())["parameters"]["extra"]
+    assert extra["runtime"] == "openvino" and not Path(extra["converted"]).is_absolute()
+    assert (folder / extra["converted"]).resolve() == export.converted_model_path(models_dir, "openvino", "tiny", 1)
+
+
+async def test_a_sweep_launches_triton_on_another_runtime_and_records_it(models_dir, tmp_path):
+    """Two launched Triton targets that differ only by runtime: each point records the runtime its server
+    ran (the log of each says so), so the report can compare them as it compares the local server's."""
+    require_runtime("onnxruntime")
+    _servers_env_or_skip()
+    from serve_bench.stats import read_points
+    from serve_bench.sweep import parse_spec, run_sweep
+
+    targets = "".join(
+        f'[[targets]]\nname = "{r}"\nlaunch = "triton"\nruntime = "{r}"\n' for r in ("tensorflow", "onnxruntime")
+    )
+    spec = parse_spec(
+        f"""
+model = "tiny"
+models_dir = "{models_dir}"
+batch_sizes = [2]
+[load]
+concurrency = [1]
+[durations]
+warmup_s = 0.2
+min_duration_s = 0.5
+until_stable = false
+{targets}""",
+        "triton-runtimes.toml",
+    )
+    await run_sweep(spec, tmp_path / "run")
+    points = read_points(tmp_path / "run")
+    assert sorted(p.target.runtime for p in points) == ["onnxruntime", "tensorflow"]
+    for point in points:
+        assert point.target.runtime == point.target.name and point.target.server == "triton"
+        assert point.error_count == 0 and point.counts.ok > 0
+    logs = {log.parent.name: log.read_text() for log in tmp_path.rglob("tritonserver.log")}
+    assert " on onnxruntime " in logs["onnxruntime"] and " on tensorflow " in logs["tensorflow"]
+
+
+# ---- tune: the runtime as a knob ----------------------------------------------------------------------
+
+
+def _tune_spec(models_dir: Path, kind: str = "local", runtimes: str = '["tensorflow", "onnxruntime"]', extra=""):
+    return f"""
+model = "tiny"
+{extra}
+[server]
+kind = "{kind}"
+models_dir = "{models_dir}"
+{'flags = ["--port=8500"]' if kind == "compose" else ""}
+{'service = "tfserving"' if kind == "compose" else ""}
+{'restart = "true"' if kind == "command" else ""}
+{'url = "grpc://127.0.0.1:9"' if kind in ("compose", "command") else ""}
+[space]
+runtime = {runtimes}
+max_batch_size = [4]
+[load]
+concurrency = [2]
+[durations]
+warmup_s = 0.2
+min_duration_s = 0.6
+min_requests = 10
+windows = 2
+[search]
+method = "grid"
+baselines = []
+"""
+
+
+@pytest.mark.parametrize(
+    ("kind", "ids"),
+    [("local", ["mbs4", "mbs4-ort"]), ("triton", ["defaults", "ort"]), ("mlserver", ["mbs4-t2ms", "mbs4-t2ms-ort"])],
+)
+def test_the_runtime_is_a_knob_of_every_server_tune_starts(models_dir, kind, ids):
+    require_runtime("onnxruntime")
+    from serve_bench.tune import parse_tune_spec
+
+    text = _tune_spec(models_dir, kind)
+    if kind == "mlserver":
+        text = text.replace("max_batch_size = [4]", "max_batch_size = [4]\nmax_batch_time = [0.002]")
+    spec = parse_tune_spec(text, "t.toml")
+    assert [c.id for c in spec.configs] == ids
+    assert [dict(c.knobs())["runtime"] for c in spec.configs] == ["tensorflow", "onnxruntime"]
+
+
+def test_the_local_servers_flags_carry_the_runtime():
+    from serve_bench.tune import TuneConfig
+
+    assert "--runtime=openvino" in TuneConfig(runtime="openvino").server_flags("b.txt")
+    assert not any(f.startswith("--runtime") for f in TuneConfig().server_flags("b.txt"))  # TF Serving's own flags
+
+
+@pytest.mark.parametrize(
+    ("kind", "runtimes", "extra", "words"),
+    [
+        ("compose", '["onnxruntime"]', "", ["TF Serving runs SavedModels only", 'kind = "local"']),
+        ("command", '["openvino"]', "", ["TF Serving runs SavedModels only"]),
+        ("local", '["onnxruntime"]', 'payload = "jpeg"', ["jpeg", "TensorFlow"]),
+        ("local", '["tensorrt"]', "", ["runtime must be one of", "tensorrt"]),
+    ],
+)
+def test_a_runtime_the_tuned_server_cannot_run_is_one_line(models_dir, kind, runtimes, extra, words):
+    from serve_bench.tune import parse_tune_spec
+
+    with pytest.raises(UserError) as caught:
+        parse_tune_spec(_tune_spec(models_dir, kind, runtimes, extra), "t.toml")
+    message = str(caught.value)
+    assert "\n" not in message
+    for word in words:
+        assert word in message, message
+
+
+def test_a_runtime_never_converted_is_refused_before_tune_starts(tmp_path, capsys):
+    from serve_bench.cli import main
+    from serve_bench.tune import parse_tune_spec
+
+    models = tmp_path / "m"
+    assert main(["export", "tiny", "--weights", "random", "--models-dir", str(models), "--runtimes", "tensorflow"]) == 0
+    with pytest.raises(UserError) as caught:
+        parse_tune_spec(_tune_spec(models, "local", '["openvino"]'), "t.toml")
+    assert "has no openvino copy" in str(caught.value)
+    assert "serve-bench export tiny --runtimes openvino --version 1 --force" in str(caught.value)
+
+
+async def test_tune_measures_each_runtime_on_the_local_server(models_dir, tmp_path):
+    """A grid over the runtime: each configuration's server runs what it names (its log says so), each point
+    records it, and the answer's knob table compares the runtimes."""
+    require_runtime("onnxruntime")
+    from serve_bench.stats import read_points
+    from serve_bench.tune import parse_tune_spec, run_tune
+
+    spec = parse_tune_spec(_tune_spec(models_dir) + "[slo]\nmax_ms = 5000\n", "t.toml")
+    run_dir = tmp_path / "run"
+    await run_tune(spec, run_dir)
+    points = read_points(run_dir)
+    runtime_of = {p.key.split("|")[0]: p.target.runtime for p in points}
+    assert runtime_of == {"mbs4": "tensorflow", "mbs4-ort": "onnxruntime"}
+    for point in points:
+        assert ("runtime", point.target.runtime) in point.server_config and point.error_count == 0
+    ort_log = next((run_dir / "configs" / "mbs4-ort").rglob("*.log")).read_text()
+    assert "--runtime=onnxruntime" in ort_log and "serving_default runs on runtime=onnxruntime" in ort_log
+    answer = json.loads((run_dir / "answer.json").read_text())
+    assert {row["value"] for row in answer["knobs"] if row["knob"] == "runtime"} == {"tensorflow", "onnxruntime"}
