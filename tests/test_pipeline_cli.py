@@ -198,6 +198,61 @@ def test_compare_reads_two_pipeline_runs(server, tmp_path):
     assert len(result.rows) == 1 and not result.only_a and not result.only_b
 
 
+def test_in_process_on_another_runtime_runs_its_exported_copy(models_dir, tf):
+    """--runtime onnxruntime|openvino: the in-process side runs that runtime's copy (bit for bit what the
+    runtime gives, and not TensorFlow's numbers), so a served runtime is compared with itself."""
+    from serve_bench import export
+    from serve_bench.pipeline._inprocess import InProcessModel
+    from tests.conftest import require_runtime
+
+    frames = np.random.default_rng(3).uniform(0, 255, size=(6, 64, 64, 3)).astype(np.float32)
+    on_tensorflow = InProcessModel(models_dir / "tiny" / "1").load().features(frames, 4)
+    for runtime in export.CONVERTED_RUNTIMES:
+        require_runtime(runtime)
+        path = export.converted_model_path(models_dir, runtime, "tiny", 1)
+        expected = export.open_runner(runtime, path, export.RuntimeSettings(runtime))({"images": frames})["features"]
+        got = InProcessModel(models_dir / "tiny" / "1", runtime).load().features(frames, 6)
+        np.testing.assert_array_equal(got, expected)
+        assert not np.array_equal(got, on_tensorflow), runtime
+
+
+def test_a_pipeline_against_a_server_on_onnx_runtime_compares_with_onnx_runtime(models_dir, tmp_path, capsys):
+    """The served runtime is recorded in every point, and the in-process comparison, its frames/s and the
+    features check name and run the same runtime: the server's overhead for that runtime."""
+    from serve_bench.servers import LocalServerProcess
+    from tests.conftest import require_runtime
+
+    require_runtime("onnxruntime")
+    clip = write_clip(tmp_path / "clip.mp4", frames=12, size=(64, 48))
+    with LocalServerProcess(models_dir, "tiny", extra_flags=("--runtime=onnxruntime",)) as onnx_server:
+        code = serve_bench_main(
+            [
+                "pipeline",
+                str(clip),
+                "--url",
+                onnx_server.grpc_url,
+                "--model",
+                "tiny",
+                "--batch-sizes",
+                "1,4",
+                "--max-in-flight",
+                "1",
+                "--runtime",
+                "onnxruntime",
+                "--models-dir",
+                str(models_dir),
+                "--run-dir",
+                str(tmp_path / "run"),
+            ]
+        )
+    printed = capsys.readouterr().out
+    assert code == 0, printed
+    assert "in-process ONNX Runtime: batch 1 " in printed and "served features match in-process ONNX Runtime" in printed
+    points = read_points(tmp_path / "run")
+    assert len(points) == 2 and {p.target.runtime for p in points} == {"onnxruntime"}
+    assert all(p.pipeline is not None and p.pipeline.inprocess_fps for p in points)
+
+
 @pytest.mark.parametrize(
     "argv,message",
     [
@@ -207,6 +262,7 @@ def test_compare_reads_two_pipeline_runs(server, tmp_path):
         (["--payload", "png"], "--payload"),
         (["--max-frames", "0"], "--max-frames"),
         (["--url", "ftp://host"], "unknown scheme"),
+        (["--runtime", "tensorrt"], "--runtime 'tensorrt': use one of tensorflow, onnxruntime, openvino"),
     ],
 )
 def test_bad_flags(tmp_path, argv, message):

@@ -53,6 +53,7 @@ class RuntimeSettings:
 
 class Runner(Protocol):
     in_effect: dict[str, str]
+    input_names: list[str]
 
     def __call__(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]: ...
 
@@ -67,6 +68,7 @@ class _OnnxRunner:
         options.log_severity_level = 3  # errors only: its warnings are about unused initializers
         self._session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         self._outputs = [output.name for output in self._session.get_outputs()]
+        self.input_names = [tensor.name for tensor in self._session.get_inputs()]
         self.in_effect = {
             "runtime": f"onnxruntime {onnxruntime.__version__}",
             "provider": self._session.get_providers()[0],
@@ -108,6 +110,7 @@ class _OpenVinoRunner:
         core = openvino.Core()
         self._compiled = core.compile_model(str(path), "CPU", config)
         self._outputs = [output.get_any_name() for output in self._compiled.outputs]
+        self.input_names = [tensor.get_any_name() for tensor in self._compiled.inputs]
         # an infer request runs one inference at a time: one per concurrent caller, reused
         self._idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.in_effect = {"runtime": f"openvino {importlib.metadata.version('openvino')}"}

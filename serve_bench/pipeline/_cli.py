@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 
 from serve_bench.errors import Renamed, UserError
-from serve_bench.export import parse_batch_sizes
+from serve_bench.export import RUNTIMES, parse_batch_sizes
 from serve_bench.load import PAYLOADS
+from serve_bench.pipeline._inprocess import RUNTIME_NAMES
 from serve_bench.pipeline._run import PipelineConfig, PipelineOutcome, run_pipeline
 
 __all__ = ["add_pipeline_arguments", "config_from_args", "print_summary", "run_pipeline_command"]
@@ -58,9 +59,15 @@ def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
         "--models-dir",
         metavar="DIR",
         default="exported_models",
-        help="where the SavedModel is, for the in-process TensorFlow comparison",
+        help="where the SavedModel is, for the in-process comparison",
     )
-    parser.add_argument("--no-inprocess", action="store_true", help="skip the in-process TensorFlow comparison")
+    parser.add_argument(
+        "--runtime",
+        default="tensorflow",
+        help="what runs the model at the server (tensorflow, onnxruntime, openvino): recorded with each point, "
+        "and run in process on its exported copy for the comparison (default tensorflow)",
+    )
+    parser.add_argument("--no-inprocess", action="store_true", help="skip the in-process comparison")
     parser.add_argument(
         "--compare-frames", type=int, default=64, help="frames used by the in-process comparison (default 64)"
     )
@@ -86,6 +93,8 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
     payloads = tuple(p for p in PAYLOADS if p in asked)  # float first: --features gets exact pixels
     if args.max_frames is not None and args.max_frames < 1:
         raise UserError("--max-frames must be >= 1")
+    if args.runtime not in RUNTIMES:
+        raise UserError(f"--runtime {args.runtime!r}: use one of {', '.join(RUNTIMES)}")
     if args.timeout <= 0 or args.max_delay_ms < 0 or args.compare_frames < 1:
         raise UserError("--timeout and --compare-frames must be positive and --max-delay-ms >= 0")
     from serve_bench.client import ServeBenchError, parse_target
@@ -110,6 +119,7 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         inprocess=not args.no_inprocess,
         compare_frames=args.compare_frames,
         keep_features=args.features is not None,
+        runtime=args.runtime,
     )
 
 
@@ -156,7 +166,7 @@ def print_summary(outcome: PipelineOutcome) -> None:
     )
     if outcome.inprocess_fps:
         console.print(
-            "in-process TensorFlow: "
+            f"in-process {RUNTIME_NAMES[outcome.inprocess_runtime]}: "
             + ", ".join(f"batch {b} {fps:.1f} fps" for b, fps in outcome.inprocess_fps.items())
         )
     table = Table(title="frames through the server, end to end (decode -> features)")

@@ -1,6 +1,8 @@
-"""In-process TensorFlow on the same frames: the model with no server, no network, no encoding.
+"""The model in process on the same frames: no server, no network, no encoding.
 
-TensorFlow is imported only when this runs, and only if it is installed.
+TensorFlow runs the SavedModel; ONNX Runtime or OpenVINO run the copy ``serve-bench export``
+converted for them (``--runtime``), so a served runtime is compared with itself. The runtime
+is imported only when this runs, and only if it is installed.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["InProcessModel", "find_saved_model", "tensorflow_installed"]
+__all__ = ["RUNTIME_NAMES", "InProcessModel", "find_saved_model", "tensorflow_installed"]
+
+RUNTIME_NAMES = {"tensorflow": "TensorFlow", "onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}
 
 
 def tensorflow_installed() -> bool:
@@ -32,13 +36,16 @@ def find_saved_model(models_dir: Path, model: str) -> Path | None:
 
 @dataclass
 class InProcessModel:
-    """The SavedModel's serving_default, called directly."""
+    """serving_default, called directly: the SavedModel at ``path``, or its copy for ``runtime``."""
 
     path: Path
+    runtime: str = "tensorflow"
     _call: Callable[[np.ndarray], np.ndarray] | None = None
     _loaded: Any = None  # the SavedModel object: keeps the graph alive as long as the function
 
     def load(self) -> InProcessModel:
+        if self.runtime != "tensorflow":
+            return self._load_converted()
         from serve_bench._tf import import_tensorflow
 
         tf = import_tensorflow()
@@ -52,6 +59,27 @@ class InProcessModel:
             return np.asarray(outputs[name].numpy(), dtype=np.float32)
 
         self._loaded = loaded
+        self._call = call
+        return self
+
+    def _load_converted(self) -> InProcessModel:
+        from serve_bench.export import RuntimeSettings, converted_model_path, open_runner
+
+        version = int(self.path.name)
+        converted = converted_model_path(self.path.parent.parent, self.runtime, self.path.parent.name, version)
+        if not converted.is_file():
+            raise FileNotFoundError(
+                f"{converted} does not exist (serve-bench export {self.path.parent.name} --runtimes {self.runtime})"
+            )
+        runner = open_runner(self.runtime, converted, RuntimeSettings(self.runtime))
+        (input_name,) = runner.input_names
+
+        def call(images: np.ndarray) -> np.ndarray:
+            outputs = runner({input_name: np.ascontiguousarray(images)})
+            name = "features" if "features" in outputs else next(iter(outputs))
+            return np.asarray(outputs[name], dtype=np.float32)
+
+        self._loaded = runner
         self._call = call
         return self
 

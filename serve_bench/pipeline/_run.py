@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 
 from serve_bench.client import Client, ServeBenchError, connect, server_kind
-from serve_bench.errors import UserError
+from serve_bench.errors import UserError, first_line
 from serve_bench.load import PAYLOADS, PointSettings, image_size_of, signature_for_payload
 from serve_bench.media import DecodeCounters, MediaError, VideoInfo, decode_video, encode_jpeg, probe_video
-from serve_bench.pipeline._inprocess import InProcessModel, find_saved_model, tensorflow_installed
+from serve_bench.pipeline._inprocess import RUNTIME_NAMES, InProcessModel, find_saved_model, tensorflow_installed
 from serve_bench.pipeline._points import stream_point
 from serve_bench.pipeline._stream import StreamRun, run_stream
 from serve_bench.pipeline._verdict import batching_answer, limit_of
@@ -41,6 +41,7 @@ class PipelineConfig:
     compare_frames: int = 64  # frames for the in-process comparison (InceptionV3 is ~10 fps on 2 cores)
     jpeg_quality: int = 90
     keep_features: bool = False  # features of the first stream, in frame order
+    runtime: str = "tensorflow"  # what runs the model at the server (a label) and in process (run here)
 
 
 @dataclass
@@ -56,6 +57,7 @@ class PipelineOutcome:
     limits: dict[int, str] = field(default_factory=dict)  # id(run) -> limit
     features: np.ndarray | None = None
     notes: list[str] = field(default_factory=list)
+    inprocess_runtime: str = "tensorflow"  # what ran the model in process
 
     @property
     def answer(self) -> str:
@@ -165,7 +167,12 @@ async def run_pipeline(
         for payload in config.payloads:
             # one target per payload, so `report` draws float and jpeg as two curves
             target = Target(
-                f"{config.name}-{payload}", config.target, config.device, server=kind, server_version=version
+                f"{config.name}-{payload}",
+                config.target,
+                config.device,
+                server=kind,
+                server_version=version,
+                runtime=config.runtime,
             )
             await _sweep_payload(config, payload, float_client, target, outcome, inprocess, compare, on_point, say)
     finally:
@@ -176,27 +183,28 @@ async def run_pipeline(
 def _inprocess(
     config: PipelineConfig, compare: np.ndarray, outcome: PipelineOutcome, say: Callable[[str], None]
 ) -> InProcessModel | None:
+    what = f"in-process {RUNTIME_NAMES[config.runtime]}"
     if not config.inprocess:
-        outcome.notes.append("in-process TensorFlow: not measured (--no-inprocess)")
+        outcome.notes.append(f"{what}: not measured (--no-inprocess)")
         return None
     if not tensorflow_installed():
-        outcome.notes.append("in-process TensorFlow: not measured (TensorFlow is not installed here)")
+        outcome.notes.append(f"{what}: not measured (TensorFlow is not installed here)")
         return None
     path = find_saved_model(config.models_dir, config.model) if config.models_dir else None
     if path is None:
         outcome.notes.append(
-            f"in-process TensorFlow: not measured (no SavedModel under "
-            f"{config.models_dir}/{config.model}; pass --models-dir)"
+            f"{what}: not measured (no SavedModel under {config.models_dir}/{config.model}; pass --models-dir)"
         )
         return None
     try:
-        model = InProcessModel(path).load()
+        model = InProcessModel(path, config.runtime).load()
     except Exception as exc:
-        outcome.notes.append(f"in-process TensorFlow: not measured (loading {path} failed: {exc})")
+        outcome.notes.append(f"{what}: not measured (loading {path} failed: {first_line(exc)})")
         return None
+    outcome.inprocess_runtime = config.runtime
     for batch in config.batch_sizes:
         outcome.inprocess_fps[batch] = model.frames_per_s(compare, batch)
-        say(f"in-process TensorFlow, batch {batch}: {outcome.inprocess_fps[batch]:.1f} fps on {len(compare)} frames")
+        say(f"{what}, batch {batch}: {outcome.inprocess_fps[batch]:.1f} fps on {len(compare)} frames")
     return model
 
 
@@ -280,7 +288,10 @@ async def _sweep_payload(
                             "--features: features of the JPEG-encoded frames (lossy), as no float payload was measured"
                         )
                 limit, why = limit_of(
-                    run, outcome.decoder_fps if payload == "float" else None, outcome.inprocess_fps.get(batch)
+                    run,
+                    outcome.decoder_fps if payload == "float" else None,
+                    outcome.inprocess_fps.get(batch),
+                    RUNTIME_NAMES[config.runtime],
                 )
                 outcome.runs.append((payload, run))
                 outcome.limits[id(run)] = limit
@@ -309,7 +320,7 @@ async def _sweep_payload(
 def _check_against_inprocess(
     run: StreamRun, inprocess: InProcessModel | None, compare: np.ndarray, outcome: PipelineOutcome
 ) -> None:
-    """Once: the served features of the first frames must equal in-process TensorFlow's."""
+    """Once: the served features of the first frames must equal the in-process runtime's."""
     if inprocess is None or run.features is None or any("served features" in n for n in outcome.notes):
         return
     count = min(len(compare), len(run.features))
@@ -318,6 +329,7 @@ def _check_against_inprocess(
     scale = float(np.max(np.abs(expected))) if count else 0.0
     agree = np.allclose(run.features[:count], expected, rtol=1e-4, atol=1e-4 * max(scale, 1.0))
     outcome.notes.append(
-        f"served features {'match' if agree else 'DIFFER FROM'} in-process TensorFlow on the "
+        f"served features {'match' if agree else 'DIFFER FROM'} in-process {RUNTIME_NAMES[outcome.inprocess_runtime]} "
+        "on the "
         f"first {count} frames (max |diff| {diff:.2g}, largest feature {scale:.3g})"
     )

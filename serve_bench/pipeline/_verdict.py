@@ -20,8 +20,11 @@ IDLE_SHARE = 0.20
 COMPUTE_SHARE = 0.70
 
 
-def limit_of(run: StreamRun, decoder_fps: float | None, inprocess_fps: float | None) -> tuple[str, str]:
-    """(limit, why) for one stream: decoder, server, network, or "server or network"."""
+def limit_of(
+    run: StreamRun, decoder_fps: float | None, inprocess_fps: float | None, runtime: str = "TensorFlow"
+) -> tuple[str, str]:
+    """(limit, why) for one stream: decoder, server, network, or "server or network"; ``runtime`` names what
+    ran the model in process (the same runtime as the server's)."""
     fps = run.frames_per_s
     idle = run.server_idle_seconds / run.duration
     held = run.held_seconds / run.duration
@@ -33,16 +36,16 @@ def limit_of(run: StreamRun, decoder_fps: float | None, inprocess_fps: float | N
         share = fps / inprocess_fps
         if share >= COMPUTE_SHARE:
             return "server", (
-                f"{fps:.1f} fps is {share:.0%} of in-process TensorFlow ({inprocess_fps:.1f} fps) "
+                f"{fps:.1f} fps is {share:.0%} of in-process {runtime} ({inprocess_fps:.1f} fps) "
                 f"at this batch size: the model's compute"
             )
         return "network", (
-            f"{fps:.1f} fps is only {share:.0%} of in-process TensorFlow ({inprocess_fps:.1f} fps): "
+            f"{fps:.1f} fps is only {share:.0%} of in-process {runtime} ({inprocess_fps:.1f} fps): "
             f"the time goes in moving and encoding {run.request_bytes / max(run.frames, 1) / 1024:.0f} "
             f"KiB per frame and the serving stack"
         )
     return "server or network", (
-        f"the decoder was held back {held:.0%} of the time (in-process TensorFlow was not "
+        f"the decoder was held back {held:.0%} of the time (in-process {runtime} was not "
         f"measured, so the model and the transfer are not told apart)"
     )
 
