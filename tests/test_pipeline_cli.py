@@ -263,6 +263,7 @@ def test_a_pipeline_against_a_server_on_onnx_runtime_compares_with_onnx_runtime(
         (["--max-frames", "0"], "--max-frames"),
         (["--url", "ftp://host"], "unknown scheme"),
         (["--runtime", "tensorrt"], "--runtime 'tensorrt': use one of tensorflow, onnxruntime, openvino"),
+        (["--runtime", "openvino", "--payload", "float,jpeg"], "serving_bytes\\) always runs on TensorFlow"),
     ],
 )
 def test_bad_flags(tmp_path, argv, message):

@@ -89,7 +89,7 @@ def test_a_repository_for_a_runtime_never_converted_says_how(tmp_path, capsys):
 def test_mlserver_settings_name_the_copy_relative_to_their_folder(models_dir, tmp_path):
     """Inside a container that mounts exported_models/ the path must hold: relative, as ``uri`` is."""
     require_runtime("openvino")
-    folder = export.write_mlserver_model(models_dir, "tiny", models_dir / "mlserver-ov", runtime="openvino")
+    folder = export.write_mlserver_model(models_dir, "tiny", tmp_path / "mlserver-ov", runtime="openvino")
     extra = json.loads((folder / "model-settings.json").read_text())["parameters"]["extra"]
     assert extra["runtime"] == "openvino" and not Path(extra["converted"]).is_absolute()
     assert (folder / extra["converted"]).resolve() == export.converted_model_path(models_dir, "openvino", "tiny", 1)
@@ -126,6 +126,9 @@ until_stable = false
     for point in points:
         assert point.target.runtime == point.target.name and point.target.server == "triton"
         assert point.error_count == 0 and point.counts.ok > 0
+        # the runtime joins the knobs where it is not the SavedModel (older runs' points have no such pair)
+        assert (("runtime", "onnxruntime") in point.server_config) == (point.target.runtime == "onnxruntime")
+        assert not any(k == "runtime" and v == "tensorflow" for k, v in point.server_config)
     logs = {log.parent.name: log.read_text() for log in tmp_path.rglob("tritonserver.log")}
     assert " on onnxruntime " in logs["onnxruntime"] and " on tensorflow " in logs["tensorflow"]
 
@@ -174,6 +177,34 @@ def test_the_runtime_is_a_knob_of_every_server_tune_starts(models_dir, kind, ids
     spec = parse_tune_spec(text, "t.toml")
     assert [c.id for c in spec.configs] == ids
     assert [dict(c.knobs())["runtime"] for c in spec.configs] == ["tensorflow", "onnxruntime"]
+
+
+@pytest.mark.parametrize("kind", ["triton", "mlserver"])
+def test_tunes_restarters_write_the_runtime_into_the_servers_own_files(models_dir, tmp_path, kind):
+    """What tune starts for a configuration runs its runtime: Triton's config.pbtxt names it and the version
+    directory holds the copy; MLServer's model-settings.json names it and the copy (read by the real servers
+    in test_triton_and_mlserver_serve_each_runtime_with_tensorflows_answers)."""
+    require_runtime("openvino")
+    _servers_env_or_skip()
+    from serve_bench.tune import parse_tune_spec
+    from serve_bench.tune._started import MLServerRestarter, TritonRestarter
+
+    text = _tune_spec(models_dir, kind, '["openvino"]')
+    if kind == "mlserver":
+        text = text.replace("max_batch_size = [4]", "max_batch_size = [4]\nmax_batch_time = [0.002]")
+    spec = parse_tune_spec(text, "t.toml")
+    (config,) = spec.configs
+    restarter = (TritonRestarter if kind == "triton" else MLServerRestarter)(spec.server, "tiny", tmp_path)
+    config_file = tmp_path / "configs" / config.id / spec.family.config_file
+    config_file.parent.mkdir(parents=True)
+    server = restarter.prepare(config, config_file)
+    assert server.runtime == "openvino"
+    if kind == "triton":
+        assert 'key: "runtime" value: { string_value: "openvino" }' in config_file.read_text()
+        assert (server.repository / "tiny" / "1" / "model.xml").exists()
+    else:
+        extra = json.loads(config_file.read_text())["parameters"]["extra"]
+        assert extra["runtime"] == "openvino" and extra["converted"].endswith("model.xml")
 
 
 def test_the_local_servers_flags_carry_the_runtime():

@@ -95,6 +95,11 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         raise UserError("--max-frames must be >= 1")
     if args.runtime not in RUNTIMES:
         raise UserError(f"--runtime {args.runtime!r}: use one of {', '.join(RUNTIMES)}")
+    if args.runtime != "tensorflow" and "jpeg" in payloads:
+        raise UserError(
+            f"--runtime {args.runtime} with --payload jpeg: the jpeg payload (serving_bytes) always runs on "
+            "TensorFlow; use --payload float"
+        )
     if args.timeout <= 0 or args.max_delay_ms < 0 or args.compare_frames < 1:
         raise UserError("--timeout and --compare-frames must be positive and --max-delay-ms >= 0")
     from serve_bench.client import ServeBenchError, parse_target

@@ -57,6 +57,13 @@ class ServersEnv:
         return self.root / "bin" / "mlserver"
 
 
+def require_runtime_package(env: ServersEnv, runtime: str) -> None:
+    """A model in the servers' environment on ``runtime`` needs its package there: one line saying how."""
+    package = {"onnxruntime": "onnxruntime", "openvino": "openvino"}.get(runtime)
+    if package and not (env.site_packages / package).is_dir():
+        raise UserError(f"{env.root} has no {package} for runtime {runtime}; {_INSTALL}")
+
+
 def servers_env(component: str = "Triton and MLServer") -> ServersEnv:
     """The servers' environment, or a UserError naming how to build it."""
     root = Path(os.environ.get(ENV_VARIABLE) or _DEFAULT)

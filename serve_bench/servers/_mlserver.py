@@ -16,7 +16,7 @@ import os
 from pathlib import Path
 
 from serve_bench.export import MLServerBatching, write_mlserver_model
-from serve_bench.servers._env import servers_env
+from serve_bench.servers._env import require_runtime_package, servers_env
 from serve_bench.servers._process import V2ServerProcess
 
 __all__ = ["MLServerServer"]
@@ -37,6 +37,7 @@ class MLServerServer(V2ServerProcess):
         startup_timeout_s: float = 120.0,
     ) -> None:
         self.env = servers_env("MLServer")  # before any directory is made: a missing environment leaves nothing
+        require_runtime_package(self.env, runtime)
         super().__init__(work_dir, startup_timeout_s)
         self.model = model
         self.batching = batching or MLServerBatching()

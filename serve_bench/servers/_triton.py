@@ -25,7 +25,7 @@ import shutil
 from pathlib import Path
 
 from serve_bench.export import TritonBatching, write_triton_model
-from serve_bench.servers._env import ServersEnv, servers_env
+from serve_bench.servers._env import ServersEnv, require_runtime_package, servers_env
 from serve_bench.servers._process import V2ServerProcess
 
 __all__ = ["TritonServer"]
@@ -62,6 +62,7 @@ class TritonServer(V2ServerProcess):
         extra_args: tuple[str, ...] = (),
     ) -> None:
         self.env = servers_env("Triton")  # before any directory is made: a missing environment leaves nothing
+        require_runtime_package(self.env, runtime)
         super().__init__(work_dir, startup_timeout_s)
         self.model = model
         self.batching = batching or TritonBatching()

@@ -58,7 +58,7 @@ class StreamFigures:
     response_bytes: int
     encode_s: float  # encoding requests (inside the stream: the pipeline pays it)
     decoder_alone_fps: float | None  # the same frames decoded with nothing else running
-    inprocess_fps: float | None  # in-process TensorFlow, same frames, same batch size
+    inprocess_fps: float | None  # in process on the served runtime, same frames, same batch size
     limit: str  # decoder | server | network | server or network
     limit_why: str = ""
     payload: str = "float"  # float (pixels to serving_default) | jpeg (bytes to serving_bytes)

@@ -65,7 +65,11 @@ class Launch:
     def knob_pairs(self) -> tuple[tuple[str, str], ...]:
         """The configuration as (knob, value) text, for points' ``server_config``."""
         pairs = tuple((k, ",".join(map(str, v)) if isinstance(v, list | tuple) else str(v)) for k, v in self.knobs)
-        return (("runtime", self.runtime), *pairs) if self.kind == "local" else pairs
+        # local: always (its --runtime); Triton, MLServer: when not the SavedModel, so older runs' points
+        # (TensorFlow, no runtime pair) keep the configuration they were measured with
+        if self.kind == "local" or self.runtime != "tensorflow":
+            return (("runtime", self.runtime), *pairs)
+        return pairs
 
 
 def parse_launch(raw: dict[str, Any], where: str, source: str) -> Launch:

@@ -367,7 +367,9 @@ class _Tuner:
         if isinstance(config, TuneConfig):
             flags = " ".join(config.server_flags("/config/batching.txt"))
             body = config.to_text() or "# batching off: run without a batching file (--enable_batching=false)\n"
-            return {family.best_file: f"{head}# tensorflow_model_server flags: {flags}\n{body}"}
+            # --runtime is serve-bench serve's flag: TF Serving itself runs SavedModels only
+            server = "tensorflow_model_server" if config.runtime == "tensorflow" else "serve-bench serve"
+            return {family.best_file: f"{head}# {server} flags: {flags}\n{body}"}
         loaded = self.run_dir / "configs" / config.id / family.config_file
         if not loaded.exists():  # a run directory whose configs/ was removed: nothing faithful to copy
             return {}

@@ -19,7 +19,7 @@
     batch_timeout_micros = [0, 2000]
     num_batch_threads = [1, 2]
     allowed_batch_sizes = ["none", "powers_of_two"]   # or explicit lists ending at max_batch_size
-    runtime = ["tensorflow", "onnxruntime"]           # optional (every server kind but TF Serving's):
+    runtime = ["tensorflow", "onnxruntime"]           # optional (local, triton, mlserver; not compose/command):
                                                       # what runs the model; export --runtimes first
     [load]                         # as in the sweep spec (rates, concurrency, arrival)
     rates = [20, 40]               # open-loop Poisson points (requests/s)
@@ -328,7 +328,8 @@ def _check_runtimes(runtimes: list[str], server: ServerSpec, payload: str, model
         if line:
             raise UserError(f"{source}: space.runtime: {line}")
         versions = list_versions(Path(server.models_dir) / model)
-        if versions and not converted_model_path(Path(server.models_dir), runtime, model, versions[-1]).is_file():
+        path = converted_model_path(Path(server.models_dir), runtime, model, versions[-1]) if versions else None
+        if path is not None and not (path.is_file() and (runtime != "openvino" or path.with_suffix(".bin").is_file())):
             raise UserError(
                 f"{source}: space.runtime {runtime!r}: {model} version {versions[-1]} has no {runtime} copy in "
                 f"{server.models_dir}; run: serve-bench export {model} --runtimes {runtime} --version {versions[-1]}"

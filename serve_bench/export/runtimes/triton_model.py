@@ -53,7 +53,7 @@ def _openvino(here, params, threads):
     import openvino
 
     # LATENCY: one stream, Triton batches; f32: OpenVINO's own default on an AVX512-BF16 CPU is bf16
-    config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": params.get("openvino_precision") or "f32"}
+    config = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"}
     if threads:
         config["INFERENCE_NUM_THREADS"] = threads
     compiled = openvino.Core().compile_model(os.path.join(here, "model.xml"), "CPU", config)
