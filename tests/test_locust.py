@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import socket
 import subprocess
 import sys
@@ -232,15 +233,19 @@ def test_distributed_master_and_two_workers(server, tmp_path):
 def test_v2_hosts_drive_real_triton(triton, tmp_path, protocol):
     """--host v2+grpc:// sends inference.GRPCInferenceService/ModelInfer, --host v2+http:// POSTs
     /v2/models/<m>/infer (Triton's server src/grpc/infer_handler.cc, src/http_server.cc), and Triton's
-    own success counter agrees with what Locust counts. Not exactly: Triton also counts requests that
-    end while Locust stops its users, after its last CSV row (seen: 367 vs 357 over gRPC, 887 vs 762
-    over REST, 3 s runs), so Locust must count no more than Triton and at least 3/4 of it."""
+    own success counter agrees with what Locust counts.
+
+    Locust's end-of-run JSON (--json-file, written by main.py's shutdown() after runner.quit(), locust
+    2.47.0 main.py lines 656-661) holds every request; its CSV does not: StatsCSVFileWriter.stats_writer
+    rewrites the rows once per CSV_STATS_INTERVAL_SEC (stats.py lines 107, 1166-1191) and shutdown()
+    only closes the files (main.py line 670), so the last second of a run can be missing from the CSV
+    (seen: 1093 in the CSV against 1467 served, a 3 s gRPC run). So: Triton served what the JSON counts
+    (the two users' requests in flight at the stop finish and are counted, stop-timeout), and the CSV
+    counts no more than the JSON."""
     host = triton.grpc_url if protocol == "grpc" else triton.http_url
 
     def successes() -> int:
         with urllib.request.urlopen(triton.stats_url, timeout=10) as response:
-            import json
-
             return int(json.loads(response.read())["model_stats"][0]["inference_stats"]["success"]["count"])
 
     before = successes()
@@ -264,14 +269,17 @@ def test_v2_hosts_drive_real_triton(triton, tmp_path, protocol):
             "tiny",
             "--csv",
             str(prefix),
+            "--json-file",
+            str(prefix),
             "--only-summary",
             "--stop-timeout",
             "5",
         ]
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    row = _stats(prefix)["predict tiny b1"]
-    assert int(row["Failure Count"]) == 0
-    assert int(row["Request Count"]) > 10
+    (entry,) = [e for e in json.loads(Path(f"{prefix}.json").read_text()) if e["name"] == "predict tiny b1"]
+    assert entry["num_failures"] == 0 and entry["num_requests"] > 10
     served = successes() - before
-    assert 0.75 * served <= int(row["Request Count"]) <= served
+    assert served == entry["num_requests"]
+    row = _stats(prefix)["predict tiny b1"]
+    assert int(row["Failure Count"]) == 0 and 0 < int(row["Request Count"]) <= entry["num_requests"]
