@@ -5,6 +5,12 @@ response times in its own rounded buckets (2 significant digits above 100 ms)
 and reports percentiles from them, so imported latencies are coarser than
 serve-bench's HdrHistogram (3 digits); every imported point says so. With a
 step load shape, each user-count step of the stats history becomes one point.
+
+Locust rewrites its CSV rows once a second and only closes the files at exit
+(locust 2.47 stats.py StatsCSVFileWriter.stats_writer, main.py shutdown), so
+the last second of a headless run is not in them: an imported point is a
+snapshot up to a second before the end, consistent in itself (its requests/s
+is Locust's count over Locust's elapsed time at that snapshot).
 """
 
 from __future__ import annotations
