@@ -2,10 +2,12 @@
 and the runtime as a knob of `tune`.
 
 The Python backend hands ``initialize`` the model's config as JSON whose ``parameters`` map a key to
-``{"string_value": ...}`` (python_backend src/python_be.cc ``ModelState::Create`` serialises
-``model_config``; the same field already carries ``intra_op_threads``). MLServer resolves a relative
-path in ``parameters.extra.converted`` as it resolves ``uri``: against the model-settings.json folder
-(mlserver 1.7.1 ``mlserver/utils.py`` ``to_absolute_path``, lines 47-56 of the installed package).
+``{"string_value": ...}`` (python_backend@f9088ff6 src/stub_launcher.cc: ``StubLauncher::Initialize``
+writes ``model_state->ModelConfig()`` to JSON, line 69, and ``ModelInstanceStubProcess`` passes it as
+``initialize_map["model_config"]``, line 680; the same field already carries ``intra_op_threads``).
+MLServer resolves a relative path in ``parameters.extra.converted`` as it resolves ``uri``: against the
+model-settings.json folder (mlserver 1.7.1 ``mlserver/utils.py`` ``to_absolute_path``, lines 47-56 of the
+installed package).
 Random weights and random pixels: equality of features does not depend on what the weights mean.
 """
 
@@ -81,7 +83,7 @@ def test_a_repository_for_a_runtime_never_converted_says_how(tmp_path, capsys):
             write(models, "tiny", tmp_path / "repo", runtime="onnxruntime")
         message = str(caught.value)
         assert "\n" not in message and "model.onnx does not exist" in message
-        assert "serve-bench export tiny --runtimes onnxruntime --version 1 --force" in message
+        assert "serve-bench export tiny --weights random --runtimes onnxruntime --version 1 --force" in message
     with pytest.raises(UserError, match="runtime"):
         export.write_triton_model(models, "tiny", tmp_path / "repo", runtime="tensorrt")
 
@@ -169,6 +171,8 @@ baselines = []
 )
 def test_the_runtime_is_a_knob_of_every_server_tune_starts(models_dir, kind, ids):
     require_runtime("onnxruntime")
+    if kind != "local":
+        _servers_env_or_skip()  # the spec is checked against the servers' environment's packages
     from serve_bench.tune import parse_tune_spec
 
     text = _tune_spec(models_dir, kind)
@@ -243,25 +247,83 @@ def test_a_runtime_never_converted_is_refused_before_tune_starts(tmp_path, capsy
     with pytest.raises(UserError) as caught:
         parse_tune_spec(_tune_spec(models, "local", '["openvino"]'), "t.toml")
     assert "has no openvino copy" in str(caught.value)
-    assert "serve-bench export tiny --runtimes openvino --version 1 --force" in str(caught.value)
+    assert "serve-bench export tiny --weights random --runtimes openvino --version 1 --force" in str(caught.value)
+
+
+def test_an_openvino_copy_without_its_weights_file_is_refused_naming_that_file(tmp_path):
+    """OpenVINO's IR is model.xml and model.bin: with the .bin gone, tune and both servers' repositories
+    refuse it in one line naming model.bin (not the .xml, which is there)."""
+    from serve_bench.cli import main
+    from serve_bench.tune import parse_tune_spec
+
+    require_runtime("openvino")
+    models = tmp_path / "m"
+    assert main(["export", "tiny", "--weights", "random", "--models-dir", str(models), "--runtimes", "openvino"]) == 0
+    xml = export.converted_model_path(models, "openvino", "tiny", 1)
+    xml.with_suffix(".bin").unlink()
+    with pytest.raises(UserError) as caught:
+        parse_tune_spec(_tune_spec(models, "local", '["openvino"]'), "t.toml")
+    for write in (export.write_triton_model, export.write_mlserver_model):
+        with pytest.raises(UserError) as written:
+            write(models, "tiny", tmp_path / "repo", runtime="openvino")
+        assert "model.bin does not exist" in str(written.value)
+    message = str(caught.value)
+    assert "\n" not in message and "model.bin does not exist" in message and xml.is_file()
+
+
+def test_tune_refuses_a_runtime_the_servers_environment_lacks_before_it_starts(tmp_path, monkeypatch):
+    """A Triton or MLServer configuration on ONNX Runtime needs onnxruntime in the servers' environment: said
+    when the spec is read, not minutes later when the grid reaches that configuration."""
+    from serve_bench.servers import ENV_VARIABLE
+    from serve_bench.tune import parse_tune_spec
+
+    bare = tmp_path / "venv"
+    (bare / "bin").mkdir(parents=True)
+    (bare / "bin" / "python").touch()
+    (bare / "lib" / "python3.11" / "site-packages").mkdir(parents=True)
+    monkeypatch.setenv(ENV_VARIABLE, str(bare))
+    models = tmp_path / "m"  # never read: the environment is checked first
+    for kind in ("triton", "mlserver"):
+        text = _tune_spec(models, kind, '["tensorflow", "onnxruntime"]')
+        if kind == "mlserver":  # MLServer batches only with both knobs
+            text = text.replace("max_batch_size = [4]", "max_batch_size = [4]\nmax_batch_time = [0.002]")
+        with pytest.raises(UserError) as caught:
+            parse_tune_spec(text, "t.toml")
+        message = str(caught.value)
+        assert "\n" not in message and "has no onnxruntime" in message and "make servers-env" in message
+    assert parse_tune_spec(_tune_spec(models, "triton", '["tensorflow"]'), "t.toml")  # TensorFlow needs nothing more
 
 
 async def test_tune_measures_each_runtime_on_the_local_server(models_dir, tmp_path):
     """A grid over the runtime: each configuration's server runs what it names (its log says so), each point
-    records it, and the answer's knob table compares the runtimes."""
+    records it, and the answer's knob table compares the runtimes. The defaults baseline is measured on each
+    runtime searched, and the winner is set against the defaults on TensorFlow (both levers) and on its own
+    runtime (batching alone), never on a runtime it does not run."""
     require_runtime("onnxruntime")
     from serve_bench.stats import read_points
     from serve_bench.tune import parse_tune_spec, run_tune
 
-    spec = parse_tune_spec(_tune_spec(models_dir) + "[slo]\nmax_ms = 5000\n", "t.toml")
+    text = _tune_spec(models_dir).replace("baselines = []", 'baselines = ["defaults"]')
+    spec = parse_tune_spec(text + "[slo]\nmax_ms = 5000\n", "t.toml")
     run_dir = tmp_path / "run"
     await run_tune(spec, run_dir)
     points = read_points(run_dir)
     runtime_of = {p.key.split("|")[0]: p.target.runtime for p in points}
-    assert runtime_of == {"mbs4": "tensorflow", "mbs4-ort": "onnxruntime"}
+    assert runtime_of == {
+        "defaults": "tensorflow",
+        "ort": "onnxruntime",
+        "mbs4": "tensorflow",
+        "mbs4-ort": "onnxruntime",
+    }
     for point in points:
         assert ("runtime", point.target.runtime) in point.server_config and point.error_count == 0
     ort_log = next((run_dir / "configs" / "mbs4-ort").rglob("*.log")).read_text()
     assert "--runtime=onnxruntime" in ort_log and "serving_default runs on runtime=onnxruntime" in ort_log
     answer = json.loads((run_dir / "answer.json").read_text())
     assert {row["value"] for row in answer["knobs"] if row["knob"] == "runtime"} == {"tensorflow", "onnxruntime"}
+    winner = answer["best"]["config"]
+    baselines = {gain["baseline"] for gain in answer["gains"]}
+    assert baselines == ({"defaults", "defaults on onnxruntime"} if winner == "mbs4-ort" else {"defaults"}), (
+        winner,
+        baselines,
+    )

@@ -46,6 +46,25 @@ batching = { max_batch_size = 8, max_batch_time = 0.005 }
     assert spec.models_dir == "exported_models"
 
 
+def test_a_launched_server_s_configuration_names_its_runtime():
+    """The local server always records its runtime (serve --runtime); Triton and MLServer record it when
+    their model runs anything but the SavedModel, so older runs' TensorFlow points keep their configuration
+    key (resume and tune match points on it)."""
+    from serve_bench.sweep._launch import Launch
+
+    assert Launch("local", knobs=(("max_batch_size", 8),)).knob_pairs() == (
+        ("runtime", "tensorflow"),
+        ("max_batch_size", "8"),
+    )
+    for kind in ("triton", "mlserver"):
+        knobs = (("max_batch_size", 8),)
+        assert Launch(kind, knobs=knobs).knob_pairs() == (("max_batch_size", "8"),)
+        assert Launch(kind, knobs=knobs, runtime="onnxruntime").knob_pairs() == (
+            ("runtime", "onnxruntime"),
+            ("max_batch_size", "8"),
+        )
+
+
 @pytest.mark.parametrize(
     ("target", "words"),
     [

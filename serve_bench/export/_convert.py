@@ -31,6 +31,7 @@ import importlib.util
 import json
 import math
 import os
+import shlex
 import shutil
 import tempfile
 import time
@@ -42,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from serve_bench.errors import InvalidValue, UserError, first_line
-from serve_bench.export._layout import discard_staging
+from serve_bench.export._layout import discard_staging, read_metadata
 
 __all__ = [
     "CONVERSION_FILE",
@@ -51,6 +52,7 @@ __all__ = [
     "RUNTIMES_EXTRA",
     "Conversion",
     "convert_saved_model",
+    "converted_files",
     "converted_model_path",
     "feature_tolerance",
     "installed_runtimes",
@@ -119,6 +121,26 @@ def converted_model_path(models_dir: Path, runtime: str, model: str, version: in
     """Where ``runtime``'s copy of ``model`` ``version`` lives under ``models_dir``."""
     directory, filename = _LAYOUT[runtime]
     return models_dir / directory / model / str(version) / filename
+
+
+def converted_files(models_dir: Path, runtime: str, model: str, version: int) -> list[Path]:
+    """The files of ``model`` ``version``'s copy for ``runtime``, the model file first (OpenVINO's IR is
+    an .xml and its .bin); a one-line UserError naming the first one absent and the export that writes it,
+    with the weights that version was exported with."""
+    if runtime not in CONVERTED_RUNTIMES:
+        raise InvalidValue("runtime", runtime, " | ".join(CONVERTED_RUNTIMES))
+    path = converted_model_path(models_dir, runtime, model, version)
+    files = [path, path.with_suffix(".bin")] if runtime == "openvino" else [path]
+    absent = next((f for f in files if not f.is_file()), None)
+    if absent is not None:
+        weights = (read_metadata(models_dir / model / str(version)) or {}).get("weights")
+        again = f" --weights {shlex.quote(str(weights))}" if weights else ""
+        raise UserError(
+            f"{absent} does not exist: {model} version {version} has no {runtime} copy; "
+            f"serve-bench export {model}{again} --runtimes {runtime} --version {version} --force "
+            "exports that version again with one"
+        )
+    return files
 
 
 def summation_profile(keras_model: Any) -> tuple[int, int]:

@@ -27,7 +27,7 @@ from typing import Any
 
 from serve_bench.errors import InvalidValue, UserError
 from serve_bench.export._catalogue import get_spec
-from serve_bench.export._convert import RUNTIMES, converted_model_path
+from serve_bench.export._convert import RUNTIMES, converted_files
 from serve_bench.export._layout import list_versions, read_metadata
 
 __all__ = [
@@ -170,17 +170,11 @@ def triton_config_text(
 
 
 def _converted_files(models_dir: Path, runtime: str, model: str, version: int) -> list[Path]:
-    """The files of ``model``'s copy for ``runtime`` (``export --runtimes``); one line saying how when absent."""
+    """What a repository links beside the SavedModel: nothing for TensorFlow, else ``runtime``'s copy
+    (``export --runtimes``; one line saying how when absent)."""
     if runtime not in RUNTIMES:
         raise InvalidValue("runtime", runtime, " | ".join(RUNTIMES))
-    path = converted_model_path(models_dir, runtime, model, version)
-    files = [path, path.with_suffix(".bin")] if runtime == "openvino" else [path]
-    if not all(f.is_file() for f in files):
-        raise UserError(
-            f"{path} does not exist: convert {model} version {version} first "
-            f"(serve-bench export {model} --runtimes {runtime} --version {version} --force)"
-        )
-    return files
+    return [] if runtime == "tensorflow" else converted_files(models_dir, runtime, model, version)
 
 
 def _link_tree(source: Path, destination: Path) -> None:
@@ -217,7 +211,7 @@ def write_triton_model(
     for the Python backend's environment, ``intra_op_threads``).
     """
     facts = _facts(Path(models_dir), model, version)
-    converted = [] if runtime == "tensorflow" else _converted_files(Path(models_dir), runtime, model, facts.version)
+    converted = _converted_files(Path(models_dir), runtime, model, facts.version)
     batching = batching or TritonBatching()
     model_dir = Path(repository) / model
     if model_dir.exists():
@@ -279,7 +273,7 @@ def write_mlserver_model(
     in ``extra.converted`` the same way); the SavedModel's signature still describes the model.
     """
     facts = _facts(Path(models_dir), model, version)
-    converted = [] if runtime == "tensorflow" else _converted_files(Path(models_dir), runtime, model, facts.version)
+    converted = _converted_files(Path(models_dir), runtime, model, facts.version)
     model_dir = Path(repository) / model
     model_dir.mkdir(parents=True, exist_ok=True)
     shutil.copy2(_RUNTIMES / "mlserver_runtime.py", model_dir / "serve_bench_runtime.py")

@@ -43,6 +43,11 @@ class InProcessModel:
     _call: Callable[[np.ndarray], np.ndarray] | None = None
     _loaded: Any = None  # the SavedModel object: keeps the graph alive as long as the function
 
+    @property
+    def in_effect(self) -> dict[str, str]:
+        """The converted runtime's settings as it reports them (threads, hint, precision); {} for TensorFlow."""
+        return dict(getattr(self._loaded, "in_effect", {}))
+
     def load(self) -> InProcessModel:
         if self.runtime != "tensorflow":
             return self._load_converted()
@@ -63,14 +68,10 @@ class InProcessModel:
         return self
 
     def _load_converted(self) -> InProcessModel:
-        from serve_bench.export import RuntimeSettings, converted_model_path, open_runner
+        from serve_bench.export import RuntimeSettings, converted_files, open_runner
 
         version = int(self.path.name)
-        converted = converted_model_path(self.path.parent.parent, self.runtime, self.path.parent.name, version)
-        if not converted.is_file():
-            raise FileNotFoundError(
-                f"{converted} does not exist (serve-bench export {self.path.parent.name} --runtimes {self.runtime})"
-            )
+        converted, *_ = converted_files(self.path.parent.parent, self.runtime, self.path.parent.name, version)
         runner = open_runner(self.runtime, converted, RuntimeSettings(self.runtime))
         (input_name,) = runner.input_names
 

@@ -17,7 +17,7 @@ from serve_bench.export import (
     WARMUP_FILE,
     Runner,
     RuntimeSettings,
-    converted_model_path,
+    converted_files,
     list_versions,
     open_runner,
     read_warmup_records,
@@ -201,14 +201,11 @@ class Servable:
     def _open_runner(self, runtime: RuntimeSettings) -> None:
         """serving_default on ``runtime``: the copy export converted from this version (the SavedModel's
         signature still describes and validates it; serving_bytes stays on TensorFlow)."""
-        converted = converted_model_path(self.path.parent.parent, runtime.runtime, self.path.parent.name, self.version)
-        if not converted.is_file():
-            raise ServingError(
-                "NOT_FOUND",
-                f"{converted} does not exist: convert this version first "
-                f"(serve-bench export {self.path.parent.name} --runtimes {runtime.runtime} --version {self.version} "
-                "--force)",
-            )
+        try:
+            model_dir = self.path.parent
+            converted, *_ = converted_files(model_dir.parent, runtime.runtime, model_dir.name, self.version)
+        except UserError as exc:
+            raise ServingError("NOT_FOUND", str(exc)) from None
         try:
             runner = open_runner(runtime.runtime, converted, runtime)
         except UserError as exc:

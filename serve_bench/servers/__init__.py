@@ -9,7 +9,7 @@ Both run from the servers' own environment (``make servers-env``), bind 127.0.0.
 free ports, and serve a model exported by ``serve-bench export``.
 """
 
-from serve_bench.servers._env import ENV_VARIABLE, ServersEnv, servers_env
+from serve_bench.servers._env import ENV_VARIABLE, ServersEnv, require_runtime_package, servers_env
 from serve_bench.servers._local import LocalServerProcess
 from serve_bench.servers._mlserver import MLServerServer
 from serve_bench.servers._ports import free_port
@@ -28,5 +28,6 @@ __all__ = [
     "free_port",
     "http_ok",
     "log_tail",
+    "require_runtime_package",
     "servers_env",
 ]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from serve_bench.errors import UserError
 
-__all__ = ["ENV_VARIABLE", "ServersEnv", "servers_env"]
+__all__ = ["ENV_VARIABLE", "ServersEnv", "require_runtime_package", "servers_env"]
 
 ENV_VARIABLE = "SERVE_BENCH_SERVERS_ENV"
 _DEFAULT = Path(__file__).resolve().parents[2] / ".venv-servers"

@@ -4,7 +4,8 @@
     name = "triton"
     launch = "triton"             # real tritonserver (servers' environment), Python backend, free ports
     protocol = "grpc"             # grpc | rest: which of its URLs the load uses
-    runtime = "tensorflow"        # local only: tensorflow | onnxruntime | openvino (serve --runtime)
+    runtime = "tensorflow"        # tensorflow | onnxruntime | openvino: serve --runtime, or what Triton's
+                                  # and MLServer's Python models run (export --runtimes' copy)
     [targets.batching]            # the server's own knobs, in its own names
     max_batch_size = 32
     max_queue_delay_microseconds = 2000

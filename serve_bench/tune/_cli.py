@@ -72,7 +72,7 @@ def restart_commands(spec: TuneSpec, work_dir: Path) -> list[tuple[str, str]]:
     import shlex
 
     family = spec.family
-    configs = [family.baselines[b] for b in spec.baselines] + list(spec.configs)
+    configs = list(spec.baseline_configs().values()) + list(spec.configs)
     lines: list[tuple[str, str]] = []
     for config in configs:
         config_file = work_dir / "configs" / config.id / family.config_file

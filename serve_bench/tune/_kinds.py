@@ -116,7 +116,8 @@ FAMILIES = {
         # model_configuration.md's "Recommended Configuration Process" for the dynamic batcher: turn it on,
         # decide max_batch_size, then the delay; preferred sizes rarely; then instances (optimization.md)
         {"defaults": TritonConfig(), "no_batching": TritonConfig(dynamic_batching=False)},
-        ("runtime", *TRITON_KNOBS[:-1]),  # the runtime first (the batcher is then tuned on it), then as declared
+        # the runtime first (the batcher is then tuned on it), then as declared
+        ("runtime", *(k for k in TRITON_KNOBS if k != "runtime")),
         "config.pbtxt",
         BEST_TRITON_CONFIG_FILE,
     ),
@@ -130,7 +131,7 @@ FAMILIES = {
         # MLServer's defaults do not batch (hooks.py:82-86): both baselines are the one configuration nobatch
         {"defaults": MLServerConfig(), "no_batching": MLServerConfig(max_batch_size=1)},
         # the runtime, then as declared: how many, how long to wait, how many workers
-        ("runtime", *MLSERVER_KNOBS[:-1]),
+        ("runtime", *(k for k in MLSERVER_KNOBS if k != "runtime")),
         "model-settings.json",
         BEST_MLSERVER_SETTINGS_FILE,
     ),

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from serve_bench.client import Client, ServeBenchError, connect
+from serve_bench.export import RUNTIMES
 from serve_bench.load import InputSet, PointPlan, image_size_of, load_input_data, signature_for_payload
 from serve_bench.stats import (
     BEST_MLSERVER_SERVER_SETTINGS_FILE,
@@ -107,7 +108,7 @@ def planned_configs(spec: TuneSpec) -> int:
         count = search_budget(spec)
     else:
         count = min(1 + sum(len(values) - 1 for _, values in spec.space), search_budget(spec))
-    extra = {spec.family.baselines[b].id for b in spec.baselines} - {c.id for c in spec.configs}
+    extra = {c.id for c in spec.baseline_configs().values()} - {c.id for c in spec.configs}
     return count + len(extra)
 
 
@@ -290,8 +291,8 @@ class _Tuner:
                     settings=spec.settings.__dict__,
                 )
             )
-            for name in spec.baselines:
-                await self.evaluate(spec.family.baselines[name])
+            for baseline in spec.baseline_configs().values():
+                await self.evaluate(baseline)
             mode = "latency" if spec.at_rate is not None else "throughput"
             if spec.method == "grid":
                 await grid_search(spec.configs, self.evaluate, spec.max_configs)
@@ -333,14 +334,18 @@ class _Tuner:
         failed = {cid: e.get("why", "") for cid, e in self.finished.items() if e["status"] == "failed"}
         finished = {cid: c for cid, c in self.configs.items() if cid in self.finished}
         named: dict[str, list[str]] = {}  # MLServer's two baselines are one configuration: one comparison
-        for name, config in family.baselines.items():
-            if config.id in finished:
+        for name, config in {**family.baselines, **self.spec.baseline_configs()}.items():
+            if config.id in finished and name not in named.get(config.id, []):
                 named.setdefault(config.id, []).append(name)
         baselines = {" and ".join(names): cid for cid, names in named.items()}
         result = answer(
             self.points, finished, failed, self.spec.slo, baselines, [k for k, _ in self.spec.space], self.spec.at_rate
         )
         winner = result.best or result.closest
+        if winner is not None and winner.config in finished:  # the defaults on another runtime than the winner's
+            other = [f"defaults on {r}" for r in RUNTIMES if r != finished[winner.config].runtime]
+            kept = tuple(g for g in result.gains if not any(o in g.baseline for o in other))
+            result = dataclasses.replace(result, gains=kept)
         files = self._best_files(finished[winner.config], winner, result) if winner and not winner.failed else {}
         written = dataclasses.replace(
             result,

@@ -60,7 +60,9 @@ batching file, ``no_batching`` is ``--enable_batching=false``. Triton's ``defaul
 ``max_batch_size: 4`` with ``dynamic_batching { }`` (no delay, batches as large as the queue holds: what
 Triton's auto-complete gives a batchable model), ``no_batching`` the same without the block. MLServer's
 defaults (max_batch_size 0, max_batch_time 0) do not batch, so ``defaults`` and ``no_batching``
-(max_batch_size 1) are one configuration, ``nobatch``, measured once.
+(max_batch_size 1) are one configuration, ``nobatch``, measured once. With ``runtime`` in ``[space]``,
+``defaults`` is measured on each runtime listed too ("defaults on onnxruntime"): the winner's gain over
+the defaults on its own runtime is batching's alone.
 
 Every key is checked: an unknown or mistyped key is an error naming it, and a knob of another server
 (``batch_timeout_micros`` in a Triton spec) is an error listing the knobs of the spec's server.
@@ -71,13 +73,14 @@ from __future__ import annotations
 import itertools
 import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from serve_bench.errors import InvalidValue, UserError, say_renamed
-from serve_bench.export import converted_model_path, list_versions, missing_runtime
+from serve_bench.export import converted_files, list_versions, missing_runtime
 from serve_bench.load import ARRIVALS, PAYLOADS, PointSettings, check_batch_size, check_load
+from serve_bench.servers import require_runtime_package, servers_env
 from serve_bench.stats import LoadInfo, Slo
 from serve_bench.sweep import check_keys as _check_keys
 from serve_bench.sweep import parse_durations, target_pricing, target_telemetry
@@ -172,6 +175,16 @@ class TuneSpec:
     def family(self) -> Family:
         """The searched server's knobs, baselines and files (TF Serving, Triton or MLServer)."""
         return family_of(self.server.kind)
+
+    def baseline_configs(self) -> dict[str, ServerConfig]:
+        """The baselines asked for, by name; with the runtime searched, the defaults also on each other runtime
+        ("defaults on onnxruntime"), so a winner on that runtime is set against batching's share alone."""
+        named = {name: self.family.baselines[name] for name in self.baselines}
+        if "defaults" in named:
+            for runtime in dict(self.space).get("runtime", ()):
+                if runtime != "tensorflow":
+                    named[f"defaults on {runtime}"] = replace(named["defaults"], runtime=runtime)
+        return named
 
 
 _TOP = {
@@ -324,17 +337,20 @@ def _check_runtimes(runtimes: list[str], server: ServerSpec, payload: str, model
     if payload == "jpeg":
         raise UserError(f'{named}: the jpeg payload (serving_bytes) always runs on TensorFlow; use payload = "float"')
     for runtime in runtimes:
-        line = missing_runtime(runtime) if server.kind == "local" else None  # else: the servers' environment's
+        line = missing_runtime(runtime) if server.kind == "local" else None
         if line:
             raise UserError(f"{source}: space.runtime: {line}")
+        if server.kind != "local" and runtime != "tensorflow":  # Triton's, MLServer's models: their environment's
+            try:
+                require_runtime_package(servers_env(), runtime)
+            except UserError as exc:
+                raise UserError(f"{source}: space.runtime {runtime!r}: {exc}") from None
         versions = list_versions(Path(server.models_dir) / model)
-        path = converted_model_path(Path(server.models_dir), runtime, model, versions[-1]) if versions else None
-        if path is not None and not (path.is_file() and (runtime != "openvino" or path.with_suffix(".bin").is_file())):
-            raise UserError(
-                f"{source}: space.runtime {runtime!r}: {model} version {versions[-1]} has no {runtime} copy in "
-                f"{server.models_dir}; run: serve-bench export {model} --runtimes {runtime} --version {versions[-1]}"
-                " --force"
-            )
+        if versions and runtime != "tensorflow":
+            try:
+                converted_files(Path(server.models_dir), runtime, model, versions[-1])
+            except UserError as exc:
+                raise UserError(f"{source}: space.runtime {runtime!r}: {exc}") from None
 
 
 def parse_tune_spec(text: str, source: str = "spec") -> TuneSpec:
