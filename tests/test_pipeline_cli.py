@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import math
 import threading
 import time
@@ -23,6 +24,7 @@ from serve_bench.pipeline._stream import busy_seconds, run_stream
 from serve_bench.stats import OK, RequestRecord, Target, read_points
 from tests._clips import corrupt_mjpeg_frame, write_clip, write_zero_frame_clip
 from tests._servers import local_server
+from tests.conftest import require_runtime
 
 FRAMES = 30
 
@@ -42,7 +44,8 @@ def server(models_dir):
 
 def test_pipeline_end_to_end(server, models_dir, reference, tmp_path, capsys):
     """`serve-bench pipeline` on a generated clip: all frames processed in order, features equal to
-    in-process TensorFlow on the same frames, frames/s consistent with the points' request counts."""
+    in-process TensorFlow on the same frames, frames/s consistent with the points' request counts.
+    Without --runtime the points say no runtime (as bench's do): the server may run any."""
     clip = write_clip(tmp_path / "clip.mp4", codec="libx264", frames=FRAMES, size=(97, 61))
     out, run = tmp_path / "features.npy", tmp_path / "run"
     code = serve_bench_main(
@@ -84,6 +87,7 @@ def test_pipeline_end_to_end(server, models_dir, reference, tmp_path, capsys):
         figures = point.pipeline
         assert figures is not None and point.inputs is not None
         assert point.payload == figures.payload and point.load.mode == "stream"  # values the schema declares
+        assert point.target.runtime == ""  # not stated: a label never guessed
         assert point.signature == {"float": "serving_default", "jpeg": "serving_bytes"}[point.payload]
         seen.add((figures.payload, point.batch_size, point.load.concurrency))
         # full batches (max delay 10 s), the last one partial
@@ -220,7 +224,6 @@ def test_a_pipeline_against_a_server_on_onnx_runtime_compares_with_onnx_runtime(
     """The served runtime is recorded in every point, and the in-process comparison, its frames/s and the
     features check name and run the same runtime: the server's overhead for that runtime."""
     from serve_bench.servers import LocalServerProcess
-    from tests.conftest import require_runtime
 
     require_runtime("onnxruntime")
     clip = write_clip(tmp_path / "clip.mp4", frames=12, size=(64, 48))
@@ -250,7 +253,38 @@ def test_a_pipeline_against_a_server_on_onnx_runtime_compares_with_onnx_runtime(
     assert "in-process ONNX Runtime: batch 1 " in printed and "served features match in-process ONNX Runtime" in printed
     points = read_points(tmp_path / "run")
     assert len(points) == 2 and {p.target.runtime for p in points} == {"onnxruntime"}
+    assert all(
+        any(n.startswith("in-process ONNX Runtime ran with runtime onnxruntime") for n in p.notes) for p in points
+    )
     assert all(p.pipeline is not None and p.pipeline.inprocess_fps for p in points)
+
+
+def test_in_process_onnx_runtime_and_openvino_need_no_tensorflow(models_dir, monkeypatch):
+    """The in-process side on ONNX Runtime or OpenVINO runs their copy alone: it is measured where TensorFlow
+    is not installed, and TensorFlow's absence is said only when TensorFlow is what would run."""
+    from serve_bench.media import VideoInfo
+    from serve_bench.pipeline import _run
+
+    monkeypatch.setattr(_run, "tensorflow_installed", lambda: False)
+    frames = np.random.default_rng(0).uniform(0, 255, (4, 64, 64, 3)).astype(np.float32)
+    for runtime in ("onnxruntime", "openvino", ""):
+        if runtime:
+            require_runtime(runtime)
+        config = _run.PipelineConfig(Path("clip.mp4"), "grpc://127.0.0.1:1", "tiny", (2,), models_dir=models_dir)
+        config = dataclasses.replace(config, runtime=runtime)
+        outcome = _run.PipelineOutcome(VideoInfo("clip.mp4", "h264", 64, 64, 4, 25.0, 0.16), 4, 0, (64, 64), 1.0, {})
+        model = _run._inprocess(config, frames, outcome, lambda line: None)
+        if runtime:
+            assert model is not None and outcome.inprocess_runtime == runtime and 2 in outcome.inprocess_fps
+            (said,) = outcome.notes  # what ran, in the runtime's own words, for the points' notes
+            setting = "intra_op_threads" if runtime == "onnxruntime" else "INFERENCE_PRECISION_HINT f32"
+            assert (
+                said.startswith(f"in-process {_run.RUNTIME_NAMES[runtime]} ran with runtime {runtime} ")
+                and setting in said
+            )
+        else:
+            (note,) = outcome.notes
+            assert model is None and note == "in-process TensorFlow: not measured (TensorFlow is not installed here)"
 
 
 @pytest.mark.parametrize(
@@ -262,7 +296,7 @@ def test_a_pipeline_against_a_server_on_onnx_runtime_compares_with_onnx_runtime(
         (["--payload", "png"], "--payload"),
         (["--max-frames", "0"], "--max-frames"),
         (["--url", "ftp://host"], "unknown scheme"),
-        (["--runtime", "tensorrt"], "--runtime 'tensorrt': use one of tensorflow, onnxruntime, openvino"),
+        (["--runtime", "tensorrt"], "--runtime 'tensorrt': use one of tensorflow, onnxruntime, openvino, or leave"),
         (["--runtime", "openvino", "--payload", "float,jpeg"], "serving_bytes\\) always runs on TensorFlow"),
     ],
 )

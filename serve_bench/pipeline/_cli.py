@@ -63,9 +63,10 @@ def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--runtime",
-        default="tensorflow",
-        help="what runs the model at the server (tensorflow, onnxruntime, openvino): recorded with each point, "
-        "and run in process on its exported copy for the comparison (default tensorflow)",
+        default="",
+        help="what runs the model at the server (tensorflow, onnxruntime, openvino), as bench's --runtime: "
+        "recorded with each point, and run in process on its exported copy for the comparison (default: not "
+        "stated, recorded as such; TensorFlow runs in process)",
     )
     parser.add_argument("--no-inprocess", action="store_true", help="skip the in-process comparison")
     parser.add_argument(
@@ -93,9 +94,9 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
     payloads = tuple(p for p in PAYLOADS if p in asked)  # float first: --features gets exact pixels
     if args.max_frames is not None and args.max_frames < 1:
         raise UserError("--max-frames must be >= 1")
-    if args.runtime not in RUNTIMES:
-        raise UserError(f"--runtime {args.runtime!r}: use one of {', '.join(RUNTIMES)}")
-    if args.runtime != "tensorflow" and "jpeg" in payloads:
+    if args.runtime and args.runtime not in RUNTIMES:
+        raise UserError(f"--runtime {args.runtime!r}: use one of {', '.join(RUNTIMES)}, or leave it out")
+    if args.runtime not in ("", "tensorflow") and "jpeg" in payloads:
         raise UserError(
             f"--runtime {args.runtime} with --payload jpeg: the jpeg payload (serving_bytes) always runs on "
             "TensorFlow; use --payload float"

@@ -12,6 +12,7 @@ import numpy as np
 
 from serve_bench.client import Client, ServeBenchError, connect, server_kind
 from serve_bench.errors import UserError, first_line
+from serve_bench.export import missing_runtime
 from serve_bench.load import PAYLOADS, PointSettings, image_size_of, signature_for_payload
 from serve_bench.media import DecodeCounters, MediaError, VideoInfo, decode_video, encode_jpeg, probe_video
 from serve_bench.pipeline._inprocess import RUNTIME_NAMES, InProcessModel, find_saved_model, tensorflow_installed
@@ -41,7 +42,12 @@ class PipelineConfig:
     compare_frames: int = 64  # frames for the in-process comparison (InceptionV3 is ~10 fps on 2 cores)
     jpeg_quality: int = 90
     keep_features: bool = False  # features of the first stream, in frame order
-    runtime: str = "tensorflow"  # what runs the model at the server (a label) and in process (run here)
+    runtime: str = ""  # what runs the model at the server, as stated ("" not stated): recorded with each point
+
+    @property
+    def inprocess_runtime(self) -> str:
+        """What runs the model in process for the comparison: the stated runtime, else TensorFlow."""
+        return self.runtime or "tensorflow"
 
 
 @dataclass
@@ -183,12 +189,17 @@ async def run_pipeline(
 def _inprocess(
     config: PipelineConfig, compare: np.ndarray, outcome: PipelineOutcome, say: Callable[[str], None]
 ) -> InProcessModel | None:
-    what = f"in-process {RUNTIME_NAMES[config.runtime]}"
+    runtime = config.inprocess_runtime
+    what = f"in-process {RUNTIME_NAMES[runtime]}"
     if not config.inprocess:
         outcome.notes.append(f"{what}: not measured (--no-inprocess)")
         return None
-    if not tensorflow_installed():
-        outcome.notes.append(f"{what}: not measured (TensorFlow is not installed here)")
+    if runtime == "tensorflow":
+        absent = None if tensorflow_installed() else "TensorFlow is not installed here"
+    else:
+        absent = missing_runtime(runtime)  # ONNX Runtime and OpenVINO run their copy without TensorFlow
+    if absent:
+        outcome.notes.append(f"{what}: not measured ({absent})")
         return None
     path = find_saved_model(config.models_dir, config.model) if config.models_dir else None
     if path is None:
@@ -197,11 +208,13 @@ def _inprocess(
         )
         return None
     try:
-        model = InProcessModel(path, config.runtime).load()
+        model = InProcessModel(path, runtime).load()
     except Exception as exc:
         outcome.notes.append(f"{what}: not measured (loading {path} failed: {first_line(exc)})")
         return None
-    outcome.inprocess_runtime = config.runtime
+    outcome.inprocess_runtime = runtime
+    if model.in_effect:
+        outcome.notes.append(f"{what} ran with " + ", ".join(f"{k} {v}" for k, v in model.in_effect.items()))
     for batch in config.batch_sizes:
         outcome.inprocess_fps[batch] = model.frames_per_s(compare, batch)
         say(f"{what}, batch {batch}: {outcome.inprocess_fps[batch]:.1f} fps on {len(compare)} frames")
@@ -291,7 +304,7 @@ async def _sweep_payload(
                     run,
                     outcome.decoder_fps if payload == "float" else None,
                     outcome.inprocess_fps.get(batch),
-                    RUNTIME_NAMES[config.runtime],
+                    RUNTIME_NAMES[config.inprocess_runtime],
                 )
                 outcome.runs.append((payload, run))
                 outcome.limits[id(run)] = limit
@@ -306,7 +319,11 @@ async def _sweep_payload(
                     inprocess_fps=outcome.inprocess_fps.get(batch),
                     limit=limit,
                     why=why,
-                    notes=[*notes, f"one warm-up request of batch {batch} sent first, not counted"],
+                    notes=[
+                        *notes,
+                        *(n for n in outcome.notes if n.startswith("in-process")),  # what ran there, or why not
+                        f"one warm-up request of batch {batch} sent first, not counted",
+                    ],
                 )
                 outcome.points.append(point)
                 say(f"{payload} batch {batch} in-flight {in_flight}: {run.frames_per_s:.1f} fps; limit: {limit}")
