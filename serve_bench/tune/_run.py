@@ -335,7 +335,7 @@ class _Tuner:
         finished = {cid: c for cid, c in self.configs.items() if cid in self.finished}
         named: dict[str, list[str]] = {}  # MLServer's two baselines are one configuration: one comparison
         for name, config in {**family.baselines, **self.spec.baseline_configs()}.items():
-            if config.id in finished and name not in named.get(config.id, []):
+            if config.id in finished:
                 named.setdefault(config.id, []).append(name)
         baselines = {" and ".join(names): cid for cid, names in named.items()}
         result = answer(

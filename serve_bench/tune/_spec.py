@@ -337,10 +337,11 @@ def _check_runtimes(runtimes: list[str], server: ServerSpec, payload: str, model
     if payload == "jpeg":
         raise UserError(f'{named}: the jpeg payload (serving_bytes) always runs on TensorFlow; use payload = "float"')
     for runtime in runtimes:
-        line = missing_runtime(runtime) if server.kind == "local" else None
-        if line:
-            raise UserError(f"{source}: space.runtime: {line}")
-        if server.kind != "local" and runtime != "tensorflow":  # Triton's, MLServer's models: their environment's
+        if server.kind == "local":
+            line = missing_runtime(runtime)
+            if line:
+                raise UserError(f"{source}: space.runtime: {line}")
+        elif runtime != "tensorflow":  # Triton's and MLServer's models run in the servers' environment
             try:
                 require_runtime_package(servers_env(), runtime)
             except UserError as exc:
