@@ -1,10 +1,14 @@
 """Leave-one-out errors of `serve-bench predict` on the published tables it ships.
 
-For each precision class (fp32/tf32, mixed), each device family of NVIDIA DeepLearningExamples'
-TensorFlow 1 ConvNets inference tables (ResNet-50 v1.5, ResNeXt-101 32x4d, SE-ResNeXt-101 32x4d;
-T4, V100 16/32 GB, A100 40 GB; batch 1-256) is left out of the fit in turn and predicted from
-its peaks alone, then each model in turn; printed: per (model, device) the median and worst
-relative error of images/s and the error of the batching gain at the best batch.
+For each runtime and precision class (fp32/tf32, mixed), each device family of the runtime's
+tables is left out of the fit in turn and predicted from its peaks alone, then each model in turn
+where there are several; printed: per (model, device) the median and worst relative error of
+images/s and the error of the batching gain at the best batch. The tables, all NVIDIA
+DeepLearningExamples', batch 1-256:
+- tensorflow: TensorFlow 1 ConvNets (ResNet-50 v1.5, ResNeXt-101 32x4d, SE-ResNeXt-101 32x4d;
+  T4, V100 16/32 GB, A100 40 GB), the graph costed as TensorFlow runs it;
+- tensorrt: PaddlePaddle ResNet-50 v1.5 through Paddle-TRT (A100 80 GB, A30, A10), the graph
+  costed with its point-wise ops fused into the kernels before them, as TensorRT builds it.
 tests/test_predict.py pins the medians printed here to the ones in benchmarks/README.md.
 
 Then the CPU: the two `make demo` runs recorded in tests/data/demo_2core_20261125 (2-core AMD
@@ -17,10 +21,11 @@ Run: .venv/bin/python benchmarks/predict_validation.py
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from pathlib import Path
 
-from serve_bench.predict import CpuSpec, GraphCost, calibrate_cpu, calibration, cpu_points, fit_cpu
+from serve_bench.predict import RUNTIMES, CpuSpec, GraphCost, calibrate_cpu, calibration, cpu_points, fit_cpu
 
 RECORDED = Path(__file__).resolve().parent.parent / "tests" / "data" / "demo_2core_20261125"
 RECORDING_CPU = CpuSpec("AMD EPYC", cores=2, ghz=2.6, vector_bits=256, fma_units=2, bw_gbs=25.0, mem_gb=24.0)
@@ -44,14 +49,14 @@ def cpu_from_one_point() -> None:
 
 
 def main() -> None:
-    for klass in ("fp32", "mixed"):
-        fitted = calibration(klass)
+    for runtime, klass in itertools.product(RUNTIMES, ("fp32", "mixed")):
+        fitted = calibration(klass, runtime)
         eff = fitted.efficiency
         print(
-            f"{klass}: fitted on all: compute {eff.compute:.2f} of peak, memory {eff.memory:.2f} of bandwidth, "
-            f"{eff.per_op_s * 1e6:.1f} µs per op"
+            f"{runtime} {klass}: fitted on all: compute {eff.compute:.2f} of peak, memory {eff.memory:.2f} of "
+            f"bandwidth, {eff.per_op_s * 1e6:.1f} µs per op"
         )
-        for loo in (fitted.device_out, fitted.model_out):
+        for loo in filter(None, (fitted.device_out, fitted.model_out)):
             print(f"  {loo.left_out} left out:")
             for h in loo.held:
                 print(

@@ -261,13 +261,20 @@ def predict_args(p: argparse.ArgumentParser) -> None:
         nargs="+",
         default=["t4", "a100"],
         metavar="DEVICE",
-        help="devices from the shipped table: t4 l4 a10g v100 v100-32gb v100-pcie a100 a100-80gb a100-pcie h100 "
-        "h100-pcie (default: t4 a100)",
+        help="devices from the shipped table: t4 l4 a10 a10g a30 v100 v100-32gb v100-pcie a100 a100-80gb a100-pcie "
+        "h100 h100-pcie (default: t4 a100)",
     )
     p.add_argument(
         "--precision",
         default="fp32",
         help="fp32 (CUDA cores), tf32 (Ampere and later) or mixed (float16 tensor cores) (default: fp32)",
+    )
+    p.add_argument(
+        "--runtime",
+        default="tensorflow",
+        help="what runs the model on the GPU: tensorflow (TF Serving, the graph op by op; calibrated on T4, V100 "
+        "and A100 tables) or tensorrt (point-wise ops fused into the kernels before them; calibrated on A100, "
+        "A30 and A10 tables) (default: tensorflow)",
     )
     models_dir_arg(p, "where the model was exported")
     p.add_argument("--predictions", metavar="FILE", default=None, help="also write the predictions as JSON to FILE")

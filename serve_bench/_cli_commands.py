@@ -190,11 +190,20 @@ def predict(args: argparse.Namespace) -> int:
     import json
 
     from serve_bench.export import list_versions
-    from serve_bench.predict import CALL_MS_SOURCE, calibrate_cpu, cost_saved_model, cpu_points, get_device, parse_cpu
+    from serve_bench.predict import (
+        CALL_MS_SOURCE,
+        calibrate_cpu,
+        check_runtime,
+        cost_saved_model,
+        cpu_points,
+        get_device,
+        parse_cpu,
+    )
     from serve_bench.predict import predict as predict_on
     from serve_bench.report import PREDICTIONS_FILE
 
     devices = [get_device(name) for name in args.device]  # an unknown device fails before TensorFlow loads
+    check_runtime(args.runtime)  # and so does a runtime without published tables
     if not args.run_dir and (args.cpu is not None or args.calibrate_batch is not None):
         raise UserError("--cpu and --calibrate-batch describe the CPU a run measured: give --run-dir too")
     run_dir = Path(args.run_dir) if args.run_dir else None
@@ -206,7 +215,7 @@ def predict(args: argparse.Namespace) -> int:
             f"no exported model {args.model!r} under {args.models_dir}; run `serve-bench export {args.model}` first"
         )
     cost = cost_saved_model(Path(args.models_dir) / args.model / str(versions[-1]))
-    predictions = [predict_on(cost, device, args.precision) for device in devices]
+    predictions = [predict_on(cost, device, args.precision, runtime=args.runtime) for device in devices]
     print(
         f"{args.model}, predicted (not measured): {cost.flops_per_image / 1e9:.2f} GFLOPs, "
         f"{cost.weight_elements / 1e6:.1f} M weights, {len(cost.ops)} ops"
@@ -240,8 +249,11 @@ def predict(args: argparse.Namespace) -> int:
         if cpu.median_error is not None:
             print(f"  median error over the other measured batch sizes: {cpu.median_error:.0%}")
     for p in predictions:
-        print(f"\n{p.device.name}, {p.precision}")
+        print(f"\n{p.device.name}, {p.precision}, run by {p.runtime}")
+        print(f"  calibrated on published tables of: {' '.join(p.calibrated_on)}")
         for what, e in (("device", p.error), ("model", p.model_error)):
+            if e is None:
+                continue
             print(
                 f"  error, {what} left out: images/s median {e.median:.0%} (worst {e.worst:.0%}), "
                 f"gain {e.gain_median:.0%} ({e.gain_worst:.0%})"

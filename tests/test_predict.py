@@ -28,6 +28,7 @@ from serve_bench.predict import (
     cost_graph,
     cost_saved_model,
     fit,
+    fuse_pointwise,
     get_device,
     predict,
     reference_costs,
@@ -137,6 +138,47 @@ def test_leave_one_out_errors_are_the_ones_the_readme_gives():
     assert {h.model for h in mixed.model_out.held} == set(reference_costs())
 
 
+def test_tensorrts_leave_one_out_errors_are_the_ones_the_readme_gives():
+    """benchmarks/README.md's figures for the tensorrt runtime (NVIDIA DeepLearningExamples'
+    PaddlePaddle ResNet-50 v1.5 through Paddle-TRT on A100 80 GB, A30 and A10; the graph costed
+    with its point-wise ops fused). Device left out: TF32 images/s median 12%, gain 4%; FP16 5% and
+    19%. One model in these tables: no model-left-out figure."""
+    tf32, fp16 = calibration("fp32", "tensorrt"), calibration("mixed", "tensorrt")
+
+    def figures(loo: LeaveOneOut) -> tuple[int, int]:
+        return round(loo.median * 100), round(loo.gain_median * 100)
+
+    assert (figures(tf32.device_out), figures(fp16.device_out)) == ((12, 4), (5, 19))
+    assert {h.device for h in fp16.device_out.held} == {"a100-80gb", "a30", "a10"}
+    assert tf32.model_out is None and fp16.model_out is None
+
+
+def test_tensorrts_graph_folds_each_pointwise_op_into_the_kernel_before_it():
+    """By hand: a batch norm (Mul, AddV2) and a Relu after a convolution add their FLOPs and weights
+    to it and no traffic (each reads only what the kernel before it wrote); a residual AddV2 reads
+    its second tensor (its 30 elements moved: 10 in, 10 in, 10 out, so 10 more for the fused
+    kernel); a point-wise op with no op before it stays an op of its own."""
+    ops = (
+        OpCost("scale", "Mul", 12, 24, 1),
+        OpCost("conv1", "Conv2D", 100, 30, 5),
+        OpCost("bn_mul", "Mul", 10, 20, 2),
+        OpCost("bn_add", "AddV2", 10, 20, 2),
+        OpCost("relu1", "Relu", 10, 20, 0),
+        OpCost("pool", "MaxPool", 40, 30, 0),
+        OpCost("conv2", "Conv2D", 50, 20, 3),
+        OpCost("residual", "AddV2", 10, 30, 0),
+        OpCost("relu2", "Relu", 10, 20, 0),
+    )
+    fused = fuse_pointwise(GraphCost(ops, 48))
+    assert [(o.name, o.flops, o.activations, o.weights) for o in fused.ops] == [
+        ("scale", 12, 24, 1),
+        ("conv1", 130, 30, 9),
+        ("pool", 40, 30, 0),
+        ("conv2", 70, 30, 3),
+    ]
+    assert fused.input_elements == 48
+
+
 def test_a_prediction_says_where_throughput_stops_growing_and_what_it_costs(tiny_cost):
     """Saturation: the first batch within 5% of the largest images/s; cost per million images:
     price per hour over (images/s × 3600) × 1e6; the largest batch that fits in memory."""
@@ -157,6 +199,7 @@ def test_a_prediction_says_where_throughput_stops_growing_and_what_it_costs(tiny
         (["--device", "t5"], "unknown device 't5'; choose one of: t4,"),
         (["--device", "t4", "--precision", "tf32"], "NVIDIA T4 16GB has no TF32"),
         (["--precision", "fp8"], "unknown precision 'fp8'"),
+        (["--runtime", "onnxruntime"], "no published GPU tables for runtime 'onnxruntime' to predict with; choose"),
     ],
 )
 def test_predict_refuses_bad_input_in_one_line(models_dir, capsys, argv, says):
@@ -182,6 +225,29 @@ def test_predict_prints_and_writes_predictions_marked_as_such(models_dir, tmp_pa
 
     (row,) = json.loads(out.read_text())["predictions"]
     assert row["predicted"] is True and row["device"] == "a100" and len(row["images_per_s"]) == len(BATCH_SIZES)
+    assert row["runtime"] == "tensorflow"
+
+
+def test_predict_with_tensorrt_costs_the_fused_graph_and_says_so(models_dir, tmp_path, capsys):
+    """--runtime tensorrt: the same model on the same device, calibrated on the Paddle-TRT tables,
+    its point-wise ops fused; tiny's biases and ReLUs no longer cost a kernel launch each (and the
+    fitted launch cost is lower), so at batch 1, where launches dominate, it is faster than under
+    TensorFlow. Its tables hold one
+    model, so no model-left-out line."""
+    out = tmp_path / "p.json"
+    base = ["predict", "tiny", "--models-dir", str(models_dir), "--device", "a30"]
+    assert main([*base, "--runtime", "tensorrt", "--predictions", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "NVIDIA A30 24GB, fp32, run by tensorrt" in printed
+    assert "calibrated on published tables of: a10 a100-80gb a30" in printed
+    assert "error, device left out" in printed and "model left out" not in printed
+    import json
+
+    (trt,) = json.loads(out.read_text())["predictions"]
+    assert trt["runtime"] == "tensorrt" and "model_error" not in trt
+    assert main([*base, "--predictions", str(out)]) == 0
+    (tf,) = json.loads(out.read_text())["predictions"]
+    assert trt["latency_ms"][0] < tf["latency_ms"][0]
 
 
 def _prediction_row(device: str, images_per_s: list[float]) -> dict[str, object]:
@@ -226,6 +292,7 @@ def test_the_report_keeps_predictions_in_their_own_section_beside_a_measured_gpu
     assert "Predicted (not measured)" not in before
 
     rows = [_prediction_row("a100", [500.0, 800.0, 1000.0]), _prediction_row("t4", [100.0, 150.0])]
+    rows[1]["runtime"] = "tensorrt"  # a row says what runs the model; older files do not
     (run_dir / PREDICTIONS_FILE).write_text(json.dumps({"model": "inception_v3", "predictions": rows, "cpu": None}))
     after = build_report(run_dir, models_dir=tmp_path, plots=False).html.read_text()
 
@@ -237,6 +304,7 @@ def test_the_report_keeps_predictions_in_their_own_section_beside_a_measured_gpu
     assert "measured images/s (triton-a100)" in a100
     assert re.findall(r"<td>(\d+\.\d\d)</td></tr>", a100) == ["0.50", "0.50", "0.50"]
     assert "measured" not in t4.replace("not measured", "")
+    assert a100.startswith("A100, fp32</h3>") and t4.startswith("T4, fp32, run by tensorrt</h3>")
 
 
 def test_a_broken_predictions_file_is_one_line_not_a_traceback(tmp_path, capsys):

@@ -8,7 +8,7 @@ of it (``calibration``, ``leave_one_device_out``).
 
 from serve_bench.predict._calibrate import CpuCalibration, calibrate_cpu, cpu_points, fit_cpu
 from serve_bench.predict._devices import PRECISIONS, Device, device_table, get_device
-from serve_bench.predict._graph import GraphCost, OpCost, cost_graph, cost_saved_model
+from serve_bench.predict._graph import GraphCost, OpCost, cost_graph, cost_saved_model, fuse_pointwise
 from serve_bench.predict._host import (
     CALL_MS,
     CALL_MS_SOURCE,
@@ -21,15 +21,18 @@ from serve_bench.predict._host import (
 from serve_bench.predict._model import Efficiency, Observation, fit, time_per_batch
 from serve_bench.predict._predict import (
     BATCH_SIZES,
+    RUNTIMES,
     Calibration,
     HeldOut,
     LeaveOneOut,
     Prediction,
     calibration,
+    check_runtime,
     leave_one_device_out,
     leave_one_model_out,
     predict,
     published_observations,
+    run_by,
 )
 from serve_bench.predict._reference import ARCHITECTURES, build_cost, reference_costs
 
@@ -39,6 +42,7 @@ __all__ = [
     "CALL_MS",
     "CALL_MS_SOURCE",
     "PRECISIONS",
+    "RUNTIMES",
     "Calibration",
     "CpuCalibration",
     "CpuSpec",
@@ -53,6 +57,7 @@ __all__ = [
     "build_cost",
     "calibrate_cpu",
     "calibration",
+    "check_runtime",
     "cost_graph",
     "cost_saved_model",
     "cpu_device",
@@ -60,6 +65,7 @@ __all__ = [
     "device_table",
     "fit",
     "fit_cpu",
+    "fuse_pointwise",
     "get_device",
     "leave_one_device_out",
     "leave_one_model_out",
@@ -69,5 +75,6 @@ __all__ = [
     "published_observations",
     "read_host_cpu",
     "reference_costs",
+    "run_by",
     "time_per_batch",
 ]

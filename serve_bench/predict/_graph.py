@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["GraphCost", "OpCost", "cost_graph", "cost_saved_model"]
+__all__ = ["GraphCost", "OpCost", "cost_graph", "cost_saved_model", "fuse_pointwise"]
 
 _ELEMENTWISE = frozenset(
     "Relu Relu6 Elu Selu Sigmoid Tanh Softplus Softsign Swish LeakyRelu Add AddV2 Sub Mul RealDiv Div "
@@ -102,6 +102,37 @@ class GraphCost:
     def from_json(cls, data: dict[str, Any]) -> GraphCost:
         ops = tuple(OpCost(n, t, float(f), float(a), float(w), bool(k)) for n, t, f, a, w, k in data["ops"])
         return cls(ops, int(data["input_elements"]), tuple(data.get("unknown", ())))
+
+
+def fuse_pointwise(cost: GraphCost) -> GraphCost:
+    """The graph as TensorRT runs it: each element-wise op and batch norm inside the kernel before it.
+
+    TensorRT's builder fuses a convolution with the scale (batch normalisation folded into it),
+    activation and element-wise sum that follow (its Layer Fusion Catalog,
+    docs.nvidia.com/deeplearning/tensorrt/latest/performance/fusion-catalog.html: "computing the
+    ReLU function on the output in one step directly from the convolution kernel without requiring
+    a second kernel call"). An absorbed op adds its FLOPs to the op before it, no launch, and of its
+    traffic only what it reads besides its first operand (a residual sum's second tensor); its own
+    output never leaves the fused kernel. An op with nothing before it is kept as it is.
+    """
+    ops: list[OpCost] = []
+    for op in cost.ops:
+        pointwise = op.type in _ELEMENTWISE or op.type in _BATCH_NORMS
+        if not pointwise or not ops:
+            ops.append(op)
+            continue
+        out = op.flops / 2 if op.type in _BATCH_NORMS else op.flops  # the walker's FLOPs per output element
+        other_reads = max(0.0, op.activations - 2 * out)
+        into = ops[-1]
+        ops[-1] = OpCost(
+            into.name,
+            into.type,
+            into.flops + op.flops,
+            into.activations + other_reads,
+            into.weights + op.weights,
+            into.known,
+        )
+    return GraphCost(tuple(ops), cost.input_elements, cost.unknown)
 
 
 def _dims(tensor: Any) -> list[int | None] | None:

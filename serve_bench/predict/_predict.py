@@ -10,36 +10,64 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
+from serve_bench.errors import UserError
 from serve_bench.predict._devices import Device, bytes_per_element, device_table, peak_flops, precision_class
-from serve_bench.predict._graph import GraphCost
+from serve_bench.predict._graph import GraphCost, fuse_pointwise
 from serve_bench.predict._model import Efficiency, Observation, fit, time_per_batch
 from serve_bench.predict._reference import reference_costs
 
 __all__ = [
     "BATCH_SIZES",
+    "RUNTIMES",
     "Calibration",
     "HeldOut",
     "LeaveOneOut",
     "Prediction",
     "calibration",
+    "check_runtime",
     "leave_one_device_out",
     "leave_one_model_out",
     "predict",
     "published_observations",
+    "run_by",
 ]
 
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-PUBLISHED_FILE = "published_tf1_convnets.csv"
+# What runs the graph on the GPU, and the published tables its efficiencies are fitted on:
+# TensorFlow as TF Serving runs a SavedModel (the walker's graph, op by op), or TensorRT (the
+# same graph with its point-wise ops fused into the kernels before them: ``fuse_pointwise``).
+PUBLISHED_FILES = {"tensorflow": "published_tf1_convnets.csv", "tensorrt": "published_paddle_trt_resnet50.csv"}
+RUNTIMES = tuple(PUBLISHED_FILES)
 # Devices left out together: the two V100s differ in memory size only (and DGX-2's clocks), so
 # predicting one from the other would not be a prediction.
-_FAMILIES = {"v100-32gb": "v100", "a100-80gb": "a100", "h100-pcie": "h100", "v100-pcie": "v100", "a100-pcie": "a100"}
+_FAMILIES = {
+    "v100-32gb": "v100",
+    "a100-80gb": "a100",
+    "h100-pcie": "h100",
+    "v100-pcie": "v100",
+    "a100-pcie": "a100",
+    "a10g": "a10",
+}
 SATURATION = 0.95  # throughput "stops growing" at the first batch within 5% of the largest
 
 
-def published_observations() -> list[Observation]:
-    """The shipped published figures: NVIDIA DeepLearningExamples' TensorFlow 1 ConvNets inference tables
-    (ResNet-50 v1.5, ResNeXt-101 32x4d, SE-ResNeXt-101 32x4d on T4, V100 16/32 GB and A100 40 GB)."""
-    text = resources.files("serve_bench.predict").joinpath("data", PUBLISHED_FILE).read_text()
+def check_runtime(runtime: str) -> None:
+    """One line naming the runtimes with tables, for a runtime ``predict`` has none for."""
+    if runtime not in RUNTIMES:
+        raise UserError(
+            f"no published GPU tables for runtime {runtime!r} to predict with; choose one of: {', '.join(RUNTIMES)}"
+        )
+
+
+def published_observations(runtime: str = "tensorflow") -> list[Observation]:
+    """The shipped published figures of one runtime, all NVIDIA DeepLearningExamples' inference tables.
+
+    tensorflow: its TensorFlow 1 ConvNets (ResNet-50 v1.5, ResNeXt-101 32x4d, SE-ResNeXt-101 32x4d
+    on T4, V100 16/32 GB and A100 40 GB); tensorrt: its PaddlePaddle ResNet-50 v1.5 through
+    Paddle-TRT (A100 80 GB, A30, A10; TF32 and FP16).
+    """
+    check_runtime(runtime)
+    text = resources.files("serve_bench.predict").joinpath("data", PUBLISHED_FILES[runtime]).read_text()
     return [
         Observation(r["device"], r["precision"], int(r["batch_size"]), float(r["images_per_s"]), r["model"])
         for r in csv.DictReader(text.splitlines())
@@ -129,19 +157,27 @@ class Calibration:
 
     efficiency: Efficiency
     device_out: LeaveOneOut
-    model_out: LeaveOneOut
+    model_out: LeaveOneOut | None  # None where the runtime's tables have one model
+
+
+def run_by(cost: GraphCost, runtime: str) -> GraphCost:
+    """``cost`` as ``runtime`` executes it (TensorRT fuses point-wise ops; TensorFlow runs the graph as walked)."""
+    check_runtime(runtime)
+    return fuse_pointwise(cost) if runtime == "tensorrt" else cost
 
 
 @cache
-def calibration(klass: str) -> Calibration:
-    """Fit a precision class on every shipped table, and measure its errors with a device, then a model, left out."""
-    costs = reference_costs()
+def calibration(klass: str, runtime: str = "tensorflow") -> Calibration:
+    """Fit a precision class on a runtime's shipped tables, and measure its errors with a device, then a model,
+    left out."""
+    costs = {name: run_by(cost, runtime) for name, cost in reference_costs().items()}
     devices = device_table()
-    observations = [o for o in published_observations() if precision_class(o.precision) == klass]
+    observations = [o for o in published_observations(runtime) if precision_class(o.precision) == klass]
+    several_models = len({o.model for o in observations}) > 1
     return Calibration(
         fit(costs, observations, devices),
         leave_one_device_out(costs, observations, devices),
-        leave_one_model_out(costs, observations, devices),
+        leave_one_model_out(costs, observations, devices) if several_models else None,
     )
 
 
@@ -151,12 +187,14 @@ class Prediction:
 
     device: Device
     precision: str
+    runtime: str
     batch_sizes: tuple[int, ...]
     latency_s: tuple[float, ...]
     images_per_s: tuple[float, ...]
     largest_batch_that_fits: int
     error: LeaveOneOut  # with the device left out
-    model_error: LeaveOneOut  # with the model left out
+    model_error: LeaveOneOut | None  # with the model left out (None: the runtime's tables have one model)
+    calibrated_on: tuple[str, ...]  # the devices of the runtime's tables: the error bars were measured among them
     unknown_ops: tuple[str, ...]
 
     @property
@@ -181,6 +219,7 @@ class Prediction:
             "device": self.device.id,
             "name": self.device.name,
             "precision": self.precision,
+            "runtime": self.runtime,
             "batch_sizes": list(self.batch_sizes),
             "latency_ms": [round(t * 1e3, 3) for t in self.latency_s],
             "images_per_s": [round(v, 1) for v in self.images_per_s],
@@ -189,7 +228,8 @@ class Prediction:
             "largest_batch_that_fits": self.largest_batch_that_fits,
             "usd_per_million_images": self.usd_per_million_images,
             "error": _error_json(self.error),
-            "model_error": _error_json(self.model_error),
+            **({"model_error": _error_json(self.model_error)} if self.model_error is not None else {}),
+            "calibrated_on": list(self.calibrated_on),
             "unknown_ops": list(self.unknown_ops),
             "predicted": True,
         }
@@ -215,19 +255,29 @@ def _largest_batch(cost: GraphCost, device: Device, precision: str) -> int:
     return max(0, int(free // widest)) if widest else 0
 
 
-def predict(cost: GraphCost, device: Device, precision: str, batch_sizes: Sequence[int] = BATCH_SIZES) -> Prediction:
-    """Predicted latency and images/s of ``cost``'s model on ``device`` (raises UserError for a missing precision)."""
+def predict(
+    cost: GraphCost,
+    device: Device,
+    precision: str,
+    batch_sizes: Sequence[int] = BATCH_SIZES,
+    runtime: str = "tensorflow",
+) -> Prediction:
+    """Predicted latency and images/s of ``cost``'s model on ``device`` run by ``runtime`` (raises UserError for
+    a missing precision or a runtime without tables)."""
     peak_flops(device, precision)  # one line if the device lacks it
-    fitted = calibration(precision_class(precision))
+    cost = run_by(cost, runtime)
+    fitted = calibration(precision_class(precision), runtime)
     times = tuple(time_per_batch(cost, device, precision, b, fitted.efficiency) for b in batch_sizes)
     return Prediction(
         device,
         precision,
+        runtime,
         tuple(batch_sizes),
         times,
         tuple(b / t for b, t in zip(batch_sizes, times)),
         _largest_batch(cost, device, precision),
         fitted.device_out,
         fitted.model_out,
+        tuple(sorted({o.device for o in published_observations(runtime)})),
         cost.unknown,
     )

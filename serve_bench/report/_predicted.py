@@ -126,8 +126,9 @@ def _gpu_table(row: dict[str, Any], points: list[Point], model: str) -> str:
         for what, e in (("device", row.get("error")), ("model", row.get("model_error")))
         if isinstance(e, dict)
     )
+    runtime = f", run by {_e(row['runtime'])}" if row.get("runtime") else ""
     return (
-        f"<h3>{_e(row.get('name', row.get('device')))}, {_e(row.get('precision'))}</h3>"
+        f"<h3>{_e(row.get('name', row.get('device')))}, {_e(row.get('precision'))}{runtime}</h3>"
         f"<p>{errors} "
         f"Predicted batching gain {_e(row.get('gain'))}x; throughput stops growing at batch "
         f"{_e(row.get('saturating_batch'))}; largest batch that fits {_e(row.get('largest_batch_that_fits'))}.</p>"
