@@ -253,6 +253,7 @@ def predict(args: argparse.Namespace) -> int:
         print(f"  calibrated on published tables of: {' '.join(p.calibrated_on)}")
         for what, e in (("device", p.error), ("model", p.model_error)):
             if e is None:
+                print(f"  error, {what} left out: not measured (the tables of {p.runtime} have one model)")
                 continue
             print(
                 f"  error, {what} left out: images/s median {e.median:.0%} (worst {e.worst:.0%}), "

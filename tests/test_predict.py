@@ -8,6 +8,7 @@ serve_bench/predict/_model.py; nothing here compares the model with itself.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from pathlib import Path
@@ -84,8 +85,12 @@ def test_the_shipped_costs_are_what_the_walker_makes_of_the_published_models(mod
     SE-ResNeXt-101 32x4d adds 4.8 M weights of squeeze-and-excitation and little arithmetic."""
     shipped, built = reference_costs()[model], build_cost(model)
 
-    def figures(cost: GraphCost) -> list[tuple[str, float, float, float]]:
-        return [(op.type, op.flops, op.activations, op.weights) for op in cost.ops]
+    def figures(cost: GraphCost) -> list[tuple[object, ...]]:
+        index = {op.name: i for i, op in enumerate(cost.ops)}  # what each op reads, by position
+        return [
+            (op.type, op.flops, op.activations, op.weights, tuple((index.get(w, -1), e) for w, e in op.reads))
+            for op in cost.ops
+        ]
 
     assert figures(shipped) == figures(built) and shipped.input_elements == built.input_elements
     assert not built.unknown  # every op costed: a grouped convolution is one Conv2D, not an opaque call
@@ -153,30 +158,41 @@ def test_tensorrts_leave_one_out_errors_are_the_ones_the_readme_gives():
     assert tf32.model_out is None and fp16.model_out is None
 
 
-def test_tensorrts_graph_folds_each_pointwise_op_into_the_kernel_before_it():
-    """By hand: a batch norm (Mul, AddV2) and a Relu after a convolution add their FLOPs and weights
-    to it and no traffic (each reads only what the kernel before it wrote); a residual AddV2 reads
-    its second tensor (its 30 elements moved: 10 in, 10 in, 10 out, so 10 more for the fused
-    kernel); a point-wise op with no op before it stays an op of its own."""
+def test_tensorrts_graph_folds_each_pointwise_op_into_the_kernel_that_wrote_its_input():
+    """By hand, ops of 10 elements out unless said. A batch norm (Mul, AddV2) and a Relu after conv1
+    add their FLOPs and weights to it and no traffic (each reads only what the kernel wrote); a
+    residual AddV2 (reads conv2's 10 and conv1's relu's 10) adds one read of 10 to conv2, the later
+    of its two writers. A squeeze-and-excitation multiply of conv2's output by a 2-element gate
+    computed from it stays a kernel: the gate does not exist before conv2 runs. The Relu after it
+    joins it. A scaling of the graph's input has no kernel before it and stays one."""
+    r = (("image", 12.0),)
     ops = (
-        OpCost("scale", "Mul", 12, 24, 1),
-        OpCost("conv1", "Conv2D", 100, 30, 5),
-        OpCost("bn_mul", "Mul", 10, 20, 2),
-        OpCost("bn_add", "AddV2", 10, 20, 2),
-        OpCost("relu1", "Relu", 10, 20, 0),
-        OpCost("pool", "MaxPool", 40, 30, 0),
-        OpCost("conv2", "Conv2D", 50, 20, 3),
-        OpCost("residual", "AddV2", 10, 30, 0),
-        OpCost("relu2", "Relu", 10, 20, 0),
+        OpCost("scale", "Mul", 12, 24, 1, reads=r),
+        OpCost("conv1", "Conv2D", 100, 22, 5, reads=(("scale", 12.0),)),
+        OpCost("bn_mul", "Mul", 10, 20, 2, reads=(("conv1", 10.0),)),
+        OpCost("bn_add", "AddV2", 10, 20, 2, reads=(("bn_mul", 10.0),)),
+        OpCost("relu1", "Relu", 10, 20, 0, reads=(("bn_add", 10.0),)),
+        OpCost("conv2", "Conv2D", 50, 20, 3, reads=(("relu1", 10.0),)),
+        OpCost("residual", "AddV2", 10, 30, 0, reads=(("relu1", 10.0), ("conv2", 10.0))),
+        OpCost("squeeze", "Mean", 10, 12, 0, reads=(("residual", 10.0),)),
+        OpCost("gate", "MatMul", 8, 4, 4, reads=(("squeeze", 2.0),)),
+        OpCost("sigmoid", "Sigmoid", 2, 4, 0, reads=(("gate", 2.0),)),
+        OpCost("excite", "Mul", 10, 22, 0, reads=(("residual", 10.0), ("sigmoid", 2.0))),
+        OpCost("relu2", "Relu", 10, 20, 0, reads=(("excite", 10.0),)),
     )
-    fused = fuse_pointwise(GraphCost(ops, 48))
+    fused = fuse_pointwise(GraphCost(ops, 12))
     assert [(o.name, o.flops, o.activations, o.weights) for o in fused.ops] == [
         ("scale", 12, 24, 1),
-        ("conv1", 130, 30, 9),
-        ("pool", 40, 30, 0),
-        ("conv2", 70, 30, 3),
+        ("conv1", 130, 22, 9),
+        ("conv2", 60, 30, 3),
+        ("squeeze", 10, 12, 0),
+        ("gate", 10, 4, 4),
+        ("excite", 20, 22, 0),
     ]
-    assert fused.input_elements == 48
+    assert fused.input_elements == 12
+    # costs saved without their reads: each point-wise op joins the op listed before it
+    bare = fuse_pointwise(GraphCost(tuple(dataclasses.replace(o, reads=()) for o in ops[:7]), 12))
+    assert [(o.name, o.activations) for o in bare.ops] == [("scale", 24), ("conv1", 22), ("conv2", 30)]
 
 
 def test_a_prediction_says_where_throughput_stops_growing_and_what_it_costs(tiny_cost):
@@ -200,6 +216,10 @@ def test_a_prediction_says_where_throughput_stops_growing_and_what_it_costs(tiny
         (["--device", "t4", "--precision", "tf32"], "NVIDIA T4 16GB has no TF32"),
         (["--precision", "fp8"], "unknown precision 'fp8'"),
         (["--runtime", "onnxruntime"], "no published GPU tables for runtime 'onnxruntime' to predict with; choose"),
+        (
+            ["--runtime", "tensorrt"],
+            "the tensorrt tables have no fp32 rows to calibrate on; use --precision mixed or tf32",
+        ),
     ],
 )
 def test_predict_refuses_bad_input_in_one_line(models_dir, capsys, argv, says):
@@ -235,12 +255,13 @@ def test_predict_with_tensorrt_costs_the_fused_graph_and_says_so(models_dir, tmp
     TensorFlow. Its tables hold one
     model, so no model-left-out line."""
     out = tmp_path / "p.json"
-    base = ["predict", "tiny", "--models-dir", str(models_dir), "--device", "a30"]
+    base = ["predict", "tiny", "--models-dir", str(models_dir), "--device", "a30", "--precision", "tf32"]
     assert main([*base, "--runtime", "tensorrt", "--predictions", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "NVIDIA A30 24GB, fp32, run by tensorrt" in printed
+    assert "NVIDIA A30 24GB, tf32, run by tensorrt" in printed
     assert "calibrated on published tables of: a10 a100-80gb a30" in printed
-    assert "error, device left out" in printed and "model left out" not in printed
+    assert "error, device left out: images/s" in printed
+    assert "error, model left out: not measured (the tables of tensorrt have one model)" in printed
     import json
 
     (trt,) = json.loads(out.read_text())["predictions"]
@@ -292,7 +313,7 @@ def test_the_report_keeps_predictions_in_their_own_section_beside_a_measured_gpu
     assert "Predicted (not measured)" not in before
 
     rows = [_prediction_row("a100", [500.0, 800.0, 1000.0]), _prediction_row("t4", [100.0, 150.0])]
-    rows[1]["runtime"] = "tensorrt"  # a row says what runs the model; older files do not
+    rows[1].update(runtime="tensorrt", calibrated_on=["a10", "a100-80gb", "a30"])  # older files say neither
     (run_dir / PREDICTIONS_FILE).write_text(json.dumps({"model": "inception_v3", "predictions": rows, "cpu": None}))
     after = build_report(run_dir, models_dir=tmp_path, plots=False).html.read_text()
 
@@ -305,6 +326,22 @@ def test_the_report_keeps_predictions_in_their_own_section_beside_a_measured_gpu
     assert re.findall(r"<td>(\d+\.\d\d)</td></tr>", a100) == ["0.50", "0.50", "0.50"]
     assert "measured" not in t4.replace("not measured", "")
     assert a100.startswith("A100, fp32</h3>") and t4.startswith("T4, fp32, run by tensorrt</h3>")
+    assert "Calibrated on published tables of a10 a100-80gb a30." in t4 and "Calibrated" not in a100
+
+
+def test_a_measured_gpu_stands_beside_a_prediction_only_when_the_same_runtime_ran_it():
+    """A TensorRT prediction is not set against a target that ran TensorFlow (or did not say); a
+    TensorFlow prediction takes a target that said tensorflow or nothing; an old predictions file
+    (no runtime) takes any."""
+    from serve_bench.report._predicted import matching_gpu_target
+    from tests._points import make_point
+
+    unstated = [make_point("triton-a100", "gpu", b, 4_000) for b in (1, 2)]
+    onnx = [dataclasses.replace(p, target=dataclasses.replace(p.target, runtime="onnxruntime")) for p in unstated]
+    assert matching_gpu_target("a100", unstated, runtime="tensorrt") is None
+    assert matching_gpu_target("a100", unstated, runtime="tensorflow") is not None
+    assert matching_gpu_target("a100", onnx, runtime="tensorflow") is None
+    assert matching_gpu_target("a100", onnx) is not None
 
 
 def test_a_broken_predictions_file_is_one_line_not_a_traceback(tmp_path, capsys):

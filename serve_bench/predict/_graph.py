@@ -60,6 +60,8 @@ class OpCost:
     activations: float  # elements read and written that scale with the batch
     weights: float  # elements read once per batch (filters, scales, biases)
     known: bool = True
+    # the batch-scaled tensors it reads: (the costed op that wrote it, elements); () where not recorded
+    reads: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -95,44 +97,78 @@ class GraphCost:
         return {
             "input_elements": self.input_elements,
             "unknown": list(self.unknown),
-            "ops": [[o.name, o.type, o.flops, o.activations, o.weights, o.known] for o in self.ops],
+            "ops": [
+                [o.name, o.type, o.flops, o.activations, o.weights, o.known, [list(r) for r in o.reads]]
+                for o in self.ops
+            ],
         }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> GraphCost:
-        ops = tuple(OpCost(n, t, float(f), float(a), float(w), bool(k)) for n, t, f, a, w, k in data["ops"])
+        ops = tuple(
+            OpCost(
+                n, t, float(f), float(a), float(w), bool(k), tuple((str(p), float(e)) for p, e in (r[0] if r else ()))
+            )
+            for n, t, f, a, w, k, *r in data["ops"]
+        )
         return cls(ops, int(data["input_elements"]), tuple(data.get("unknown", ())))
 
 
 def fuse_pointwise(cost: GraphCost) -> GraphCost:
-    """The graph as TensorRT runs it: each element-wise op and batch norm inside the kernel before it.
+    """The graph as TensorRT runs it: each element-wise op and batch norm inside the kernel that wrote its input.
 
     TensorRT's builder fuses a convolution with the scale (batch normalisation folded into it),
     activation and element-wise sum that follow (its Layer Fusion Catalog,
     docs.nvidia.com/deeplearning/tensorrt/latest/performance/fusion-catalog.html: "computing the
     ReLU function on the output in one step directly from the convolution kernel without requiring
-    a second kernel call"). An absorbed op adds its FLOPs to the op before it, no launch, and of its
-    traffic only what it reads besides its first operand (a residual sum's second tensor); its own
-    output never leaves the fused kernel. An op with nothing before it is kept as it is.
+    a second kernel call"). An absorbed op adds its FLOPs to that kernel and no launch; of its
+    traffic only its other operands' reads (a residual sum's second tensor, a gate it is scaled by)
+    remain, and its own output never leaves the kernel. The kernel is the one that wrote a full-size
+    operand (``_host``); an op without one (scaled by a small gate only, or reading the graph's
+    input) stays a kernel of its own.
     """
     ops: list[OpCost] = []
+    kernel_of: dict[str, int] = {}  # an op's name -> the index in ``ops`` of the kernel it runs in
     for op in cost.ops:
-        pointwise = op.type in _ELEMENTWISE or op.type in _BATCH_NORMS
-        if not pointwise or not ops:
+        host = _host(op, ops, kernel_of) if op.type in _ELEMENTWISE or op.type in _BATCH_NORMS else None
+        if host is None:
+            kernel_of[op.name] = len(ops)
             ops.append(op)
             continue
-        out = op.flops / 2 if op.type in _BATCH_NORMS else op.flops  # the walker's FLOPs per output element
-        other_reads = max(0.0, op.activations - 2 * out)
-        into = ops[-1]
-        ops[-1] = OpCost(
+        index, first = host
+        into = ops[index]
+        # its output stays in the kernel; of its inputs, all but the one the kernel wrote are read
+        out = op.activations - sum(e for _, e in op.reads) if op.reads else first
+        ops[index] = OpCost(
             into.name,
             into.type,
             into.flops + op.flops,
-            into.activations + other_reads,
+            into.activations + op.activations - out - first,
             into.weights + op.weights,
             into.known,
+            into.reads,
         )
+        kernel_of[op.name] = index
     return GraphCost(tuple(ops), cost.input_elements, cost.unknown)
+
+
+def _host(op: OpCost, ops: list[OpCost], kernel_of: dict[str, int]) -> tuple[int, float] | None:
+    """The kernel a point-wise op runs inside, and the elements of the operand it takes from it.
+
+    With its reads recorded: the kernel that wrote its last-computed operand, if that operand is
+    full-size (the size of the op's output). Its other operands must exist before that kernel
+    runs, so a squeeze-and-excitation gate, computed from the kernel's own output, keeps its
+    multiply out; a broadcast gate or a reduction's mean is too small to carry the op. Without
+    reads (costs saved before they were recorded): the op before it, with the op's output size.
+    """
+    if not op.reads:
+        if not ops:
+            return None
+        out = op.flops / 2 if op.type in _BATCH_NORMS else op.flops  # the walker's FLOPs per output element
+        return len(ops) - 1, out
+    out = op.activations - sum(e for _, e in op.reads)
+    index, elements = max((kernel_of.get(producer, -1), e) for producer, e in op.reads)
+    return (index, elements) if index >= 0 and elements >= out else None
 
 
 def _dims(tensor: Any) -> list[int | None] | None:
@@ -151,18 +187,29 @@ def _per_image(dims: list[int | None] | None) -> tuple[float, bool]:
     return float(math.prod(known)), batched
 
 
+def _writer(tensor: Any) -> str:
+    """The op that computed ``tensor``, looking through ops that only relabel it (Identity, Reshape)."""
+    op = tensor.op
+    while op.type in _FREE and op.inputs:
+        op = op.inputs[0].op
+    return str(op.name)
+
+
 def _op_cost(op: Any) -> OpCost | None:
     kind = op.type
     if kind in _FREE or not op.outputs:
         return None
     activations = 0.0
     weights = 0.0
+    reads: list[tuple[str, float]] = []
     for tensor, is_input in [(t, True) for t in op.inputs] + [(t, False) for t in op.outputs]:
         if not tensor.dtype.is_floating:
             continue
         elements, batched = _per_image(_dims(tensor))
         if batched:
             activations += elements
+            if is_input:
+                reads.append((_writer(tensor), elements))
         elif is_input:
             weights += elements  # no batch dimension: read once per batch (filters, scales, constants)
     out_dims = _dims(op.outputs[0])
@@ -192,7 +239,7 @@ def _op_cost(op: Any) -> OpCost | None:
         known = False
     if activations == 0.0:
         return None  # on shapes, integers or weights only: Grappler's constant folding removes it before serving
-    return OpCost(op.name, kind, flops, activations, weights, known)
+    return OpCost(op.name, kind, flops, activations, weights, known, tuple(reads))
 
 
 def cost_graph(graph: Any) -> GraphCost:

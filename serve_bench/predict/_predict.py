@@ -265,6 +265,11 @@ def predict(
     """Predicted latency and images/s of ``cost``'s model on ``device`` run by ``runtime`` (raises UserError for
     a missing precision or a runtime without tables)."""
     peak_flops(device, precision)  # one line if the device lacks it
+    measured = sorted({o.precision for o in published_observations(runtime)})
+    if precision not in measured:
+        raise UserError(
+            f"the {runtime} tables have no {precision} rows to calibrate on; use --precision {' or '.join(measured)}"
+        )
     cost = run_by(cost, runtime)
     fitted = calibration(precision_class(precision), runtime)
     times = tuple(time_per_batch(cost, device, precision, b, fitted.efficiency) for b in batch_sizes)

@@ -67,14 +67,21 @@ def _tokens(text: str) -> set[str]:
     return set(re.split(r"[^a-z0-9]+", text.lower())) - {""}
 
 
-def matching_gpu_target(device_id: str, points: list[Point], model: str = "") -> tuple[str, dict[int, float]] | None:
+def matching_gpu_target(
+    device_id: str, points: list[Point], model: str = "", runtime: str = ""
+) -> tuple[str, dict[int, float]] | None:
     """The measured GPU target naming ``device_id`` and its images/s by batch at one request in flight
-    (float images, ``model``'s points when given; the last of repeats)."""
+    (float images, ``model``'s points when given; the last of repeats). With ``runtime`` (what the
+    prediction assumed runs the model) only a target run by it, or by an unstated runtime where it is
+    tensorflow, stands beside it."""
     wanted = _tokens(device_id)
     found: dict[str, dict[int, float]] = {}
+    accepted = {runtime, ""} if runtime == "tensorflow" else {runtime}
     for p in points:
         t = p.target
         if t.device == "cpu" or not p.is_client_batching or (model and p.model != model):
+            continue
+        if runtime and t.runtime not in accepted:
             continue
         if wanted <= _tokens(t.name) or wanted <= _tokens(t.device):
             found.setdefault(t.name, {})[p.batch_size] = p.items_per_s
@@ -111,7 +118,7 @@ def _cpu_table(cpu: dict[str, Any]) -> str:
 
 
 def _gpu_table(row: dict[str, Any], points: list[Point], model: str) -> str:
-    match = matching_gpu_target(str(row.get("device", "")), points, model)
+    match = matching_gpu_target(str(row.get("device", "")), points, model, str(row.get("runtime", "")))
     measured_head = f"<th>measured images/s ({_e(match[0])})</th><th>measured / predicted</th>" if match else ""
     rows = []
     for batch, latency, ips in zip(row["batch_sizes"], row["latency_ms"], row["images_per_s"]):
@@ -127,9 +134,11 @@ def _gpu_table(row: dict[str, Any], points: list[Point], model: str) -> str:
         if isinstance(e, dict)
     )
     runtime = f", run by {_e(row['runtime'])}" if row.get("runtime") else ""
+    tables = row.get("calibrated_on")
+    calibrated = f"Calibrated on published tables of {_e(' '.join(map(str, tables)))}. " if tables else ""
     return (
         f"<h3>{_e(row.get('name', row.get('device')))}, {_e(row.get('precision'))}{runtime}</h3>"
-        f"<p>{errors} "
+        f"<p>{calibrated}{errors} "
         f"Predicted batching gain {_e(row.get('gain'))}x; throughput stops growing at batch "
         f"{_e(row.get('saturating_batch'))}; largest batch that fits {_e(row.get('largest_batch_that_fits'))}.</p>"
         "<table><tr><th>batch</th><th>predicted latency ms</th><th>predicted images/s</th>"
