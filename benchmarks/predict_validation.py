@@ -8,7 +8,9 @@ DeepLearningExamples', batch 1-256:
 - tensorflow: TensorFlow 1 ConvNets (ResNet-50 v1.5, ResNeXt-101 32x4d, SE-ResNeXt-101 32x4d;
   T4, V100 16/32 GB, A100 40 GB), the graph costed as TensorFlow runs it;
 - tensorrt: PaddlePaddle ResNet-50 v1.5 through Paddle-TRT (A100 80 GB, A30, A10), the graph
-  costed with its point-wise ops fused into the kernels before them, as TensorRT builds it.
+  costed with its point-wise ops fused into the kernels that wrote their inputs, as TensorRT
+  builds it, and each batch's copy overlapping the computation, as the benchmark's DALI pipeline
+  ran it.
 tests/test_predict.py pins the medians printed here to the ones in benchmarks/README.md.
 
 Then the CPU: the two `make demo` runs recorded in tests/data/demo_2core_20261125 (2-core AMD

@@ -12,6 +12,10 @@ walker); s: bytes per element (4, or 2 in mixed precision); x: one input image's
 This is the per-op roofline (Williams, Waterman and Patterson, CACM 2009) with a launch term,
 the form HPE's Deep Learning Cookbook used; the fitted e_c, e_m and L are shared by every
 device of a precision class, so a device left out of the fit is predicted from its peaks alone.
+
+Where the images are copied while the previous batch computes (a benchmark whose input pipeline
+runs ahead, ``copy_overlaps``), a batch takes c + max(B·x/pcie, Σ_ops ...) instead: fitting such a
+table with the sum would charge the copy to the efficiencies.
 """
 
 from __future__ import annotations
@@ -64,13 +68,20 @@ class Observation:
     model: str = "resnet50v1.5"  # the tables' name for it (a key of the costs a fit is given)
 
 
-def time_per_batch(cost: GraphCost, device: Device, precision: str, batch: int, eff: Efficiency) -> float:
+def time_per_batch(
+    cost: GraphCost, device: Device, precision: str, batch: int, eff: Efficiency, copy_overlaps: bool = False
+) -> float:
     """Seconds for one batch of ``batch`` images (the formula in the module's docstring)."""
-    return float(times_per_batch(cost, device, precision, np.array([float(batch)]), eff)[0])
+    return float(times_per_batch(cost, device, precision, np.array([float(batch)]), eff, copy_overlaps)[0])
 
 
 def times_per_batch(
-    cost: GraphCost, device: Device, precision: str, batches: np.ndarray, eff: Efficiency
+    cost: GraphCost,
+    device: Device,
+    precision: str,
+    batches: np.ndarray,
+    eff: Efficiency,
+    copy_overlaps: bool = False,
 ) -> np.ndarray:
     """``time_per_batch`` for every batch size of ``batches`` at once (ops × batches arrays)."""
     peak = peak_flops(device, precision) * eff.compute
@@ -83,7 +94,7 @@ def times_per_batch(
     transfer = np.zeros_like(batches)  # a CPU (no PCIe lanes) reads the images where they are
     if device.pcie_lanes:
         transfer = batches * cost.input_elements * 4 / (_PCIE_GBS_PER_LANE[device.pcie_gen] * device.pcie_lanes * 1e9)
-    result: np.ndarray = eff.per_call_s + transfer + ops
+    result: np.ndarray = eff.per_call_s + (np.maximum(transfer, ops) if copy_overlaps else transfer + ops)
     return result
 
 
@@ -124,11 +135,16 @@ def nelder_mead(
 _START = Efficiency(0.5, 0.5, 10e-6)
 
 
-def fit(costs: Mapping[str, GraphCost], observations: Sequence[Observation], devices: dict[str, Device]) -> Efficiency:
+def fit(
+    costs: Mapping[str, GraphCost],
+    observations: Sequence[Observation],
+    devices: dict[str, Device],
+    copy_overlaps: bool = False,
+) -> Efficiency:
     """The efficiencies that best predict ``observations`` (least squares on log images/s).
 
     ``costs`` holds each observed model's graph costs by its name. All observations must be of
-    one precision class (``precision_class``).
+    one precision class (``precision_class``); ``copy_overlaps``: how their benchmark copied images.
     """
     classes = {precision_class(o.precision) for o in observations}
     if len(classes) != 1:
@@ -148,7 +164,7 @@ def fit(costs: Mapping[str, GraphCost], observations: Sequence[Observation], dev
             return math.inf
         total = 0.0
         for cost, device, precision, batches, measured in arrays:
-            predicted = np.log(batches / times_per_batch(cost, device, precision, batches, eff))
+            predicted = np.log(batches / times_per_batch(cost, device, precision, batches, eff, copy_overlaps))
             total += float(np.sum((predicted - measured) ** 2))
         return total
 

@@ -38,6 +38,16 @@ BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 # same graph with its point-wise ops fused into the kernels before them: ``fuse_pointwise``).
 PUBLISHED_FILES = {"tensorflow": "published_tf1_convnets.csv", "tensorrt": "published_paddle_trt_resnet50.csv"}
 RUNTIMES = tuple(PUBLISHED_FILES)
+# Whether the tables' benchmark copied a batch's images while the previous one computed. TensorFlow
+# 1's inference_benchmark takes them from a tf.data pipeline on the host each step (ConvNets
+# utils/data_utils.py get_synth_input_fn: "The host to device copy is still included"). Paddle-TRT's
+# inference.py benchmark_synthetic feeds a DALI pipeline that copies pinned host memory to the GPU
+# (dali.py dali_synthetic_dataloader: external_source, .gpu()) and hands the GPU buffer over without
+# a copy (inference.py predict: share_external_data); a DALI Pipeline runs ahead of its consumer by
+# default (exec_pipelined=True, exec_async=True, prefetch_queue_depth=2: DALI's Python API,
+# nvidia.dali.pipeline.Pipeline). A prediction is of a served request, whose images arrive with it:
+# copied, then computed.
+COPY_OVERLAPS = {"tensorflow": False, "tensorrt": True}
 # Devices left out together: the two V100s differ in memory size only (and DGX-2's clocks), so
 # predicting one from the other would not be a prediction.
 _FAMILIES = {
@@ -107,6 +117,7 @@ def _leave_out(
     observations: Sequence[Observation],
     devices: dict[str, Device],
     left_out: str,
+    copy_overlaps: bool = False,
 ) -> LeaveOneOut:
     """Fit without each group (a device family, or a model), predict it, and say how far off it was."""
 
@@ -117,13 +128,14 @@ def _leave_out(
     errors: list[float] = []
     held: list[HeldOut] = []
     for name in sorted({group(o) for o in observations}):
-        eff = fit(costs, [o for o in observations if group(o) != name], devices)
+        eff = fit(costs, [o for o in observations if group(o) != name], devices, copy_overlaps)
         for model, device in sorted({(o.model, o.device) for o in observations if group(o) == name}):
             figures = sorted(
                 (o for o in observations if (o.model, o.device) == (model, device)), key=lambda o: o.batch_size
             )
             predicted = [
-                o.batch_size / time_per_batch(costs[model], devices[device], o.precision, o.batch_size, eff)
+                o.batch_size
+                / time_per_batch(costs[model], devices[device], o.precision, o.batch_size, eff, copy_overlaps)
                 for o in figures
             ]
             relative = [abs(p / o.images_per_s - 1) for p, o in zip(predicted, figures)]
@@ -138,17 +150,23 @@ def _leave_out(
 
 
 def leave_one_device_out(
-    costs: Mapping[str, GraphCost], observations: Sequence[Observation], devices: dict[str, Device]
+    costs: Mapping[str, GraphCost],
+    observations: Sequence[Observation],
+    devices: dict[str, Device],
+    copy_overlaps: bool = False,
 ) -> LeaveOneOut:
     """Each device family left out in turn: how well the model predicts a GPU it was not fitted on."""
-    return _leave_out(costs, observations, devices, "device")
+    return _leave_out(costs, observations, devices, "device", copy_overlaps)
 
 
 def leave_one_model_out(
-    costs: Mapping[str, GraphCost], observations: Sequence[Observation], devices: dict[str, Device]
+    costs: Mapping[str, GraphCost],
+    observations: Sequence[Observation],
+    devices: dict[str, Device],
+    copy_overlaps: bool = False,
 ) -> LeaveOneOut:
     """Each model left out in turn: how well it predicts a model it was not fitted on (the user's own)."""
-    return _leave_out(costs, observations, devices, "model")
+    return _leave_out(costs, observations, devices, "model", copy_overlaps)
 
 
 @dataclass(frozen=True)
@@ -174,10 +192,11 @@ def calibration(klass: str, runtime: str = "tensorflow") -> Calibration:
     devices = device_table()
     observations = [o for o in published_observations(runtime) if precision_class(o.precision) == klass]
     several_models = len({o.model for o in observations}) > 1
+    overlaps = COPY_OVERLAPS[runtime]
     return Calibration(
-        fit(costs, observations, devices),
-        leave_one_device_out(costs, observations, devices),
-        leave_one_model_out(costs, observations, devices) if several_models else None,
+        fit(costs, observations, devices, overlaps),
+        leave_one_device_out(costs, observations, devices, overlaps),
+        leave_one_model_out(costs, observations, devices, overlaps) if several_models else None,
     )
 
 
