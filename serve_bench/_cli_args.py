@@ -273,8 +273,8 @@ def predict_args(p: argparse.ArgumentParser) -> None:
         "--runtime",
         default="tensorflow",
         help="what runs the model on the GPU: tensorflow (TF Serving, the graph op by op; calibrated on T4, V100 "
-        "and A100 tables) or tensorrt (point-wise ops fused into the kernels before them; calibrated on A100, "
-        "A30 and A10 tables) (default: tensorflow)",
+        "and A100 tables) or tensorrt (point-wise ops fused into the kernels that wrote their inputs; "
+        "calibrated on A100, A30 and A10 tables, tf32 and mixed only) (default: tensorflow)",
     )
     models_dir_arg(p, "where the model was exported")
     p.add_argument("--predictions", metavar="FILE", default=None, help="also write the predictions as JSON to FILE")

@@ -121,54 +121,87 @@ def fuse_pointwise(cost: GraphCost) -> GraphCost:
     activation and element-wise sum that follow (its Layer Fusion Catalog,
     docs.nvidia.com/deeplearning/tensorrt/latest/performance/fusion-catalog.html: "computing the
     ReLU function on the output in one step directly from the convolution kernel without requiring
-    a second kernel call"). An absorbed op adds its FLOPs to that kernel and no launch; of its
-    traffic only its other operands' reads (a residual sum's second tensor, a gate it is scaled by)
-    remain, and its own output never leaves the kernel. The kernel is the one that wrote a full-size
-    operand (``_host``); an op without one (scaled by a small gate only, or reading the graph's
-    input) stays a kernel of its own.
+    a second kernel call"). A point-wise op joins the kernel that wrote its last-computed operand,
+    if that operand is full-size (the size of the op's output); its other operands must exist
+    before that kernel runs, so a squeeze-and-excitation gate, computed from the kernel's own
+    output, keeps its multiply out, and a broadcast gate or a reduction's mean is too small to carry
+    the op. An op with no such operand (or reading the graph's input) stays a kernel of its own.
+
+    A kernel then costs its members' FLOPs and weights, one launch, and the traffic that leaves
+    it: the tensors its members read from other kernels, and the outputs that a later kernel reads
+    (or nothing reads: the graph's outputs). A tensor used only inside the kernel never reaches
+    memory; one also read outside it is written once. Costs saved without their reads (before the
+    walker recorded them) fall back to joining each point-wise op to the op listed before it.
     """
-    ops: list[OpCost] = []
-    kernel_of: dict[str, int] = {}  # an op's name -> the index in ``ops`` of the kernel it runs in
+    if not any(op.reads for op in cost.ops):
+        return _fuse_in_list_order(cost)
+    kernel_of: dict[str, int] = {}  # an op's name -> the kernel it runs in
+    members: list[list[OpCost]] = []
     for op in cost.ops:
-        host = _host(op, ops, kernel_of) if op.type in _ELEMENTWISE or op.type in _BATCH_NORMS else None
-        if host is None:
-            kernel_of[op.name] = len(ops)
+        index = _host(op, kernel_of) if op.type in _ELEMENTWISE or op.type in _BATCH_NORMS else None
+        if index is None:
+            index = len(members)
+            members.append([])
+        members[index].append(op)
+        kernel_of[op.name] = index
+    read_elsewhere = {p for op in cost.ops for p, _ in op.reads if kernel_of.get(p) != kernel_of[op.name]}
+    read_at_all = {p for op in cost.ops for p, _ in op.reads}
+    kernels = []
+    for index, group in enumerate(members):
+        traffic = 0.0
+        for op in group:
+            reads = dict(op.reads)  # an op reading one tensor twice reads it once
+            traffic += sum(e for p, e in reads.items() if kernel_of.get(p) != index)
+            if op.name in read_elsewhere or op.name not in read_at_all:
+                traffic += _output(op)
+        head = group[0]
+        kernels.append(
+            OpCost(
+                head.name,
+                head.type,
+                sum(o.flops for o in group),
+                traffic,
+                sum(o.weights for o in group),
+                all(o.known for o in group),
+                head.reads,
+            )
+        )
+    return GraphCost(tuple(kernels), cost.input_elements, cost.unknown)
+
+
+def _output(op: OpCost) -> float:
+    """Elements an op writes per image (what it moves besides what it reads)."""
+    return op.activations - sum(e for _, e in op.reads)
+
+
+def _host(op: OpCost, kernel_of: dict[str, int]) -> int | None:
+    """The kernel a point-wise op joins (``fuse_pointwise``'s rule), or None."""
+    if not op.reads:
+        return None
+    index, elements = max((kernel_of.get(producer, -1), e) for producer, e in op.reads)
+    return index if index >= 0 and elements >= _output(op) else None
+
+
+def _fuse_in_list_order(cost: GraphCost) -> GraphCost:
+    """``fuse_pointwise`` for costs without reads: each point-wise op joins the op listed before it,
+    adding the reads besides its own output's size (its first operand's, taken to be that op's)."""
+    ops: list[OpCost] = []
+    for op in cost.ops:
+        if not (op.type in _ELEMENTWISE or op.type in _BATCH_NORMS) or not ops:
             ops.append(op)
             continue
-        index, first = host
-        into = ops[index]
-        # its output stays in the kernel; of its inputs, all but the one the kernel wrote are read
-        out = op.activations - sum(e for _, e in op.reads) if op.reads else first
-        ops[index] = OpCost(
+        # a batch norm moves its input and output only; an element-wise op's FLOPs are its output's size
+        besides = 0.0 if op.type in _BATCH_NORMS else max(0.0, op.activations - 2 * op.flops)
+        into = ops[-1]
+        ops[-1] = OpCost(
             into.name,
             into.type,
             into.flops + op.flops,
-            into.activations + op.activations - out - first,
+            into.activations + besides,
             into.weights + op.weights,
             into.known,
-            into.reads,
         )
-        kernel_of[op.name] = index
     return GraphCost(tuple(ops), cost.input_elements, cost.unknown)
-
-
-def _host(op: OpCost, ops: list[OpCost], kernel_of: dict[str, int]) -> tuple[int, float] | None:
-    """The kernel a point-wise op runs inside, and the elements of the operand it takes from it.
-
-    With its reads recorded: the kernel that wrote its last-computed operand, if that operand is
-    full-size (the size of the op's output). Its other operands must exist before that kernel
-    runs, so a squeeze-and-excitation gate, computed from the kernel's own output, keeps its
-    multiply out; a broadcast gate or a reduction's mean is too small to carry the op. Without
-    reads (costs saved before they were recorded): the op before it, with the op's output size.
-    """
-    if not op.reads:
-        if not ops:
-            return None
-        out = op.flops / 2 if op.type in _BATCH_NORMS else op.flops  # the walker's FLOPs per output element
-        return len(ops) - 1, out
-    out = op.activations - sum(e for _, e in op.reads)
-    index, elements = max((kernel_of.get(producer, -1), e) for producer, e in op.reads)
-    return (index, elements) if index >= 0 and elements >= out else None
 
 
 def _dims(tensor: Any) -> list[int | None] | None:

@@ -35,18 +35,20 @@ __all__ = [
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 # What runs the graph on the GPU, and the published tables its efficiencies are fitted on:
 # TensorFlow as TF Serving runs a SavedModel (the walker's graph, op by op), or TensorRT (the
-# same graph with its point-wise ops fused into the kernels before them: ``fuse_pointwise``).
+# same graph with its point-wise ops fused into the kernels that wrote their inputs: ``fuse_pointwise``).
 PUBLISHED_FILES = {"tensorflow": "published_tf1_convnets.csv", "tensorrt": "published_paddle_trt_resnet50.csv"}
 RUNTIMES = tuple(PUBLISHED_FILES)
-# Whether the tables' benchmark copied a batch's images while the previous one computed. TensorFlow
-# 1's inference_benchmark takes them from a tf.data pipeline on the host each step (ConvNets
-# utils/data_utils.py get_synth_input_fn: "The host to device copy is still included"). Paddle-TRT's
-# inference.py benchmark_synthetic feeds a DALI pipeline that copies pinned host memory to the GPU
-# (dali.py dali_synthetic_dataloader: external_source, .gpu()) and hands the GPU buffer over without
-# a copy (inference.py predict: share_external_data); a DALI Pipeline runs ahead of its consumer by
-# default (exec_pipelined=True, exec_async=True, prefetch_queue_depth=2: DALI's Python API,
-# nvidia.dali.pipeline.Pipeline). A prediction is of a served request, whose images arrive with it:
-# copied, then computed.
+# Whether the tables' benchmark copied a batch's images while the previous one computed.
+# TensorFlow 1's inference_benchmark.sh passes --data_dir: each Estimator step takes its batch from
+# a tf.data pipeline on the host (ConvNets utils/data_utils.py get_tfrecords_input_fn, prefetched
+# on the host, not to the device), copied as the step starts. Paddle-TRT's inference.py
+# benchmark_synthetic feeds a DALI pipeline that copies pinned host memory to the GPU (dali.py
+# dali_synthetic_dataloader: external_source, .gpu()) and runs ahead of its consumer by default
+# (exec_pipelined=True, exec_async=True, prefetch_queue_depth=2: DALI's Python API,
+# nvidia.dali.pipeline.Pipeline), so the next batch crosses PCIe while this one computes; with the
+# fitted efficiencies the copy is shorter than the computation in every row, so those tables hold no
+# copy time at all (and say nothing of PCIe). A prediction is of a served request, whose images
+# arrive with it: copied (at PCIe's rate, in no case fitted), then computed.
 COPY_OVERLAPS = {"tensorflow": False, "tensorrt": True}
 # Devices left out together: the two V100s differ in memory size only (and DGX-2's clocks), so
 # predicting one from the other would not be a prediction.
