@@ -71,19 +71,20 @@ def check_runtime(runtime: str) -> None:
         )
 
 
-def published_observations(runtime: str = "tensorflow") -> list[Observation]:
+@cache
+def published_observations(runtime: str = "tensorflow") -> tuple[Observation, ...]:
     """The shipped published figures of one runtime, all NVIDIA DeepLearningExamples' inference tables.
 
     tensorflow: its TensorFlow 1 ConvNets (ResNet-50 v1.5, ResNeXt-101 32x4d, SE-ResNeXt-101 32x4d
     on T4, V100 16/32 GB and A100 40 GB); tensorrt: its PaddlePaddle ResNet-50 v1.5 through
-    Paddle-TRT (A100 80 GB, A30, A10; TF32 and FP16).
+    Paddle-TRT (A100 80 GB, A30, A10; TF32 and FP16). Read once per process: every prediction asks.
     """
     check_runtime(runtime)
     text = resources.files("serve_bench.predict").joinpath("data", PUBLISHED_FILES[runtime]).read_text()
-    return [
+    return tuple(
         Observation(r["device"], r["precision"], int(r["batch_size"]), float(r["images_per_s"]), r["model"])
         for r in csv.DictReader(text.splitlines())
-    ]
+    )
 
 
 @dataclass(frozen=True)
