@@ -18,6 +18,7 @@ import pytest
 from serve_bench.cli import main
 from serve_bench.predict import (
     BATCH_SIZES,
+    FIT_VERSION,
     Device,
     Efficiency,
     GraphCost,
@@ -29,11 +30,13 @@ from serve_bench.predict import (
     cost_graph,
     cost_saved_model,
     fit,
+    fitted,
     fuse_pointwise,
     get_device,
     predict,
     reference_costs,
     run_by,
+    shipped_version,
     time_per_batch,
 )
 
@@ -294,6 +297,10 @@ def test_predict_prints_and_writes_predictions_marked_as_such(models_dir, tmp_pa
     (row,) = json.loads(out.read_text())["predictions"]
     assert row["predicted"] is True and row["device"] == "a100" and len(row["images_per_s"]) == len(BATCH_SIZES)
     assert row["runtime"] == "tensorflow"
+    # the fit it was made with: the shipped version's name and hash, and the parameters it used
+    assert (row["fit"]["version"], row["fit"]["sha256"]) == (FIT_VERSION, shipped_version().sha256)
+    assert row["fit"]["fitted"] == dataclasses.asdict(fitted("fp32", "tensorflow"))
+    assert row["device_figures"]["tf32_tflops"] == 156 and row["device_figures"]["mem_bw_gbs"] == 1555
 
 
 def test_a_prediction_is_of_a_served_request_its_images_copied_then_computed(tiny_cost):
@@ -573,6 +580,7 @@ def test_predict_with_a_run_calibrates_the_cpu_and_its_report_shows_the_predicti
     record = json.loads((run_dir / PREDICTIONS_FILE).read_text())
     assert record["cpu"]["calibrated_on"] == 1 and set(record["cpu"]["errors"]) == {"2", "4"}
     assert [row["device"] for row in record["predictions"]] == ["t4"]
+    assert record["predictions"][0]["fit"]["sha256"] == shipped_version().sha256
     assert main(["report", str(run_dir), "--models-dir", str(models_dir)]) == 0
     page = (run_dir / "report.html").read_text()
     assert "Predicted (not measured)" in page and "This CPU (local-grpc), calibrated on batch 1" in page

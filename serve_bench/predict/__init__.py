@@ -3,11 +3,13 @@
 ``cost_saved_model`` walks an exported model's serving graph (FLOPs and elements moved per op);
 ``predict`` turns those costs into time per batch on a device of the shipped table, with
 efficiencies fitted on published measurements and the error that fit showed on devices left out
-of it (``calibration``, ``leave_one_device_out``).
+of it (``calibration``, ``leave_one_device_out``). Every prediction names the shipped fit it was made
+with and that fit's content hash (``shipped_version``), so a refit cannot pass for a frozen one.
 """
 
 from serve_bench.predict._calibrate import CpuCalibration, calibrate_cpu, cpu_points, fit_cpu
 from serve_bench.predict._devices import PRECISIONS, Device, device_table, get_device
+from serve_bench.predict._freeze import FIT_VERSION, ModelVersion, content_hash
 from serve_bench.predict._graph import GraphCost, OpCost, cost_graph, cost_saved_model, fuse_pointwise
 from serve_bench.predict._host import (
     CALL_MS,
@@ -28,11 +30,15 @@ from serve_bench.predict._predict import (
     Prediction,
     calibration,
     check_runtime,
+    fitted,
     leave_one_device_out,
     leave_one_model_out,
     predict,
     published_observations,
     run_by,
+    shipped_inputs,
+    shipped_tables,
+    shipped_version,
 )
 from serve_bench.predict._reference import ARCHITECTURES, build_cost, reference_costs
 
@@ -41,6 +47,7 @@ __all__ = [
     "BATCH_SIZES",
     "CALL_MS",
     "CALL_MS_SOURCE",
+    "FIT_VERSION",
     "PRECISIONS",
     "RUNTIMES",
     "Calibration",
@@ -51,6 +58,7 @@ __all__ = [
     "GraphCost",
     "HeldOut",
     "LeaveOneOut",
+    "ModelVersion",
     "Observation",
     "OpCost",
     "Prediction",
@@ -58,6 +66,7 @@ __all__ = [
     "calibrate_cpu",
     "calibration",
     "check_runtime",
+    "content_hash",
     "cost_graph",
     "cost_saved_model",
     "cpu_device",
@@ -65,6 +74,7 @@ __all__ = [
     "device_table",
     "fit",
     "fit_cpu",
+    "fitted",
     "fuse_pointwise",
     "get_device",
     "leave_one_device_out",
@@ -76,5 +86,8 @@ __all__ = [
     "read_host_cpu",
     "reference_costs",
     "run_by",
+    "shipped_inputs",
+    "shipped_tables",
+    "shipped_version",
     "time_per_batch",
 ]

@@ -29,9 +29,9 @@ import numpy as np
 from serve_bench.predict._devices import Device, bytes_per_element, peak_flops, precision_class
 from serve_bench.predict._graph import GraphCost
 
-__all__ = ["Efficiency", "Observation", "fit", "nelder_mead", "time_per_batch", "times_per_batch"]
+__all__ = ["PCIE_GBS_PER_LANE", "Efficiency", "Observation", "fit", "nelder_mead", "time_per_batch", "times_per_batch"]
 
-_PCIE_GBS_PER_LANE = {3: 0.985, 4: 1.969, 5: 3.938}  # GB/s per lane after line coding (PCI-SIG)
+PCIE_GBS_PER_LANE = {3: 0.985, 4: 1.969, 5: 3.938}  # GB/s per lane after line coding (PCI-SIG)
 
 
 @dataclass(frozen=True)
@@ -93,7 +93,7 @@ def times_per_batch(
     ops = np.maximum(compute / peak, traffic / bandwidth).sum(axis=0) + len(cost.ops) * eff.per_op_s
     transfer = np.zeros_like(batches)  # a CPU (no PCIe lanes) reads the images where they are
     if device.pcie_lanes:
-        transfer = batches * cost.input_elements * 4 / (_PCIE_GBS_PER_LANE[device.pcie_gen] * device.pcie_lanes * 1e9)
+        transfer = batches * cost.input_elements * 4 / (PCIE_GBS_PER_LANE[device.pcie_gen] * device.pcie_lanes * 1e9)
     result: np.ndarray = eff.per_call_s + (np.maximum(transfer, ops) if copy_overlaps else transfer + ops)
     return result
 

@@ -11,10 +11,18 @@ from importlib import resources
 from typing import Any
 
 from serve_bench.errors import UserError
-from serve_bench.predict._devices import Device, bytes_per_element, device_table, peak_flops, precision_class
+from serve_bench.predict._devices import (
+    PRECISIONS,
+    Device,
+    bytes_per_element,
+    device_table,
+    peak_flops,
+    precision_class,
+)
+from serve_bench.predict._freeze import FIT_VERSION, FORM, ModelVersion, content_hash, rounded, text_digest
 from serve_bench.predict._graph import GraphCost, fuse_pointwise
-from serve_bench.predict._model import Efficiency, Observation, fit, time_per_batch
-from serve_bench.predict._reference import reference_costs
+from serve_bench.predict._model import PCIE_GBS_PER_LANE, Efficiency, Observation, fit, time_per_batch
+from serve_bench.predict._reference import REFERENCE_FILE, reference_costs
 
 __all__ = [
     "BATCH_SIZES",
@@ -30,6 +38,9 @@ __all__ = [
     "predict",
     "published_observations",
     "run_by",
+    "shipped_inputs",
+    "shipped_tables",
+    "shipped_version",
 ]
 
 BATCH_SIZES = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -71,6 +82,10 @@ def check_runtime(runtime: str) -> None:
         )
 
 
+def _data_text(name: str) -> str:
+    return resources.files("serve_bench.predict").joinpath("data", name).read_text(encoding="utf-8")
+
+
 @cache
 def published_observations(runtime: str = "tensorflow") -> tuple[Observation, ...]:
     """The shipped published figures of one runtime, all NVIDIA DeepLearningExamples' inference tables.
@@ -80,7 +95,7 @@ def published_observations(runtime: str = "tensorflow") -> tuple[Observation, ..
     Paddle-TRT (A100 80 GB, A30, A10; TF32 and FP16). Read once per process: every prediction asks.
     """
     check_runtime(runtime)
-    text = resources.files("serve_bench.predict").joinpath("data", PUBLISHED_FILES[runtime]).read_text()
+    text = _data_text(PUBLISHED_FILES[runtime])
     return tuple(
         Observation(r["device"], r["precision"], int(r["batch_size"]), float(r["images_per_s"]), r["model"])
         for r in csv.DictReader(text.splitlines())
@@ -187,17 +202,29 @@ def run_by(cost: GraphCost, runtime: str) -> GraphCost:
     return fuse_pointwise(cost) if runtime == "tensorrt" else cost
 
 
+def _calibration_set(klass: str, runtime: str) -> tuple[dict[str, GraphCost], list[Observation]]:
+    """The reference models' costs as ``runtime`` runs them, and its tables' rows of a precision class."""
+    costs = {name: run_by(cost, runtime) for name, cost in reference_costs().items()}
+    return costs, [o for o in published_observations(runtime) if precision_class(o.precision) == klass]
+
+
+@cache
+def fitted(klass: str, runtime: str = "tensorflow") -> Efficiency:
+    """The efficiencies fitted on every shipped table of a precision class and runtime (what predictions use)."""
+    costs, observations = _calibration_set(klass, runtime)
+    return fit(costs, observations, device_table(), COPY_OVERLAPS[runtime])
+
+
 @cache
 def calibration(klass: str, runtime: str = "tensorflow") -> Calibration:
     """Fit a precision class on a runtime's shipped tables, and measure its errors with a device, then a model,
     left out."""
-    costs = {name: run_by(cost, runtime) for name, cost in reference_costs().items()}
+    costs, observations = _calibration_set(klass, runtime)
     devices = device_table()
-    observations = [o for o in published_observations(runtime) if precision_class(o.precision) == klass]
     several_models = len({o.model for o in observations}) > 1
     overlaps = COPY_OVERLAPS[runtime]
     return Calibration(
-        fit(costs, observations, devices, overlaps),
+        fitted(klass, runtime),
         leave_one_device_out(costs, observations, devices, overlaps),
         leave_one_model_out(costs, observations, devices, overlaps) if several_models else None,
     )
@@ -218,6 +245,8 @@ class Prediction:
     model_error: LeaveOneOut | None  # with the model left out (None: the runtime's tables have one model)
     calibrated_on: tuple[str, ...]  # the devices of the runtime's tables: the error bars were measured among them
     unknown_ops: tuple[str, ...]
+    efficiency: Efficiency  # the fitted parameters this prediction used
+    fit: ModelVersion  # the shipped fit's name and hash (``shipped_version``)
 
     @property
     def gain(self) -> float:
@@ -253,6 +282,8 @@ class Prediction:
             **({"model_error": _error_json(self.model_error)} if self.model_error is not None else {}),
             "calibrated_on": list(self.calibrated_on),
             "unknown_ops": list(self.unknown_ops),
+            "fit": {**self.fit.to_json(), "form": FORM, "fitted": _parameters(self.efficiency)},
+            "device_figures": _figures(self.device),
             "predicted": True,
         }
 
@@ -307,4 +338,72 @@ def predict(
         fitted.model_out,
         tuple(sorted({o.device for o in published_observations(runtime)})),
         cost.unknown,
+        fitted.efficiency,
+        shipped_version(),
     )
+
+
+def _parameters(eff: Efficiency) -> dict[str, float]:
+    return {"compute": eff.compute, "memory": eff.memory, "per_op_s": eff.per_op_s, "per_call_s": eff.per_call_s}
+
+
+_FIGURES = ("fp32_tflops", "tf32_tflops", "fp16_tflops", "mem_bw_gbs", "mem_gb", "pcie_gen", "pcie_lanes")
+
+
+def _figures(device: Device) -> dict[str, Any]:
+    """The device's figures a prediction is made from (its sources stay in the table)."""
+    return {name: getattr(device, name) for name in _FIGURES}
+
+
+def shipped_tables() -> dict[str, str]:
+    """The text of every shipped table a fit is made from: the published figures and the reference costs."""
+    return {name: _data_text(name) for name in (*PUBLISHED_FILES.values(), REFERENCE_FILE)}
+
+
+def _probe() -> dict[str, Any]:
+    """Seconds the shipped form gives each reference model, as each runtime runs it, at batch 1 and 256 on
+    every (device, precision) of that runtime's tables, its images copied then computed as a prediction does."""
+    devices = device_table()
+    probe: dict[str, Any] = {}
+    for runtime in RUNTIMES:
+        costs = {name: run_by(cost, runtime) for name, cost in reference_costs().items()}
+        for device, precision in sorted({(o.device, o.precision) for o in published_observations(runtime)}):
+            eff = fitted(precision_class(precision), runtime)
+            probe[f"{runtime} {device} {precision}"] = {
+                name: [time_per_batch(cost, devices[device], precision, b, eff) for b in (1, 256)]
+                for name, cost in sorted(costs.items())
+            }
+    return probe
+
+
+def shipped_inputs(tables: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Everything the shipped version's hash is made of (``tables`` in place of ``shipped_tables()``):
+    the fitted parameters of every runtime and precision class, each table's digest, the figures of the
+    devices the tables measured, and the form (its constants and what it predicts for the reference models)."""
+    texts = shipped_tables() if tables is None else tables
+    classes = sorted({precision_class(p) for p in PRECISIONS})
+    measured = sorted({o.device for runtime in RUNTIMES for o in published_observations(runtime)})
+    inputs: dict[str, Any] = rounded(
+        {
+            "fitted": {r: {k: _parameters(fitted(k, r)) for k in classes} for r in RUNTIMES},
+            "tables": {name: text_digest(text) for name, text in sorted(texts.items())},
+            "calibration_devices": {d: _figures(device_table()[d]) for d in measured},
+            "form": {
+                "pcie_gbs_per_lane": PCIE_GBS_PER_LANE,
+                "copy_overlaps": COPY_OVERLAPS,
+                "published_files": PUBLISHED_FILES,
+                "families_left_out_together": _FAMILIES,
+                "saturation": SATURATION,
+                "precision_class": {p: precision_class(p) for p in PRECISIONS},
+                "bytes_per_element": {p: bytes_per_element(p) for p in PRECISIONS},
+                "probe_s": _probe(),
+            },
+        }
+    )
+    return inputs
+
+
+@cache
+def shipped_version() -> ModelVersion:
+    """The shipped fit's name (``FIT_VERSION``) and the sha256 of ``shipped_inputs()``, computed from what ships."""
+    return ModelVersion(FIT_VERSION, content_hash(shipped_inputs()))
