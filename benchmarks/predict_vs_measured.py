@@ -1,0 +1,229 @@
+"""A frozen prediction beside what a GPU run measured: images/s and the batching gain, batch by batch.
+
+Given a measured run directory (points.jsonl) and one prediction file that `serve-bench predict
+--predictions` wrote before the measurement (benchmarks/results/predicted-*/), prints per batch
+size the predicted and measured images/s and the error (predicted / measured - 1: positive means the
+prediction was too fast), then the batching gain (best images/s over batch 1's) of each, over the
+batch sizes both have.
+
+Measured points are the GPU target's client-batching points of the prediction's model (closed loop,
+one request in flight, float images, no errors: B images per request and nothing queued beside them,
+which is what a prediction describes); repeats of a batch size count by their median. The precision a
+point ran at is read from its server knobs or its notes ("precision tf32"); where the points do not say,
+give --precision.
+
+    .venv/bin/python benchmarks/predict_vs_measured.py RUN_DIR \\
+        benchmarks/results/predicted-2026-11-26/inception_v3-tensorrt-tf32.json --device h100
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from serve_bench.errors import UserError
+from serve_bench.stats import Interval, Point, read_points
+
+# the words a runtime may use for a precision, in predict's vocabulary
+_PRECISION_WORDS = {
+    "fp32": "fp32",
+    "f32": "fp32",
+    "float32": "fp32",
+    "highest": "fp32",
+    "tf32": "tf32",
+    "tensorfloat32": "tf32",
+    "mixed": "mixed",
+    "fp16": "mixed",
+    "f16": "mixed",
+    "float16": "mixed",
+    "bf16": "mixed",
+    "bfloat16": "mixed",
+}
+_IN_NOTES = re.compile(r"\bprecision\b[\s=:]+([A-Za-z0-9_]+)", re.IGNORECASE)
+
+
+def point_precision(point: Point) -> str | None:
+    """The precision a point's runtime ran at, in predict's words, from its knobs or notes; None if unsaid."""
+    said = [v for k, v in point.server_config if "precision" in k.lower()]
+    said += [m.group(1) for note in point.notes for m in _IN_NOTES.finditer(note)]
+    for word in said:
+        if word.lower() in _PRECISION_WORDS:
+            return _PRECISION_WORDS[word.lower()]
+    return None
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A target's images/s by batch size (median of repeats), with the interval of a batch measured once."""
+
+    target: str
+    precision_from: str  # "its points" or "--precision"
+    images_per_s: dict[int, float]
+    intervals: dict[int, Interval]
+
+
+def measured(
+    points: Sequence[Point], model: str, precision: str, target: str | None = None, given: bool = False
+) -> Measured:
+    """The GPU target's client-batching images/s of ``model`` at ``precision`` (``given``: the user said the
+    points ran at it, where they do not say). Raises UserError naming what is missing or ambiguous."""
+    candidates = [
+        p
+        for p in points
+        if p.model == model and p.target.device != "cpu" and p.is_client_batching and p.items_per_s > 0
+    ]
+    if target is not None:
+        candidates = [p for p in candidates if p.target.name == target]
+    names = sorted({p.target.name for p in candidates})
+    if not names:
+        where = f"target {target!r}" if target else "a GPU target"
+        raise UserError(f"no client-batching points of {model} on {where} (closed loop, one request in flight)")
+    if len(names) > 1:
+        raise UserError(f"points of {model} on several GPU targets ({', '.join(names)}); choose one with --target")
+    unsaid = [p for p in candidates if point_precision(p) is None]
+    if unsaid and not given:
+        raise UserError(
+            f"the points of {names[0]} do not say their precision (knobs or notes); give --precision {precision} "
+            "if they ran at it"
+        )
+    chosen = [p for p in candidates if point_precision(p) in (precision, None)]
+    if not chosen:
+        seen = sorted({str(point_precision(p)) for p in candidates})
+        raise UserError(f"{names[0]} measured {model} at {', '.join(seen)}, not at {precision}")
+    by_batch: dict[int, list[Point]] = {}
+    for p in chosen:
+        by_batch.setdefault(p.batch_size, []).append(p)
+    intervals = {
+        b: ps[0].throughput.items_per_s_ci
+        for b, ps in by_batch.items()
+        if len(ps) == 1 and ps[0].throughput.items_per_s_ci is not None
+    }
+    return Measured(
+        names[0],
+        "--precision" if given and unsaid else "its points",
+        {b: statistics.median(p.items_per_s for p in ps) for b, ps in sorted(by_batch.items())},
+        {b: i for b, i in intervals.items() if i is not None},
+    )
+
+
+def prediction_row(record: dict[str, Any], device: str | None) -> dict[str, Any]:
+    """The row of a predictions file for ``device`` (the only row where there is one)."""
+    rows = record.get("predictions")
+    if not isinstance(rows, list) or not rows:
+        raise UserError("not a serve-bench predictions file (no predictions in it)")
+    if device is None:
+        if len(rows) > 1:
+            raise UserError(f"the file predicts {', '.join(r['device'] for r in rows)}; choose one with --device")
+        return dict(rows[0])
+    for row in rows:
+        if row["device"] == device:
+            return dict(row)
+    raise UserError(f"the file has no prediction for {device!r}: {', '.join(r['device'] for r in rows)}")
+
+
+@dataclass(frozen=True)
+class Row:
+    batch: int
+    predicted: float | None
+    measured: float | None
+    interval: Interval | None
+
+    @property
+    def error(self) -> float | None:
+        """predicted / measured - 1 (positive: the prediction was too fast)."""
+        return None if self.predicted is None or not self.measured else self.predicted / self.measured - 1
+
+
+@dataclass(frozen=True)
+class Gain:
+    """Best images/s over batch 1's, over the batch sizes both sides have."""
+
+    predicted: float
+    predicted_at: int
+    measured: float
+    measured_at: int
+
+    @property
+    def error(self) -> float:
+        return self.predicted / self.measured - 1
+
+
+def compare(row: dict[str, Any], seen: Measured) -> tuple[list[Row], Gain | None]:
+    """Per batch size (every one either side has) predicted and measured images/s; the two gains."""
+    predicted = dict(zip((int(b) for b in row["batch_sizes"]), (float(v) for v in row["images_per_s"])))
+    rows = [
+        Row(b, predicted.get(b), seen.images_per_s.get(b), seen.intervals.get(b))
+        for b in sorted({*predicted, *seen.images_per_s})
+    ]
+    both = [r for r in rows if r.predicted is not None and r.measured is not None]
+    if not both or both[0].batch != 1:
+        return rows, None
+    best_p = max(both, key=lambda r: r.predicted or 0.0)
+    best_m = max(both, key=lambda r: r.measured or 0.0)
+    first = both[0]
+    assert first.predicted is not None and first.measured is not None
+    assert best_p.predicted is not None and best_m.measured is not None
+    return rows, Gain(best_p.predicted / first.predicted, best_p.batch, best_m.measured / first.measured, best_m.batch)
+
+
+def report(record: dict[str, Any], row: dict[str, Any], seen: Measured) -> str:
+    """The text this script prints."""
+    rows, gain = compare(row, seen)
+    fit = row.get("fit") or {}
+    fit_text = f"fit {fit.get('version', '?')}, sha256 {str(fit.get('sha256', '?'))[:12]}" if fit else "fit unrecorded"
+    lines = [
+        f"{record.get('model', '?')} on {row.get('name', row['device'])} ({row['device']}), {row['precision']}, "
+        f"predicted by {row.get('runtime', 'tensorflow')} ({fit_text})",
+        f"measured: {seen.target}, precision from {seen.precision_from}, one request in flight",
+        f"{'batch':>5} {'predicted':>10} {'measured':>10} {'95% CI':>20} {'error':>8}",
+    ]
+    for r in rows:
+        lines.append(
+            f"{r.batch:>5} {'-' if r.predicted is None else f'{r.predicted:.1f}':>10} "
+            f"{'-' if r.measured is None else f'{r.measured:.1f}':>10} "
+            f"{r.interval.describe() if r.interval else '':>20} "
+            f"{'' if r.error is None else f'{r.error:+.1%}':>8}"
+        )
+    if gain is None:
+        lines.append("batching gain: not compared (batch 1 is not on both sides)")
+    else:
+        lines.append(
+            f"batching gain (best / batch 1, batch sizes on both sides): predicted {gain.predicted:.2f}x "
+            f"(at {gain.predicted_at}), measured {gain.measured:.2f}x (at {gain.measured_at}), "
+            f"error {gain.error:+.1%}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("run", type=Path, help="a measured run directory (points.jsonl)")
+    parser.add_argument("predictions", type=Path, help="a predictions file `serve-bench predict` wrote")
+    parser.add_argument("--device", default=None, help="the predicted device's id, where the file has several")
+    parser.add_argument("--target", default=None, help="the measured GPU target's name, where the run has several")
+    parser.add_argument("--precision", default=None, help="the precision the points ran at, where they do not say")
+    args = parser.parse_args(argv)
+    try:
+        record = json.loads(args.predictions.read_text(encoding="utf-8"))
+        row = prediction_row(record, args.device)
+        if args.precision is not None and args.precision != row["precision"]:
+            raise UserError(f"--precision {args.precision}: the prediction is of {row['precision']}")
+        seen = measured(
+            read_points(args.run), record["model"], row["precision"], args.target, args.precision is not None
+        )
+    except (UserError, OSError, json.JSONDecodeError, KeyError) as exc:
+        print(f"predict_vs_measured: {exc}", file=sys.stderr)
+        return 2
+    print(report(record, row, seen))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
