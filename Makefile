@@ -13,6 +13,13 @@ $(STAMP): pyproject.toml constraints.txt
 	$(PY) -m pip install --quiet -c constraints.txt -e '.[all]'
 	touch $(STAMP)
 
+# TF Serving's message descriptors ship in the package (serve_bench/_tfs_descriptors.binpb), so the plain
+# install needs no TensorFlow; they are generated from the pinned tensorflow and tensorflow-serving-api wheels
+# (after a new pin: make descriptors). tests/test_descriptors.py fails while the shipped file differs from them.
+.PHONY: descriptors
+descriptors: $(STAMP)
+	$(PY) -m serve_bench._protos --write
+
 # The servers nobody here wrote (real Triton 2.51, MLServer 1.7.1) run from an environment of their own,
 # as they would from their containers: they need numpy<2 and protobuf<7, the project needs neither.
 # serve_bench.servers finds it at .venv-servers (or $$SERVE_BENCH_SERVERS_ENV).

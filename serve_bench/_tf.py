@@ -1,4 +1,8 @@
-"""The one door to TensorFlow, for export/, server/ and predict/ (and the pipeline's in-process run)."""
+"""The one door to TensorFlow, for export/, server/ and predict/ (and the pipeline's in-process run).
+
+TensorFlow is an extra (``serve-bench[tensorflow]``): the plain install has none, and whatever
+needs it says so in one line, naming the extra.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,18 @@ import tempfile
 from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
+
+from serve_bench.errors import UserError, first_line
+
+TENSORFLOW_EXTRA = "pip install 'serve-bench[tensorflow]'"
+
+# Who needs TensorFlow, by the calling module, for the one line a user reads when it is missing.
+_NEEDED_BY = (
+    ("serve_bench.export", "export"),
+    ("serve_bench.server", "the local server"),
+    ("serve_bench.predict", "predict (the exported graph's costs)"),
+    ("serve_bench.pipeline", "the pipeline's in-process run"),
+)
 
 
 @contextlib.contextmanager
@@ -33,18 +49,47 @@ def _captured_stderr_fd() -> Iterator[None]:
             os.close(saved)
 
 
-@functools.cache
-def import_tensorflow() -> ModuleType:
-    """Import TensorFlow quietly (its start-up logs are noise in a CLI)."""
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    try:
-        with _captured_stderr_fd():
-            import tensorflow as tf
+class TensorFlowMissing(UserError, ImportError):
+    """TensorFlow is not installed (or does not import): one line naming the extra that brings it.
 
-            tf.get_logger().setLevel("ERROR")
-            tf.config.list_physical_devices()  # device discovery logs cuInit failures
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("TensorFlow is needed here: pip install 'tensorflow==2.21.0'") from exc
+    A UserError, so the CLI prints it as one line (exit status 2); an ImportError too, so code that
+    asks "is TensorFlow here?" with ``except ImportError`` keeps working.
+    """
+
+
+def import_tensorflow(needed_by: str | None = None) -> ModuleType:
+    """Import TensorFlow quietly (its start-up logs are noise in a CLI), once per process.
+
+    Without TensorFlow this raises TensorFlowMissing saying what needed it (``needed_by``; by default
+    the calling part of serve-bench, e.g. "export") and which extra installs it.
+    """
+    try:
+        return _import_quietly()
+    except ImportError as exc:
+        who = needed_by or _caller()
+        if isinstance(exc, ModuleNotFoundError) and exc.name == "tensorflow":
+            message = f"{who} needs TensorFlow, which is not installed: {TENSORFLOW_EXTRA}"
+        else:  # installed but broken (a missing dependency, a bad wheel): say what failed
+            message = f"{who} needs TensorFlow, which fails to import ({first_line(exc)}): {TENSORFLOW_EXTRA}"
+        raise TensorFlowMissing(message) from exc
+
+
+def _caller() -> str:
+    frame = sys._getframe(1)
+    while frame.f_back is not None and frame.f_globals.get("__name__") == __name__:
+        frame = frame.f_back
+    module = str(frame.f_globals.get("__name__", ""))
+    return next((who for prefix, who in _NEEDED_BY if module.startswith(prefix)), "this command")
+
+
+@functools.cache
+def _import_quietly() -> ModuleType:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    with _captured_stderr_fd():
+        import tensorflow as tf
+
+        tf.get_logger().setLevel("ERROR")
+        tf.config.list_physical_devices()  # device discovery logs cuInit failures
     module: ModuleType = tf  # TensorFlow ships no type information: its module is Any to mypy
     return module
 
