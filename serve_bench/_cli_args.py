@@ -110,7 +110,9 @@ def export_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--runtimes",
         default=None,
-        help="tensorflow,onnxruntime,openvino: also convert the SavedModel for these (default: every one installed)",
+        help="tensorflow,onnxruntime,openvino,jax: also convert the SavedModel for these (default: every one "
+        "installed but jax, whose check starts a process of its own). Without TensorFlow installed, "
+        "--runtimes jax --weights random writes the jax copy alone, built with random weights where it runs",
     )
 
 
@@ -262,7 +264,7 @@ def predict_args(p: argparse.ArgumentParser) -> None:
         default=["t4", "a100"],
         metavar="DEVICE",
         help="devices from the shipped table: t4 l4 a10 a10g a30 v100 v100-32gb v100-pcie a100 a100-80gb a100-pcie "
-        "h100 h100-pcie (default: t4 a100)",
+        "h100 h100-pcie h200 (default: t4 a100)",
     )
     p.add_argument(
         "--precision",

@@ -35,6 +35,13 @@ def export(args: argparse.Namespace) -> int:
     library.get_spec(args.model)  # fail on a bad name before TensorFlow starts
     sizes = library.parse_batch_sizes(args.warmup_batch_sizes)
     runtimes = library.parse_runtimes(args.runtimes) if args.runtimes is not None else None
+    if runtimes is not None and not library.tensorflow_installed():
+        # a host without TensorFlow (a GPU host with JAX): copies for runtimes that build the model themselves
+        for path in library.export_without_tensorflow(
+            args.model, runtimes, weights=args.weights, out=args.models_dir, version=args.version
+        ):
+            print(f"{args.model}: {path.parent} (random weights, built from the catalogue where it runs)")
+        return 0
     result = library.export_model(
         args.model,
         weights=args.weights,
@@ -220,6 +227,8 @@ def predict(args: argparse.Namespace) -> int:
         f"{args.model}, predicted (not measured): {cost.flops_per_image / 1e9:.2f} GFLOPs, "
         f"{cost.weight_elements / 1e6:.1f} M weights, {len(cost.ops)} ops"
     )
+    if predictions:
+        print(f"  {predictions[0].fit.describe()}")  # the frozen fit these figures come from
     if cost.unknown:
         print(f"  ops it does not know, costed as copies: {', '.join(cost.unknown)}")
     cpu = None

@@ -179,7 +179,7 @@ def test_missing_weights_file(tmp_path, capsys):
 
 def test_weights_file_round_trip(tmp_path, tf):
     spec = export.get_spec("tiny")
-    model = spec.build(tf, None)
+    model = spec.build(tf.keras, None)
     path = tmp_path / "tiny.weights.h5"
     model.save_weights(str(path))
     result = export.export_model("tiny", weights=str(path), out=tmp_path / "m", warmup_batch_sizes=(1,))
@@ -201,10 +201,10 @@ def test_imagenet_download_failure_suggests_random(tmp_path, capsys, monkeypatch
     # depending on how this machine's resolver fails.
     spec = export.get_spec("mobilenet_v2")
 
-    def offline_build(tf, weights):
+    def offline_build(keras, weights):
         if weights == "imagenet":
             raise OSError("URL fetch failure on https://storage.googleapis.com/...: [Errno -3] name resolution")
-        return spec.build(tf, weights)
+        return spec.build(keras, weights)
 
     monkeypatch.setitem(export.CATALOGUE, "mobilenet_v2", spec.__class__(**{**spec.__dict__, "build": offline_build}))
     assert main(["export", "mobilenet_v2", "--weights", "imagenet", "--models-dir", str(tmp_path)]) == 2

@@ -290,6 +290,11 @@ def test_predict_prints_and_writes_predictions_marked_as_such(models_dir, tmp_pa
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "predicted (not measured)" in printed
+    from serve_bench.predict import shipped_version
+
+    # the frozen fit the figures come from, named in one line (version and the hash's first 12 digits)
+    fit = shipped_version()
+    assert f"fit {fit.name}, sha256 {fit.sha256[:12]}" in printed
     assert "error, device left out" in printed and "error, model left out" in printed
     assert max(len(line) for line in printed.splitlines() if not line.startswith("predictions: ")) <= 80
     import json

@@ -11,7 +11,7 @@ Importing this package does not import TensorFlow.
 """
 
 from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo, TensorInfo, Transport
-from serve_bench.client._client import Client, Response, connect, parse_target, server_kind
+from serve_bench.client._client import Client, Response, connect, parse_target, server_kind, server_runtime
 from serve_bench.client._errors import (
     ConnectError,
     InvalidArgument,
@@ -54,5 +54,6 @@ __all__ = [
     "parse_target",
     "predict_stream",
     "server_kind",
+    "server_runtime",
     "user_error",
 ]

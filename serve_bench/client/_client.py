@@ -14,7 +14,7 @@ from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo
 from serve_bench.client._errors import ConnectError, InvalidArgument, InvalidTarget, NotFound, ServeBenchError
 from serve_bench.codec import DT_STRING, DTYPE_TO_NUMPY, dtype_name
 
-__all__ = ["Client", "Response", "connect", "parse_target", "server_kind"]
+__all__ = ["Client", "Response", "connect", "parse_target", "server_kind", "server_runtime"]
 
 DEFAULT_TIMEOUT = 30.0
 
@@ -62,6 +62,17 @@ def parse_target(url: str) -> tuple[str, str, int]:
 
 # servers that name themselves "<name>/<version>" in the Open Inference Protocol's server metadata (GET /v2)
 _V2_SERVERS = ("triton", "mlserver")
+
+
+def server_runtime(client: Client) -> tuple[str, str]:
+    """(runtime, what it runs with) as the local server says it in its identity, for a runtime other than
+    TensorFlow: ("jax", "runtime jax; device gpu:0 NVIDIA H100 80GB HBM3; precision tf32 ..."); ("", "")
+    when the server says nothing of it."""
+    identity = client.transport.server_identity or ""
+    if not identity.startswith("serve-bench-local") or "(runtime " not in identity:
+        return "", ""
+    said = identity[identity.index("(runtime ") + 1 :].removesuffix(")")
+    return said.split(";", 1)[0].removeprefix("runtime ").strip(), said
 
 
 def server_kind(client: Client, declared: str = "") -> tuple[str, str]:

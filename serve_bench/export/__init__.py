@@ -29,8 +29,10 @@ from serve_bench.export._export import (
     ExportResult,
     ModelFacts,
     export_model,
+    export_without_tensorflow,
     model_facts,
     parse_batch_sizes,
+    tensorflow_installed,
 )
 from serve_bench.export._layout import (
     METADATA_FILE,
@@ -81,6 +83,7 @@ __all__ = [
     "converted_model_path",
     "describe_export",
     "export_model",
+    "export_without_tensorflow",
     "feature_tolerance",
     "get_spec",
     "installed_runtimes",
@@ -97,6 +100,7 @@ __all__ = [
     "read_metadata",
     "read_warmup_records",
     "relative_difference",
+    "tensorflow_installed",
     "triton_config_text",
     "warmup_requests",
     "write_mlserver_model",

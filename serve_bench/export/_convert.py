@@ -44,6 +44,7 @@ import numpy as np
 
 from serve_bench.errors import InvalidValue, UserError, first_line
 from serve_bench.export._layout import discard_staging, read_metadata
+from serve_bench.runtimes import RECORDS, record
 
 __all__ = [
     "CONVERSION_FILE",
@@ -63,13 +64,18 @@ __all__ = [
     "summation_profile",
 ]
 
-RUNTIMES = ("tensorflow", "onnxruntime", "openvino")
+# the runtimes that keep their facts here, then those with a record of their own (serve_bench.runtimes)
+RUNTIMES = ("tensorflow", "onnxruntime", "openvino", *RECORDS)
 CONVERTED_RUNTIMES = RUNTIMES[1:]
 RUNTIMES_EXTRA = "pip install 'serve-bench[runtimes]'"
 ONNX_OPSET = 17  # within what Triton 2.51's ONNX Runtime (1.19) and ONNX Runtime 1.31 both run
 CONVERSION_FILE = "conversion.json"
 # repository directory, model file, the packages each runtime needs (to convert and to run)
-_LAYOUT = {"onnxruntime": ("onnx", "model.onnx"), "openvino": ("openvino", "model.xml")}
+_LAYOUT = {
+    "onnxruntime": ("onnx", "model.onnx"),
+    "openvino": ("openvino", "model.xml"),
+    **{r.name: (r.directory, r.model_file) for r in RECORDS.values()},
+}
 _PACKAGES = {"onnxruntime": ("tf2onnx", "onnx", "onnxruntime"), "openvino": ("openvino",)}
 # the unit roundoff of float32: every sum of products is exact to within this, relative, per term
 FLOAT32_ROUNDOFF = 2.0**-24
@@ -107,6 +113,9 @@ def parse_runtimes(text: str) -> tuple[str, ...]:
 
 def missing_runtime(runtime: str) -> str | None:
     """One line naming what to install when ``runtime``'s packages are not here, else None."""
+    kept = record(runtime)
+    if kept is not None:
+        return kept.missing()
     absent = [package for package in _PACKAGES.get(runtime, ()) if importlib.util.find_spec(package) is None]
     if not absent:
         return None
@@ -259,10 +268,12 @@ def convert_saved_model(
     version: int,
     tolerance: float,
     run: Callable[[str, Path, dict[str, np.ndarray]], dict[str, np.ndarray]],
+    keras_model: Any = None,
 ) -> Conversion:
     """Convert ``signature`` (``saved_model``'s serving_default, loaded; its loaded object must be held by
     the caller) for ``runtime``, check it answers as TensorFlow does, and move it into place (staged beside
-    it, renamed at the end, as the SavedModel is)."""
+    it, renamed at the end, as the SavedModel is). A runtime with a record of its own writes its copy from
+    ``keras_model`` (the Keras model exported) and answers the check its own way."""
     destination = converted_model_path(models_dir, runtime, model, version)
     directory = destination.parent
     shutil.rmtree(directory, ignore_errors=True)  # an older export's copy of this version must not outlive it
@@ -270,10 +281,14 @@ def convert_saved_model(
     staging_root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f"{version}-", dir=staging_root))
     started = time.perf_counter()
-    converter = _CONVERTER_NAMES[runtime]
+    kept = record(runtime)
+    converter = kept.converter if kept is not None else _CONVERTER_NAMES[runtime]
     try:
         try:
-            converter = _CONVERTERS[runtime](tf, signature, staging / destination.name)
+            if kept is not None and kept.write is not None:
+                kept.write(keras_model, model, staging, str(saved_model))
+            else:
+                converter = _CONVERTERS[runtime](tf, signature, staging / destination.name)
         except Exception as exc:  # each converter raises its own kinds; the reason is what matters
             reason = _reason(exc)
             return Conversion(runtime, None, converter, time.perf_counter() - started, reason=reason)
@@ -281,7 +296,9 @@ def convert_saved_model(
         images = _check_images(signature)
         expected = {name: tensor.numpy() for name, tensor in signature(**images).items()}
         try:
-            error = relative_difference(expected, run(runtime, staging / destination.name, images))
+            copy = staging / destination.name
+            answered = kept.answer(copy, images) if kept is not None and kept.answer else run(runtime, copy, images)
+            error = relative_difference(expected, answered)
         except Exception as exc:  # converted, but it does not load or run in the runtime, or names other outputs
             reason = f"the converted model does not run in {runtime}: {_reason(exc)}"
             return Conversion(runtime, None, converter, seconds, reason=reason)
@@ -297,9 +314,11 @@ def convert_saved_model(
                 f"(float32 allows {tolerance:.2g})",
             )
         conversion = Conversion(runtime, destination, converter, seconds, error, tolerance)
-        record = {**asdict(conversion), "path": str(destination), "source": str(saved_model)}
-        record["runtime_version"] = _version(_PACKAGES[runtime][-1])
-        (staging / CONVERSION_FILE).write_text(json.dumps(record, indent=2) + "\n")
+        facts = {**asdict(conversion), "path": str(destination), "source": str(saved_model)}
+        facts["runtime_version"] = _version((kept.packages if kept is not None else _PACKAGES[runtime])[-1])
+        written = staging / CONVERSION_FILE  # a copy may keep its own facts there (the jax runtime's model)
+        earlier = json.loads(written.read_text()) if written.is_file() else {}
+        written.write_text(json.dumps({**earlier, **facts}, indent=2) + "\n")
         os.rename(staging, directory)
         return conversion
     finally:

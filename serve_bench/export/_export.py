@@ -31,8 +31,17 @@ from serve_bench.export._convert import (
     summation_profile,
 )
 from serve_bench.export._layout import METADATA_FILE, WARMUP_FILE, discard_staging, list_versions
+from serve_bench.runtimes import record, write_random_copy
 
-__all__ = ["ExportResult", "ModelFacts", "export_model", "model_facts", "parse_batch_sizes"]
+__all__ = [
+    "ExportResult",
+    "ModelFacts",
+    "export_model",
+    "export_without_tensorflow",
+    "model_facts",
+    "parse_batch_sizes",
+    "tensorflow_installed",
+]
 
 DEFAULT_WARMUP_BATCH_SIZES = (1, 8, 32)
 
@@ -91,12 +100,12 @@ def parse_batch_sizes(text: str, what: str = "warmup_batch_sizes") -> tuple[int,
 
 def _build_keras(tf: Any, spec: ModelSpec, weights: str) -> Any:
     if weights == "random":
-        return spec.build(tf, None)
+        return spec.build(tf.keras, None)
     if weights == "imagenet":
         if not spec.has_imagenet_weights:
             raise UserError(f"model {spec.name!r} has no ImageNet weights; use random weights", parameter="weights")
         try:
-            return spec.build(tf, "imagenet")
+            return spec.build(tf.keras, "imagenet")
         except Exception as exc:  # urllib/HTTP/OS errors from keras' downloader
             reason = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise UserError(
@@ -107,7 +116,7 @@ def _build_keras(tf: Any, spec: ModelSpec, weights: str) -> Any:
     path = Path(weights)
     if not path.is_file():
         raise InvalidValue("weights", weights, "imagenet, random or the path of a Keras weights file (no such file)")
-    model = spec.build(tf, None)
+    model = spec.build(tf.keras, None)
     try:
         model.load_weights(str(path))
     except Exception as exc:
@@ -130,7 +139,7 @@ def _make_servable(tf: Any, spec: ModelSpec, keras_model: Any) -> Any:
 
         @tf.function(input_signature=[tf.TensorSpec([None, height, width, 3], tf.float32, name="images")])
         def serve(self, images: Any) -> dict[str, Any]:
-            features = self.model(spec.preprocess(tf, images), training=False)
+            features = self.model(spec.preprocess(images), training=False)
             return {"features": tf.cast(features, tf.float32)}
 
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="image_bytes")])
@@ -160,7 +169,7 @@ def count_flops_per_image(tf: Any, keras_model: Any, spec: ModelSpec) -> int:
         convert_variables_to_constants_v2_as_graph,
     )
 
-    forward = tf.function(lambda images: keras_model(spec.preprocess(tf, images), training=False))
+    forward = tf.function(lambda images: keras_model(spec.preprocess(images), training=False))
     concrete = forward.get_concrete_function(tf.TensorSpec([1, spec.height, spec.width, 3], tf.float32))
     _, graph_def = convert_variables_to_constants_v2_as_graph(concrete)
     options = tf.compat.v1.profiler.ProfileOptionBuilder.float_operation()
@@ -189,6 +198,27 @@ def model_facts(name: str, weights: str = "random") -> ModelFacts:
         weights=weights,
         tensorflow_version=tf.__version__,
     )
+
+
+def export_without_tensorflow(
+    name: str, runtimes: tuple[str, ...], *, weights: str, out: str | os.PathLike[str], version: int | None
+) -> list[Path]:
+    """What a host without TensorFlow can export: for each runtime that builds the catalogue model itself
+    (the jax runtime), a copy with random weights; UserError naming the extra for anything else."""
+    get_spec(name)
+    others = [r for r in runtimes if r != "tensorflow" and not getattr(record(r), "standalone", False)]
+    if others or weights != "random" or not [r for r in runtimes if r != "tensorflow"]:
+        import_tensorflow()  # the one-line error naming the extra
+    if version is not None and version <= 0:
+        raise InvalidValue("version", version, "a whole number >= 1")
+    _check_writable(Path(out))
+    return [write_random_copy(Path(out), name, version) for r in runtimes if r != "tensorflow"]
+
+
+def tensorflow_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("tensorflow") is not None
 
 
 def _check_writable(out: Path) -> None:
@@ -293,7 +323,7 @@ def export_model(
         write_triton_model(out, spec.name, out / "triton", version=latest),
         write_mlserver_model(out, spec.name, out / "mlserver", version=latest),
     )
-    conversions, notices = _convert(tf, destination, out, spec.name, version, facts, runtimes)
+    conversions, notices = _convert(tf, destination, out, spec.name, version, facts, runtimes, keras_model)
     return ExportResult(
         path=destination,
         version=version,
@@ -305,8 +335,20 @@ def export_model(
     )
 
 
+def _by_default(runtime: str) -> bool:
+    kept = record(runtime)
+    return kept is None or kept.converted_by_default
+
+
 def _convert(
-    tf: Any, saved_model: Path, out: Path, model: str, version: int, facts: ModelFacts, runtimes: tuple[str, ...] | None
+    tf: Any,
+    saved_model: Path,
+    out: Path,
+    model: str,
+    version: int,
+    facts: ModelFacts,
+    runtimes: tuple[str, ...] | None,
+    keras_model: Any,
 ) -> tuple[tuple[Conversion, ...], tuple[str, ...]]:
     from serve_bench.export._runners import RuntimeSettings, open_runner
 
@@ -315,15 +357,17 @@ def _convert(
 
     tolerance = feature_tolerance(facts.summing_layers, facts.max_summed_terms)
     # (every older copy of this version was removed before the new SavedModel went into place)
-    wanted = [r for r in CONVERTED_RUNTIMES if (r in runtimes if runtimes is not None else not missing_runtime(r))]
-    notices = [
-        f"not converted for {missing_runtime(r)}" for r in CONVERTED_RUNTIMES if runtimes is None and r not in wanted
-    ]
+    defaults = [r for r in CONVERTED_RUNTIMES if _by_default(r)]
+    wanted = [r for r in CONVERTED_RUNTIMES if (r in runtimes if runtimes is not None else r in defaults)]
+    if runtimes is None:
+        wanted = [r for r in wanted if not missing_runtime(r)]
+    notices = [f"not converted for {missing_runtime(r)}" for r in defaults if runtimes is None and r not in wanted]
     if not wanted:
         return (), tuple(notices)
     loaded = tf.saved_model.load(str(saved_model))  # loaded once for every runtime; held: the signature needs it
     signature = loaded.signatures["serving_default"]
     conversions = tuple(
-        convert_saved_model(tf, signature, saved_model, out, r, model, version, tolerance, run) for r in wanted
+        convert_saved_model(tf, signature, saved_model, out, r, model, version, tolerance, run, keras_model)
+        for r in wanted
     )
     return conversions, tuple(notices)

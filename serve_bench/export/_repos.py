@@ -29,6 +29,7 @@ from serve_bench.errors import InvalidValue, UserError
 from serve_bench.export._catalogue import get_spec
 from serve_bench.export._convert import RUNTIMES, converted_files
 from serve_bench.export._layout import list_versions, read_metadata
+from serve_bench.runtimes import record
 
 __all__ = [
     "MLSERVER_RUNTIME",
@@ -174,6 +175,11 @@ def _converted_files(models_dir: Path, runtime: str, model: str, version: int) -
     (``export --runtimes``; one line saying how when absent)."""
     if runtime not in RUNTIMES:
         raise InvalidValue("runtime", runtime, " | ".join(RUNTIMES))
+    if record(runtime) is not None:
+        raise UserError(
+            f"the {runtime} runtime runs behind the local server only (serve --runtime {runtime}); "
+            "Triton's and MLServer's models here run tensorflow, onnxruntime or openvino"
+        )
     return [] if runtime == "tensorflow" else converted_files(models_dir, runtime, model, version)
 
 

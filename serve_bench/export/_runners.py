@@ -19,8 +19,9 @@ import numpy as np
 
 from serve_bench.errors import InvalidValue, UserError
 from serve_bench.export._convert import RUNTIMES, missing_runtime
+from serve_bench.runtimes import RECORDS, record
 
-__all__ = ["OPENVINO_HINTS", "OPENVINO_PRECISIONS", "Runner", "RuntimeSettings", "open_runner"]
+__all__ = ["OPENVINO_HINTS", "OPENVINO_PRECISIONS", "CompilingRunner", "Runner", "RuntimeSettings", "open_runner"]
 
 OPENVINO_HINTS = ("LATENCY", "THROUGHPUT", "CUMULATIVE_THROUGHPUT")
 OPENVINO_PRECISIONS = ("f32", "bf16", "f16")
@@ -38,10 +39,24 @@ class RuntimeSettings:
     # INFERENCE_PRECISION_HINT; f32 by default, because OpenVINO's own default is bf16 on CPUs
     # with AVX512-BF16 (this AMD EPYC), which moved InceptionV3's features by 4e-3 of their range
     openvino_precision: str = "f32"
+    # where and in what precision a runtime with a record of its own runs (serve --device / --precision);
+    # the others run on the CPU in float32 (OpenVINO's precision is openvino_precision)
+    device: str = "cpu"
+    precision: str = "fp32"
 
     def __post_init__(self) -> None:
         if self.runtime not in RUNTIMES:
             raise InvalidValue("runtime", self.runtime, " | ".join(RUNTIMES))
+        kept = record(self.runtime)
+        if kept is not None:
+            kept.check_device(self.device)
+            kept.check_precision(self.precision)
+        elif (self.device, self.precision) != ("cpu", "fp32"):
+            with_record = ", ".join(RECORDS)
+            raise UserError(
+                f"device and precision are chosen for the {with_record} runtime; {self.runtime} runs on the CPU "
+                "in float32 here (leave --device and --precision out)"
+            )
         for name in ("intra_op_threads", "inter_op_threads", "openvino_streams"):
             if getattr(self, name) < 0:
                 raise InvalidValue(name, getattr(self, name), "0 (the runtime decides) or a number of threads")
@@ -56,6 +71,14 @@ class Runner(Protocol):
     input_names: list[str]
 
     def __call__(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]: ...
+
+
+class CompilingRunner(Runner, Protocol):
+    """A runner that builds one program per batch size (XLA): ``compile`` builds one ahead of its first call."""
+
+    compile_seconds: dict[int, float]
+
+    def compile(self, batch_size: int) -> float: ...
 
 
 class _OnnxRunner:
@@ -140,4 +163,8 @@ def open_runner(runtime: str, path: Path, settings: RuntimeSettings) -> Runner:
         return _OnnxRunner(path, settings)
     if runtime == "openvino":
         return _OpenVinoRunner(path, settings)
+    if runtime == "jax":
+        from serve_bench.runtimes import JaxRunner
+
+        return JaxRunner(path, settings.device, settings.precision)
     raise InvalidValue("runtime", runtime, " | ".join(RUNTIMES[1:]) + " (TensorFlow runs the SavedModel itself)")

@@ -12,14 +12,15 @@ from aiohttp import web
 from grpc import aio
 
 from serve_bench._tf import import_tensorflow
-from serve_bench.errors import UserError
-from serve_bench.server._config import ServerConfig
+from serve_bench.errors import UserError, first_line
+from serve_bench.runtimes import record
+from serve_bench.server._config import ServerConfig, compile_sizes
 from serve_bench.server._core import ServingCore
 from serve_bench.server._errors import ServingError
 from serve_bench.server._grpc import SERVER_OPTIONS, GrpcService, add_services
 from serve_bench.server._metrics import Metrics
 from serve_bench.server._rest import make_app
-from serve_bench.server._runtime import Model, ModelRegistry
+from serve_bench.server._runtime import Model, ModelRegistry, Servable
 
 __all__ = ["SERVER_KIND", "LocalServer"]
 
@@ -52,10 +53,11 @@ class LocalServer:
         self._runner: web.AppRunner | None = None
 
     def load(self) -> ModelRegistry:
-        tf = import_tensorflow()
-        if self.config.intra_op_threads:
+        # a runtime with a record of its own (jax) runs without TensorFlow: a GPU host may have none
+        tf = None if record(self.config.runtime.runtime) is not None else import_tensorflow()
+        if tf is not None and self.config.intra_op_threads:
             tf.config.threading.set_intra_op_parallelism_threads(self.config.intra_op_threads)
-        if self.config.inter_op_threads:
+        if tf is not None and self.config.inter_op_threads:
             tf.config.threading.set_inter_op_parallelism_threads(self.config.inter_op_threads)
         models = {}
         for entry in self.config.models:
@@ -71,8 +73,32 @@ class LocalServer:
                         raise UserError(f"model {entry.name!r}: a warm-up request failed: {exc.message}") from exc
                     if count:
                         log.info("replayed %d warm-up requests for %s version %d", count, entry.name, servable.version)
+                    self._compile(servable)
             models[entry.name] = model
         return ModelRegistry(models)
+
+    def _compile(self, servable: Servable) -> None:
+        """A runtime that compiles per batch shape builds, before the model is AVAILABLE, every size this
+        server will run: --compile_batch_sizes, else the batcher's allowed_batch_sizes, else the sizes it
+        can form (up to 64), else the sizes of the export's warm-up records."""
+        sizes = compile_sizes(self.config, servable)
+        if not sizes:
+            return
+        try:
+            seconds = servable.compile(sizes)
+        except ServingError as exc:
+            raise UserError(f"model {servable.name!r}: compiling for batch sizes failed: {exc.message}") from exc
+        except Exception as exc:  # the runtime's own kinds (an XLA error, out of device memory)
+            raise UserError(f"model {servable.name!r}: compiling for batch sizes failed: {first_line(exc)}") from exc
+        if seconds:
+            log.info(
+                "%s version %d: compiled batch sizes %s in %.1f s (%s)",
+                servable.name,
+                servable.version,
+                ",".join(str(size) for size in seconds),
+                sum(seconds.values()),
+                ", ".join(f"{size}: {s:.2f} s" for size, s in seconds.items()),
+            )
 
     async def start(self) -> BoundPorts:
         loop = asyncio.get_running_loop()

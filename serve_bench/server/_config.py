@@ -18,7 +18,10 @@ from serve_bench.export import (
     BatchingParametersError,
     BatchingParams,
     RuntimeSettings,
+    parse_batch_sizes,
+    read_metadata,
 )
+from serve_bench.runtimes import record
 
 __all__ = [
     "BatchingParametersError",
@@ -26,6 +29,7 @@ __all__ = [
     "ModelEntry",
     "ServerConfig",
     "build_arg_parser",
+    "compile_sizes",
     "config_from_args",
     "parse_batching_parameters",
     "parse_monitoring_config",
@@ -55,6 +59,7 @@ class ServerConfig:
     intra_op_threads: int = 0
     inter_op_threads: int = 0
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
+    compile_batch_sizes: tuple[int, ...] = ()  # --compile_batch_sizes: () lets compile_sizes choose
     ignored_flags: tuple[str, ...] = ()
     notices: tuple[str, ...] = ()
 
@@ -65,6 +70,39 @@ _OPENVINO_DEFAULTS: dict[str, object] = {
     "openvino_num_streams": 0,
     "openvino_inference_precision": "f32",
 }
+
+
+# a batcher without allowed_batch_sizes forms every size up to its largest: compiled at load up to this many
+MAX_FORMED_SIZES = 64
+
+
+def compile_sizes(config: ServerConfig, servable: Any) -> tuple[int, ...]:
+    """The batch sizes a runtime that compiles per shape builds at load (() for other runtimes):
+    --compile_batch_sizes; else the batcher's allowed_batch_sizes (it pads to them, as TF Serving does);
+    else every size it can form, up to MAX_FORMED_SIZES (past that, powers of two and its largest);
+    else the sizes of the export's warm-up records (what TF Serving replays at load), else 1."""
+    kept = record(config.runtime.runtime)
+    if kept is None or not kept.compiles_per_shape:
+        return ()
+    if config.compile_batch_sizes:
+        return config.compile_batch_sizes
+    batching = config.batching
+    if batching is not None:
+        largest = batching.execution_batch_size
+        if batching.allowed_batch_sizes:
+            return tuple(batching.allowed_batch_sizes)
+        if largest <= MAX_FORMED_SIZES:
+            return tuple(range(1, largest + 1))
+        return tuple(sorted({*(1 << i for i in range(largest.bit_length()) if 1 << i <= largest), largest}))
+    facts = read_metadata(servable.path) or {}
+    return tuple(int(size) for size in facts.get("warmup_batch_sizes") or (1,))
+
+
+def _batch_sizes(text: str) -> tuple[int, ...]:
+    try:
+        return parse_batch_sizes(text, "compile_batch_sizes")
+    except UserError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _parse_text(path: str, message_name: str, what: str) -> Any:
@@ -98,10 +136,16 @@ def parse_monitoring_config(path: str) -> str | None:
     return proto.prometheus_config.path or DEFAULT_METRICS_PATH
 
 
-def _resolve_base_path(base_path: str, models_dir: Path, name: str) -> Path:
+def _resolve_base_path(base_path: str, models_dir: Path, name: str, runtime: str = "tensorflow") -> Path:
     path = Path(base_path)
     if path.is_dir():
         return path
+    kept = record(runtime)
+    if kept is not None and kept.standalone:
+        # a host without TensorFlow has the runtime's own copy only: exported_models/<directory>/<model>
+        for candidate in (path, models_dir.joinpath(*path.parts[2:]) if path.parts[:2] == ("/", "models") else path):
+            if (candidate.parent / kept.directory / candidate.name).is_dir():
+                return candidate
     # models.config names container paths (/models/<name>); map them onto models_dir here.
     parts = path.parts
     if len(parts) >= 2 and parts[0] == "/" and parts[1] == "models":
@@ -214,8 +258,9 @@ def build_arg_parser(parser: argparse.ArgumentParser | None = None) -> argparse.
         "--runtime",
         choices=RUNTIMES,
         default="tensorflow",
-        help="run serving_default on this runtime (the copy export made under exported_models/onnx|openvino); "
-        "serving_bytes always runs on TensorFlow. The intra/inter-op flags above set its threads too",
+        help="run serving_default on this runtime (the copy export made under exported_models/onnx|openvino|jax); "
+        "serving_bytes runs on TensorFlow (not served with jax, which runs without it). The intra/inter-op "
+        "flags above set ONNX Runtime's and OpenVINO's threads too",
     )
     flag(
         "--openvino_performance_hint",
@@ -234,6 +279,25 @@ def build_arg_parser(parser: argparse.ArgumentParser | None = None) -> argparse.
         choices=OPENVINO_PRECISIONS,
         default=_OPENVINO_DEFAULTS["openvino_inference_precision"],
         help="OpenVINO's INFERENCE_PRECISION_HINT (default f32: its own default is bf16 where the CPU has it)",
+    )
+    flag(
+        "--device",
+        default="cpu",
+        help="where the runtime runs the model: cpu or gpu (the jax runtime; the others run on the CPU)",
+    )
+    flag(
+        "--precision",
+        default="fp32",
+        help="the runtime's arithmetic: fp32, tf32 (GPU tensor cores with TF32 inputs) or bf16 "
+        "(the jax runtime; the others compute float32)",
+    )
+    flag(
+        "--compile_batch_sizes",
+        type=_batch_sizes,
+        default=(),
+        help="batch sizes a runtime that compiles per shape (jax) builds before the model is AVAILABLE "
+        "(default: the batcher's allowed_batch_sizes, else every size it can form up to 64, else the export's "
+        "warm-up sizes)",
     )
     flag("--max_body_bytes", type=int, default=256 * 1024 * 1024, help="largest REST request body (default 256 MiB)")
     for name in _ACCEPTED_IGNORED:
@@ -284,14 +348,16 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
                 )
             entries.append(
                 ModelEntry(
-                    entry.name, _resolve_base_path(entry.base_path, models_dir, entry.name), dict(entry.version_labels)
+                    entry.name,
+                    _resolve_base_path(entry.base_path, models_dir, entry.name, args.runtime),
+                    dict(entry.version_labels),
                 )
             )
         if not entries:
             raise UserError(f"model config file {args.model_config_file} lists no models; export one first")
     elif args.model_base_path:
         name = args.model_name or "default"
-        entries.append(ModelEntry(name, _resolve_base_path(args.model_base_path, models_dir, name)))
+        entries.append(ModelEntry(name, _resolve_base_path(args.model_base_path, models_dir, name, args.runtime)))
     else:
         raise UserError("no model to serve: pass --model_config_file, or --model_name and --model_base_path")
 
@@ -322,6 +388,17 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
                 f"{', '.join(given)} set OpenVINO only and --runtime is {args.runtime}: ignored "
                 "(add --runtime openvino to serve the OpenVINO copy)"
             )
+    kept = record(args.runtime)
+    if kept is not None and kept.compiles_per_shape and batching is not None and not args.compile_batch_sizes:
+        if not batching.allowed_batch_sizes and batching.execution_batch_size > MAX_FORMED_SIZES:
+            notices.append(
+                f"the {args.runtime} runtime compiles one program per batch size: without allowed_batch_sizes the "
+                f"batcher forms any size up to {batching.execution_batch_size}, and those not compiled at load "
+                "(powers of two and the largest are) compile on first use, seconds inside a request; set "
+                "allowed_batch_sizes or --compile_batch_sizes"
+            )
+    if kept is None and args.compile_batch_sizes:
+        notices.append(f"--compile_batch_sizes is for runtimes that compile per shape; {args.runtime} does not")
     return ServerConfig(
         models=tuple(entries),
         host=args.host,
@@ -340,7 +417,10 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
             args.openvino_performance_hint,
             args.openvino_num_streams,
             args.openvino_inference_precision,
+            args.device,
+            args.precision,
         ),
+        compile_batch_sizes=args.compile_batch_sizes,
         ignored_flags=ignored,
         notices=tuple(notices),
     )

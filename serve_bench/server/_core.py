@@ -9,14 +9,15 @@ from typing import Any
 
 import numpy as np
 
+from serve_bench import __version__
 from serve_bench.server._batching import BatchScheduler, BatchThreads
 from serve_bench.server._budget import COST_FACTOR, MemoryBudget
 from serve_bench.server._config import ServerConfig
 from serve_bench.server._errors import ServingError
 from serve_bench.server._metrics import Metrics
-from serve_bench.server._runtime import ModelRegistry, Servable, Signature
+from serve_bench.server._runtime import DEFAULT_SIGNATURE, ModelRegistry, Servable, Signature
 
-__all__ = ["ServingCore", "record_request"]
+__all__ = ["ServingCore", "identity", "record_request"]
 
 
 def record_request(metrics: Metrics, model: str, api: str, entrypoint: str, status: str, started: float) -> None:
@@ -26,6 +27,23 @@ def record_request(metrics: Metrics, model: str, api: str, entrypoint: str, stat
     if status == "OK":
         metrics.observe("request_latency", int((time.perf_counter() - started) * 1e6), (model, api, entrypoint))
     metrics.inc("request_count", (model, status))
+
+
+def identity(registry: ModelRegistry) -> str:
+    """What the server calls itself in every metadata answer (gRPC x-serve-bench-server, REST Server):
+    ``serve-bench-local/<version>``, then, for a runtime other than TensorFlow, what that runtime reports in
+    effect, so a client records what ran: ``serve-bench-local/0.1.0 (runtime jax; device gpu:0 ...)``."""
+    name = f"serve-bench-local/{__version__}"
+    for model in registry.models.values():
+        for servable in model.servables.values():
+            signature = servable.signatures.get(DEFAULT_SIGNATURE)
+            runner = signature.runner if signature is not None else None
+            if runner is not None:
+                said = "; ".join(f"{k} {v}" for k, v in runner.in_effect.items() if k != "runtime")
+                # header values are ASCII without line breaks
+                text = f"runtime {servable.runtime.runtime}; {said}".encode("ascii", "replace").decode()
+                return f"{name} ({' '.join(text.split())})"
+    return name
 
 
 class ServingCore:
@@ -40,6 +58,7 @@ class ServingCore:
         self.in_flight = 0
         # What REST bodies being parsed and gRPC tensors being served may hold at once.
         self.budget = MemoryBudget(max(1 << 30, COST_FACTOR * config.max_body_bytes))
+        self.identity = identity(registry)
 
     def scheduler(self, servable: Servable, signature: Signature) -> BatchScheduler | None:
         """One scheduler per model version and signature, as TF Serving's BatchingSession keeps."""

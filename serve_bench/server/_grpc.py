@@ -16,17 +16,17 @@ import numpy as np
 from google.protobuf.message import DecodeError
 from grpc import aio
 
-from serve_bench import __version__, _protos
+from serve_bench import _protos
 from serve_bench.codec import DT_STRING, DTYPE_TO_NUMPY, CodecError, from_tensor_proto, proto_shape, to_tensor_proto
 from serve_bench.server._budget import COST_FACTOR, TRIM_AFTER_BYTES, trim_soon
 from serve_bench.server._core import ServingCore, record_request
 from serve_bench.server._errors import ServingError
 from serve_bench.server._runtime import Signature, tf_type_name
 
-__all__ = ["IDENTITY", "SERVER_OPTIONS", "GrpcService", "add_services"]
+__all__ = ["IDENTITY_KEY", "SERVER_OPTIONS", "GrpcService", "add_services"]
 
 # Sent on metadata and status calls (not Predict), so results can say which server they measured.
-IDENTITY = (("x-serve-bench-server", f"serve-bench-local/{__version__}"),)
+IDENTITY_KEY = "x-serve-bench-server"  # its value: ServingCore.identity
 
 # No server-side message size limit (TF Serving's own default is unlimited too).
 SERVER_OPTIONS = [
@@ -258,7 +258,7 @@ class GrpcService:
         return inputs
 
     async def get_model_metadata(self, request: Any, context: aio.ServicerContext[Any, Any]) -> Any:
-        await context.send_initial_metadata(IDENTITY)
+        await context.send_initial_metadata(((IDENTITY_KEY, self.core.identity),))
         spec = request.model_spec
         version, label = _version(spec)
         fields = list(request.metadata_field)
@@ -285,7 +285,7 @@ class GrpcService:
         return response
 
     async def get_model_status(self, request: Any, context: aio.ServicerContext[Any, Any]) -> Any:
-        await context.send_initial_metadata(IDENTITY)
+        await context.send_initial_metadata(((IDENTITY_KEY, self.core.identity),))
         spec = request.model_spec
         version, label = _version(spec)
         try:

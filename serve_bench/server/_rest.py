@@ -22,7 +22,6 @@ import orjson
 from aiohttp import web
 from google.protobuf import json_format
 
-from serve_bench import __version__
 from serve_bench.codec import array_to_json_value
 from serve_bench.server._budget import COST_FACTOR, TRIM_AFTER_BYTES, MemoryBudget, trim_soon
 from serve_bench.server._core import ServingCore, record_request
@@ -306,6 +305,7 @@ def _outputs_json(outputs: dict[str, np.ndarray], row_format: bool) -> dict[str,
 
 
 _METRICS = web.AppKey("metrics", Metrics)
+_IDENTITY = web.AppKey("identity", str)
 PARSE_BUDGET = web.AppKey("parse_budget", MemoryBudget)  # tests read and shrink it
 _TF_STATUS = web.RequestKey("tf_status", str)
 # TF Serving's canonical code for an HTTP status (the inverse of http_server.cc:46 ToHTTPStatusCode).
@@ -345,12 +345,13 @@ async def _count_requests(
 
 
 async def _identify(request: web.Request, response: web.StreamResponse) -> None:
-    response.headers["Server"] = f"serve-bench-local/{__version__}"
+    response.headers["Server"] = request.app[_IDENTITY]
 
 
 def make_app(core: ServingCore, metrics_path: str | None) -> web.Application:
     app = web.Application(client_max_size=core.config.max_body_bytes, middlewares=[_count_requests])
     app[_METRICS] = core.metrics
+    app[_IDENTITY] = core.identity
     app.on_response_prepare.append(_identify)
     handlers = _Handlers(core, metrics_path)
     app[PARSE_BUDGET] = handlers.budget

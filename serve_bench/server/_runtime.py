@@ -18,10 +18,12 @@ from serve_bench.export import (
     Runner,
     RuntimeSettings,
     converted_files,
+    converted_model_path,
     list_versions,
     open_runner,
     read_warmup_records,
 )
+from serve_bench.runtimes import record
 from serve_bench.server._config import ModelEntry
 from serve_bench.server._errors import CODE_NAMES, ServingError, invalid, not_found
 
@@ -171,30 +173,38 @@ class Servable:
     """One loaded version of one model."""
 
     def __init__(self, name: str, version: int, path: Path, tf: Any, runtime: RuntimeSettings | None = None) -> None:
+        """``tf`` None: TensorFlow is not loaded (a runtime with a record of its own runs serving_default, and
+        serving_bytes, which decodes JPEGs in the graph, is not served); a standalone runtime's version then
+        needs no SavedModel: its signature is the catalogue's (DESIGN's signature contract)."""
         self.name = name
         self.version = version
         self.path = path
         self._tf = tf
-        self.signature_defs = _read_signature_defs(path)
+        self.runtime = runtime or RuntimeSettings()
+        kept = record(self.runtime.runtime)
+        standalone = kept is not None and kept.standalone and not (path / "saved_model.pb").is_file()
+        self.signature_defs = _catalogue_signature_defs(path.parent.name) if standalone else _read_signature_defs(path)
         self.warmup_replayed = 0
-        try:
-            loaded = tf.saved_model.load(str(path))
-        except Exception as exc:  # TF raises many kinds for a damaged SavedModel; all mean "cannot load"
-            cause = tf_error_cause(getattr(exc, "message", "") or str(exc)).splitlines()[0]
-            raise ServingError("FAILED_PRECONDITION", f"{path} is not a loadable SavedModel: {cause}") from None
-        self._loaded = loaded  # keeps the variables alive
         self.signatures: dict[str, Signature] = {}
+        loaded_signatures: dict[str, Any] = {}
+        if tf is not None:
+            try:
+                loaded = tf.saved_model.load(str(path))
+            except Exception as exc:  # TF raises many kinds for a damaged SavedModel; all mean "cannot load"
+                cause = tf_error_cause(getattr(exc, "message", "") or str(exc)).splitlines()[0]
+                raise ServingError("FAILED_PRECONDITION", f"{path} is not a loadable SavedModel: {cause}") from None
+            self._loaded = loaded  # keeps the variables alive
+            loaded_signatures = dict(loaded.signatures)
         for key, sig_def in self.signature_defs.items():
-            if key not in loaded.signatures:
+            if key not in loaded_signatures and not (tf is None and key == DEFAULT_SIGNATURE):
                 continue
             self.signatures[key] = Signature(
                 name=key,
                 inputs={alias: _spec(alias, info) for alias, info in sig_def.inputs.items()},
                 outputs={alias: _spec(alias, info) for alias, info in sig_def.outputs.items()},
-                function=loaded.signatures[key],
+                function=loaded_signatures.get(key),
                 feed_names={alias: info.name for alias, info in sig_def.inputs.items()},
             )
-        self.runtime = runtime or RuntimeSettings()
         if self.runtime.runtime != "tensorflow":
             self._open_runner(self.runtime)
 
@@ -231,7 +241,22 @@ class Servable:
         try:
             return self.signatures[key]
         except KeyError:
+            if key in self.signature_defs and self._tf is None:
+                raise ServingError(
+                    "FAILED_PRECONDITION",
+                    f'Serving signature key "{key}" runs on TensorFlow, which this server does not load: it runs '
+                    f"{DEFAULT_SIGNATURE} on {self.runtime.runtime}",
+                ) from None
             raise ServingError("FAILED_PRECONDITION", f'Serving signature key "{key}" not found.') from None
+
+    def compile(self, batch_sizes: tuple[int, ...]) -> dict[int, float]:
+        """Build the programs of a runtime that compiles per shape (XLA) for ``batch_sizes`` before the model is
+        AVAILABLE, as TF Serving's warm-up runs its records first; {size: seconds} ({} for other runtimes)."""
+        runner = self.signatures[DEFAULT_SIGNATURE].runner if DEFAULT_SIGNATURE in self.signatures else None
+        compile_one = getattr(runner, "compile", None)
+        if compile_one is None:
+            return {}
+        return {size: compile_one(size) for size in batch_sizes}
 
     def run(self, signature: Signature, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Call TensorFlow, or the signature's other runtime (blocking; from a worker thread, never the event loop)."""
@@ -271,8 +296,8 @@ class Servable:
         from serve_bench.codec import from_tensor_proto
 
         count = 0
-        for record in read_warmup_records(path):
-            request = record.predict_log.request
+        for logged in read_warmup_records(path):
+            request = logged.predict_log.request
             signature = self.signature(request.model_spec.signature_name)
             inputs = {alias: from_tensor_proto(t) for alias, t in request.inputs.items()}
             signature.validate(inputs)
@@ -302,6 +327,27 @@ def _spec(alias: str, info: Any) -> TensorSpec:
     return TensorSpec(alias, info.dtype, tuple(int(d.size) for d in info.tensor_shape.dim))
 
 
+def _catalogue_signature_defs(model: str) -> dict[str, Any]:
+    """serving_default as export writes it for catalogue ``model`` (images float32 [-1, H, W, 3] -> features
+    float32 [-1, D]), for a standalone runtime's version that has no SavedModel beside it."""
+    from serve_bench.export import get_spec
+
+    try:
+        spec = get_spec(model)
+    except UserError as exc:
+        raise ServingError("NOT_FOUND", str(exc)) from None
+    signature = _protos.message("tensorflow.SignatureDef")(method_name="tensorflow/serving/predict")
+    for info, alias, shape in (
+        (signature.inputs["images"], "serving_default_images:0", (-1, *spec.input_shape)),
+        (signature.outputs["features"], "StatefulPartitionedCall:0", (-1, spec.feature_size)),
+    ):
+        info.name = alias
+        info.dtype = 1  # DT_FLOAT
+        for size in shape:
+            info.tensor_shape.dim.add(size=size)
+    return {DEFAULT_SIGNATURE: signature}
+
+
 def _read_signature_defs(path: Path) -> dict[str, Any]:
     """The 'serve' MetaGraph's signatures; ServingError naming the directory when it holds no
     readable saved_model.pb (TF Serving's loader fails that version the same way)."""
@@ -329,11 +375,17 @@ class Model:
         self.name = entry.name
         self.entry = entry
         versions = list_versions(entry.base_path)
+        kept = record((runtime or RuntimeSettings()).runtime)
+        base_path = entry.base_path
+        if not versions and kept is not None and kept.standalone:
+            # no SavedModel here (a host without TensorFlow): the versions of the runtime's own copy
+            copies = converted_model_path(entry.base_path.parent, kept.name, entry.base_path.name, 1).parent.parent
+            versions = list_versions(copies)
         if not versions:
             raise ServingError("NOT_FOUND", f"model {entry.name!r}: no version directories under {entry.base_path}")
         latest = versions[-1]
         started = time.perf_counter()
-        self.servables = {latest: Servable(entry.name, latest, entry.base_path / str(latest), tf, runtime)}
+        self.servables = {latest: Servable(entry.name, latest, base_path / str(latest), tf, runtime)}
         log.info("loaded %s version %d in %.1fs", entry.name, latest, time.perf_counter() - started)
 
     def get(self, version: int | None = None, label: str | None = None) -> Servable:

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import numpy as np
 
-from serve_bench.client import Client, connect, server_kind
+from serve_bench.client import Client, connect, server_kind, server_runtime
 from serve_bench.errors import InvalidValue
 from serve_bench.export import RUNTIMES
 from serve_bench.load import (
@@ -223,10 +223,13 @@ async def measure_point(
                 server = replace(server, notes=(*server.notes, late))
     if server is None:
         notes.append(f"server metrics unavailable: {why}")
+    runtime, in_effect = server_runtime(client)
+    if in_effect:  # what the local server's runtime ran with, as it reports it (device, precision, threads)
+        notes.append(f"server {in_effect}")
     figures = analyze(run, plan.load.mode, settings, encode_us=prepared.encode_seconds * 1e6)
     return Point.measured(
         figures,
-        target=replace(target, server=kind, server_version=version),
+        target=replace(target, server=kind, server_version=version, runtime=target.runtime or runtime),
         model=plan.model,
         signature=plan.signature,
         payload=plan.payload,

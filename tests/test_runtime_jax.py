@@ -1,0 +1,270 @@
+"""The jax runtime (Keras 3 on JAX, XLA): the GPU host's runtime, checked here on the CPU (issue 31).
+
+Its copy is the exported Keras model's weights; Keras on JAX runs the catalogue's own layer code on
+them, so its features must equal TensorFlow's within the float32 tolerance export computes for the
+model. Keras picks its backend once per process and this test process holds Keras on TensorFlow, so
+every jax answer here comes from another process: a served local server, or export's checking child.
+Random weights and random pixels throughout (nothing can be downloaded here).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from serve_bench import export
+from serve_bench.cli import main
+from serve_bench.client import InvalidArgument, connect
+from serve_bench.errors import UserError
+from serve_bench.runtimes import JAX, features_in_child
+from serve_bench.server import config_from_args
+from serve_bench.server._config import build_arg_parser, compile_sizes
+from serve_bench.servers import LocalServerProcess
+from tests.conftest import free_port, require_runtime
+
+CATALOGUE_ENV = "SERVE_BENCH_CATALOGUE"  # `make test-catalogue`: the jax copy of every catalogue model
+
+
+def _images(n: int, seed: int, size: int = 64) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(0, 255, size=(n, size, size, 3)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def jax_models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """tiny exported with its jax copy (random weights), in a directory of this module's own."""
+    require_runtime("jax")
+    out = tmp_path_factory.mktemp("jax_models")
+    export.export_model("tiny", weights="random", out=out, warmup_batch_sizes=(1, 4), runtimes=("tensorflow", "jax"))
+    return out
+
+
+def _tolerance(models: Path, model: str = "tiny") -> float:
+    facts = export.read_metadata(models / model / "1") or {}
+    return export.feature_tolerance(facts["summing_layers"], facts["max_summed_terms"])
+
+
+def _tensorflow(tf, models: Path, images: np.ndarray, model: str = "tiny") -> np.ndarray:
+    signature = tf.saved_model.load(str(models / model / "1")).signatures["serving_default"]
+    features: np.ndarray = signature(images=tf.constant(images))["features"].numpy()
+    return features
+
+
+def test_the_jax_copy_answers_as_tensorflow(jax_models, tf):
+    """Images the export's own check never saw: Keras on JAX, from the copy's weights, gives TensorFlow's
+    features within the float32 tolerance (tiny: 120 * 2**-24 of their range), and the check export made is
+    recorded beside the copy."""
+    copy = export.converted_model_path(jax_models, "jax", "tiny", 1)
+    recorded = json.loads(copy.read_text())
+    tolerance = _tolerance(jax_models)
+    assert recorded["model"] == "tiny" and recorded["weights_file"] == "model.weights.npz"
+    assert recorded["tolerance"] == tolerance and 0 <= recorded["max_error"] <= tolerance
+    images = _images(6, seed=41)
+    expected = {"features": _tensorflow(tf, jax_models, images)}
+    got = {"features": features_in_child(copy, images)}
+    assert got["features"].shape == (6, 32) and got["features"].dtype == np.float32
+    assert export.relative_difference(expected, got) <= tolerance
+
+
+def test_bf16_moves_the_features_and_tf32_on_a_cpu_does_not(jax_models):
+    """--precision bf16 computes in bfloat16 (8-bit mantissa): the features move by far more than float32's
+    tolerance, and by less than a few bfloat16 roundings of their range. tf32 only lets tensor cores take TF32
+    inputs: a CPU has none, so its features are float32's."""
+    copy = export.converted_model_path(jax_models, "jax", "tiny", 1)
+    images = _images(4, seed=42)
+    fp32 = {"features": features_in_child(copy, images, "fp32")}
+    bf16 = features_in_child(copy, images, "bf16")
+    tf32 = features_in_child(copy, images, "tf32")
+    moved = export.relative_difference(fp32, {"features": bf16})
+    assert _tolerance(jax_models) < moved < 4 * 2.0**-8 * 4
+    np.testing.assert_array_equal(tf32, fp32["features"])
+
+
+async def test_served_on_jax_over_grpc_and_rest_records_what_ran(jax_models, tf, tmp_path):
+    """serve --runtime jax: both APIs answer the copy's features (TensorFlow's within tolerance), validate
+    against the signature as before, and a point measured against it records the runtime and what it ran
+    with (device, precision, weights), as the server reports them in its identity."""
+    images = _images(3, seed=43)
+    expected = _tensorflow(tf, jax_models, images)
+    with LocalServerProcess(jax_models, "tiny", extra_flags=("--runtime=jax",)) as server:
+        served = {}
+        for url in (server.grpc_url, server.http_url):
+            async with connect(url, "tiny") as client:
+                served[url] = (await client.predict({"images": images}))["features"]
+                assert (await client.metadata())["serving_default"].inputs["images"].shape == (-1, 64, 64, 3)
+                with pytest.raises(InvalidArgument, match="images"):
+                    await client.predict({"images": images[:, :32]})
+        bench = ["bench", server.grpc_url, "--model", "tiny", "--batch-size", "2", "--warmup", "0.2"]
+        bench += ["--duration", "0.5", "--min-requests", "5", "--no-until-stable", "--run-dir", str(tmp_path)]
+        assert await asyncio.to_thread(main, bench) == 0  # the CLI runs its own event loop
+        log = server.log_path.read_text()
+    np.testing.assert_array_equal(served[server.grpc_url], served[server.http_url])
+    assert export.relative_difference({"f": expected}, {"f": served[server.grpc_url]}) <= _tolerance(jax_models)
+    point = json.loads((tmp_path / "points.jsonl").read_text().splitlines()[-1])
+    assert point["target"]["runtime"] == "jax"
+    (said,) = [note for note in point["notes"] if note.startswith("server runtime jax")]
+    assert "device cpu:0" in said and "precision fp32" in said and "weights file model.weights.npz" in said
+    assert "serving_default runs on runtime=keras" in log and "compiled batch sizes 1,4" in log
+
+
+async def test_serving_bytes_is_refused_naming_the_runtime(jax_models):
+    """serving_bytes decodes JPEGs with TensorFlow's ops; a jax server loads no TensorFlow, so it says so
+    rather than a bare 'signature not found'."""
+    with LocalServerProcess(jax_models, "tiny", extra_flags=("--runtime=jax",)) as server:
+        async with connect(server.grpc_url, "tiny", signature="serving_bytes") as client:
+            with pytest.raises(InvalidArgument, match="runs on TensorFlow, which this server does not load"):
+                await client.predict({"image_bytes": np.array([b"not a jpeg"], dtype=object)})
+
+
+# `import tensorflow` raises ModuleNotFoundError and importlib.util.find_spec answers None: as where it is absent
+_NO_TENSORFLOW = 'import sys\nsys.modules["tensorflow"] = None\nsys.modules["tensorflow_serving"] = None\n'
+
+
+@pytest.fixture()
+def without_tensorflow(tmp_path, monkeypatch) -> dict[str, str]:
+    """Child processes in which `import tensorflow` fails, as on the GPU host (a sitecustomize on PYTHONPATH)."""
+    hook = tmp_path / "hide-tensorflow"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(_NO_TENSORFLOW)
+    path = os.pathsep.join([str(hook), str(Path(__file__).resolve().parents[1])])
+    monkeypatch.setenv("PYTHONPATH", path)
+    return {**os.environ, "PYTHONPATH": path}
+
+
+async def test_a_host_without_tensorflow_exports_and_serves_a_random_copy(tmp_path, without_tensorflow):
+    """The GPU host has JAX and no TensorFlow: `export --runtimes jax --weights random` writes the jax copy
+    alone (no SavedModel), and `serve --runtime jax` serves it with the catalogue's signature; the weights are
+    random and the server says so."""
+    require_runtime("jax")
+    models = tmp_path / "exported_models"
+    cli = [sys.executable, "-m", "serve_bench"]
+    done = subprocess.run(
+        [*cli, "export", "tiny", "--weights", "random", "--runtimes", "jax", "--models-dir", str(models)],
+        env=without_tensorflow,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (
+        not (models / "tiny").exists()
+        and json.loads((models / "jax/tiny/1/conversion.json").read_text())["weights"] == "random"
+    )
+    refused = subprocess.run(
+        [*cli, "export", "tiny", "--weights", "random", "--models-dir", str(models)],
+        env=without_tensorflow,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
+    assert "serve-bench[tensorflow]" in refused.stderr
+    with LocalServerProcess(models, "tiny", extra_flags=("--runtime=jax",)) as server:
+        async with connect(server.grpc_url, "tiny") as client:
+            signature = (await client.metadata())["serving_default"]
+            features = (await client.predict({"images": _images(2, seed=44)}))["features"]
+        log = server.log_path.read_text()
+    assert signature.inputs["images"].shape == (-1, 64, 64, 3) and signature.outputs["features"].shape == (-1, 32)
+    assert features.shape == (2, 32) and np.isfinite(features).all() and features.std() > 0
+    assert "weights=random (no weights file" in log and "tensorflow" not in log.lower().split("serving_default")[0]
+
+
+def _config(*flags: str, models: Path):
+    args = build_arg_parser().parse_args(["--model_name", "tiny", "--model_base_path", str(models / "tiny"), *flags])
+    return config_from_args(args)
+
+
+class _Servable:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+
+def test_what_a_compiling_runtime_builds_at_load(jax_models, tmp_path):
+    """compile_sizes, by hand: the flag first; a batcher's allowed_batch_sizes (it pads to them); every size
+    a batcher without them forms, up to 64; past 64, powers of two and its largest (with a notice); unbatched,
+    the export's warm-up sizes (1, 4 here); and nothing for a runtime that does not compile per shape."""
+    servable = _Servable(jax_models / "tiny" / "1")
+    batching = tmp_path / "batching.txt"
+    assert compile_sizes(_config("--runtime=jax", "--compile_batch_sizes=2,8", models=jax_models), servable) == (2, 8)
+    batching.write_text("max_batch_size { value: 16 }\nallowed_batch_sizes: 4\nallowed_batch_sizes: 16\n")
+    flags = ("--runtime=jax", "--enable_batching", f"--batching_parameters_file={batching}")
+    assert compile_sizes(_config(*flags, models=jax_models), servable) == (4, 16)
+    batching.write_text("max_batch_size { value: 6 }\n")
+    assert compile_sizes(_config(*flags, models=jax_models), servable) == (1, 2, 3, 4, 5, 6)
+    batching.write_text("max_batch_size { value: 100 }\n")
+    config = _config(*flags, models=jax_models)
+    assert compile_sizes(config, servable) == (1, 2, 4, 8, 16, 32, 64, 100)
+    assert any("compile on first use" in notice for notice in config.notices)
+    assert compile_sizes(_config("--runtime=jax", models=jax_models), servable) == (1, 4)
+    assert compile_sizes(_config(models=jax_models), servable) == ()
+
+
+@pytest.mark.parametrize(
+    ("flags", "said"),
+    [
+        (["--device", "gpu"], "device and precision are chosen for the jax runtime"),
+        (["--runtime", "jax", "--precision", "fp16"], "fp32 | tf32 | bf16"),
+        (["--runtime", "jax", "--device", "tpu"], "cpu | gpu"),
+    ],
+)
+def test_device_and_precision_refusals_are_one_line(jax_models, capsys, flags, said):
+    args = ["serve", "--model_name", "tiny", "--model_base_path", str(jax_models / "tiny"), *flags]
+    assert main([*args, "--port", "1", "--rest_api_port", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and said in err
+
+
+def test_a_gpu_this_host_lacks_is_one_line(jax_models):
+    """--device gpu where JAX finds no GPU (this CPU): the server exits 2 with one line saying so and what
+    to do, before binding anything."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "serve_bench",
+            "serve",
+            "--model_name",
+            "tiny",
+            "--runtime",
+            "jax",
+            "--device",
+            "gpu",
+            "--model_base_path",
+            str(jax_models / "tiny"),
+            f"--port={free_port()}",
+            "--rest_api_port=0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 2
+    last = done.stderr.strip().splitlines()[-1]
+    assert "JAX finds no gpu here" in last and "--device cpu" in last
+
+
+def test_triton_and_mlserver_refuse_the_jax_runtime(jax_models, tmp_path):
+    with pytest.raises(UserError, match="local server only"):
+        export.write_triton_model(jax_models, "tiny", tmp_path / "triton", runtime="jax")
+
+
+@pytest.mark.skipif(not os.environ.get(CATALOGUE_ENV), reason=f"{CATALOGUE_ENV}=1 (make test-catalogue): minutes each")
+@pytest.mark.parametrize("model", ["mobilenet_v2", "resnet50", "inception_v3"])
+def test_every_catalogue_models_jax_copy_answers_as_tensorflow(model, tf, tmp_path):
+    """Each catalogue model's jax copy, checked by export against TensorFlow's features (and kept only within
+    the model's float32 tolerance), then again on images that check never saw."""
+    result = export.export_model(model, weights="random", out=tmp_path, warmup_batch_sizes=(1,), runtimes=("jax",))
+    (conversion,) = result.conversions
+    assert conversion.ok, conversion.reason
+    spec = export.get_spec(model)
+    images = _images(2, seed=45, size=spec.height)
+    expected = {"features": _tensorflow(tf, tmp_path, images, model)}
+    got = {"features": features_in_child(conversion.path, images)}  # type: ignore[arg-type]
+    assert export.relative_difference(expected, got) <= _tolerance(tmp_path, model)
+    assert JAX.name in str(conversion.path)
