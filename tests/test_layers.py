@@ -31,8 +31,13 @@ ALLOWED: dict[str, set[str]] = {
     "client": {"codec", "stats"},
     "load": {"client", "stats", "media"},  # media: --input-data reads images and videos
     "metrics": {"client", "stats"},
-    "export": {"_tf"},
-    "server": {"codec", "export", "_tf"},  # export: the SavedModel layout and warm-up records it serves
+    # runtimes: each runtime's record (layout, packages, converter) that export writes copies for
+    "export": {"_tf", "runtimes"},
+    # export: the catalogue's model definitions a runtime builds, and the layout of versions (only inside
+    # functions: export imports the records at module level, so the catalogue's move out of export ends this)
+    "runtimes": {"export"},
+    # export: the SavedModel layout and warm-up records it serves; runtimes: the record of what runs the model
+    "server": {"codec", "export", "_tf", "runtimes"},
     # export: the model's facts for run.json; servers: a target the spec asks serve-bench to start (launch = ...)
     "sweep": {"load", "metrics", "client", "stats", "export", "servers"},
     "tune": {"sweep", "load", "metrics", "client", "stats", "export", "servers"},
@@ -41,7 +46,8 @@ ALLOWED: dict[str, set[str]] = {
     # the pipeline decodes videos (media) and runs the model in-process (_tf, lazily) for its comparison;
     # it measures through the one engine (load: the recorder, the analysis, the payloads) and reads
     # batch-size lists as export does (export)
-    "pipeline": {"client", "stats", "media", "_tf", "load", "export"},
+    # runtimes: the display name of a runtime with a record of its own
+    "pipeline": {"client", "stats", "media", "_tf", "load", "export", "runtimes"},
     "report": {"stats", "export"},  # export: FLOPs per image of the exported model
     "predict": {"_tf", "stats"},  # _tf: freezing the serving graph; stats: a run's CPU points to calibrate on
     "_progress": {"sweep", "load", "stats"},  # load: the PointPlan each progress line names

@@ -296,7 +296,7 @@ def test_in_process_onnx_runtime_and_openvino_need_no_tensorflow(models_dir, mon
         (["--payload", "png"], "--payload"),
         (["--max-frames", "0"], "--max-frames"),
         (["--url", "ftp://host"], "unknown scheme"),
-        (["--runtime", "tensorrt"], "--runtime 'tensorrt': use one of tensorflow, onnxruntime, openvino, or leave"),
+        (["--runtime", "tensorrt"], "--runtime 'tensorrt': use one of tensorflow, onnxruntime, openvino, jax, or"),
         (["--runtime", "openvino", "--payload", "float,jpeg"], "serving_bytes\\) always runs on TensorFlow"),
     ],
 )

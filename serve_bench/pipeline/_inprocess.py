@@ -16,9 +16,16 @@ from typing import Any
 
 import numpy as np
 
+from serve_bench.runtimes import RECORDS
+
 __all__ = ["RUNTIME_NAMES", "InProcessModel", "find_saved_model", "tensorflow_installed"]
 
-RUNTIME_NAMES = {"tensorflow": "TensorFlow", "onnxruntime": "ONNX Runtime", "openvino": "OpenVINO"}
+RUNTIME_NAMES = {
+    "tensorflow": "TensorFlow",
+    "onnxruntime": "ONNX Runtime",
+    "openvino": "OpenVINO",
+    **{kept.name: kept.display for kept in RECORDS.values()},
+}
 
 
 def tensorflow_installed() -> bool:

@@ -122,7 +122,7 @@ class JaxRunner:
             model_name = str(facts["model"])
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise UserError(f"{copy} is not a jax copy's conversion.json ({first_line(exc)})") from None
-        from serve_bench.export._catalogue import get_spec
+        from serve_bench.export import get_spec
 
         # only the platform asked for: probing the others costs seconds (a TPU probe waits on a cloud metadata
         # server), and a CPU measurement on a GPU host must leave the GPU alone
@@ -266,8 +266,7 @@ def write_copy(keras_model: Any, model: str, directory: Path, source: str) -> Pa
 def write_random_copy(models_dir: Path, model: str, version: int | None = None) -> Path:
     """A jax copy with no weights file, for a host without TensorFlow (weights over what can travel):
     the runner builds ``model`` with random weights (timing does not depend on weight values)."""
-    from serve_bench.export._catalogue import get_spec
-    from serve_bench.export._layout import list_versions
+    from serve_bench.export import get_spec, list_versions
 
     get_spec(model)
     base = models_dir / JAX.directory / model

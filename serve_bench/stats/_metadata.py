@@ -10,10 +10,11 @@ import platform
 import shutil
 import socket
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["collect_run_metadata", "config_hash", "cpu_model", "gpu_names"]
+__all__ = ["collect_run_metadata", "config_hash", "cpu_model", "gpu_details", "gpu_names"]
 
 _LIBRARIES = (
     "serve-bench",
@@ -65,6 +66,47 @@ def gpu_names() -> list[str]:
     return []
 
 
+def gpu_details() -> list[dict[str, Any]]:
+    """What NVML says of each GPU where it is readable (name, driver, memory, clocks now and at most, power
+    limit; a figure NVML refuses is left out); [] without NVML or a GPU."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return []
+    readings: dict[str, Callable[[Any], Any]] = {
+        "name": pynvml.nvmlDeviceGetName,
+        "driver": lambda _: pynvml.nvmlSystemGetDriverVersion(),
+        "memory_total_mib": lambda h: pynvml.nvmlDeviceGetMemoryInfo(h).total // 2**20,
+        "sm_clock_mhz": lambda h: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+        "memory_clock_mhz": lambda h: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
+        "max_sm_clock_mhz": lambda h: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
+        "max_memory_clock_mhz": lambda h: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_MEM),
+        "power_limit_w": lambda h: pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000,
+    }
+    details: list[dict[str, Any]] = []
+    try:
+        for index in range(pynvml.nvmlDeviceGetCount()):
+            handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+            facts: dict[str, Any] = {"index": index}
+            for key, read in readings.items():
+                try:
+                    value = read(handle)
+                except Exception:  # NVML_ERROR_NOT_SUPPORTED and kin: that figure is not readable here
+                    continue
+                facts[key] = value.decode() if isinstance(value, bytes) else value
+            details.append(facts)
+    except Exception:
+        pass
+    finally:
+        try:
+            pynvml.nvmlShutdown()
+        except Exception:
+            pass
+    return details
+
+
 def _git_commit() -> str:
     root = Path(__file__).resolve().parents[2]
     try:
@@ -111,6 +153,7 @@ def collect_run_metadata(config_text: str = "", **extra: Any) -> dict[str, Any]:
         "cpu_count": os.cpu_count(),
         "memory_bytes": memory,
         "gpus": gpu_names(),
+        "gpu_details": gpu_details(),
         "libraries": _versions(),
         "git_commit": _git_commit(),
         "config_hash": config_hash(config_text) if config_text else "",

@@ -1,0 +1,329 @@
+"""The prepared GPU run (issue 31): batching measured on one GPU and on its host's CPU, in one command.
+
+    python benchmarks/gpu/run.py --out DIR [--archive FILE]                    # the GPU host (make gpu)
+    python benchmarks/gpu/run.py --out DIR --models tiny --devices cpu ...     # this CPU, in CI (seconds)
+
+For each model (InceptionV3 first, the headline), with the jax runtime (Keras 3 on JAX; the host has no
+TensorFlow, so each model is built from the catalogue with random weights: timing does not depend on
+their values, and every record says so):
+
+1. the floor: the model called in process (``serve_bench.runtimes._floor``) on the GPU in each precision
+   (then doubling the batch past the last size while throughput grows: where it stops growing, and the
+   largest that fits), and on the CPU;
+2. served: one local server per device and precision (``serve --runtime jax --device D --precision P``),
+   all of them measured by one sweep through serve-bench's own gRPC client at one request in flight, so
+   the run's report compares devices and precisions with no special casing;
+3. the server's own batching filled: a GPU server batching requests of one image at rising concurrency.
+
+Steps run in that order of importance while the time budget lasts; a step that would start past it is
+skipped and listed. Every program is compiled in a warm-up (the floor compiles each size before timing
+it; a server compiles its sizes before it is AVAILABLE), never inside a measured window, and compiled
+programs are shared between processes through JAX's persistent cache. Results are ordinary run
+directories (points.jsonl, run.json with the GPU's NVML facts, report.html) plus ``floor/*.jsonl``; after
+each step the whole result folder (without models or caches) is packed again into ``--archive``, so a
+visit cut short still brings back every step that finished.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as _dt
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from serve_bench.errors import UserError  # noqa: E402
+from serve_bench.export import parse_batch_sizes  # noqa: E402
+from serve_bench.runtimes import JAX, write_random_copy  # noqa: E402
+
+GPU_SIZES = "1,2,4,8,16,32,64,128,256"
+CPU_SIZES = "1,8,64"
+
+
+@dataclass
+class Step:
+    name: str
+    run: Callable[[], dict[str, Any]]
+
+
+@dataclass
+class Plan:
+    out: Path
+    budget_s: float
+    archive: Path | None
+    started: float = field(default_factory=time.monotonic)
+    done: list[dict[str, Any]] = field(default_factory=list)
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def progress(self, record: dict[str, Any]) -> None:
+        record = {"elapsed_s": round(self.elapsed(), 1), **record}
+        self.done.append(record)
+        with (self.out / "progress.jsonl").open("a") as f:
+            f.write(json.dumps(record) + "\n")
+        print(json.dumps(record), flush=True)
+        self.pack()
+
+    def pack(self) -> None:
+        if self.archive is None:
+            return
+        partial = self.archive.with_name(self.archive.name + ".part")
+        with tarfile.open(partial, "w:gz") as tar:
+            for path in sorted(self.out.rglob("*")):
+                relative = path.relative_to(self.out)
+                if path.is_file() and relative.parts[0] not in ("models", "xla-cache"):
+                    tar.add(path, arcname=str(Path(self.out.name) / relative))
+        os.replace(partial, self.archive)
+
+
+def _environment(out: Path) -> dict[str, str]:
+    """Children share compiled programs (JAX's persistent cache), grow GPU memory as needed instead of taking
+    75% of it at start (a floor and a server, or two servers, on one GPU), and run Keras on JAX."""
+    return {
+        **os.environ,
+        "KERAS_BACKEND": "jax",
+        "XLA_PYTHON_CLIENT_PREALLOCATE": "false",
+        "JAX_COMPILATION_CACHE_DIR": str(out / "xla-cache"),
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+        "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+        "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p),
+    }
+
+
+def _floor(plan: Plan, copy: Path, model: str, device: str, precision: str, sizes: str, beyond: int) -> dict[str, Any]:
+    out = plan.out / "floor" / f"{model}-{device}-{precision}.jsonl"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "serve_bench.runtimes._floor", str(copy), "--device", device]
+    command += ["--precision", precision, "--batch-sizes", sizes, "--beyond", str(beyond), "--min-seconds", "1"]
+    env = _environment(plan.out)
+    if device == "cpu":
+        env["JAX_PLATFORMS"] = "cpu"  # leave the GPU alone while the CPU is measured
+    with out.open("w") as sink:
+        done = subprocess.run(command, env=env, stdout=sink, stderr=subprocess.PIPE, text=True, timeout=600)
+    lines = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+    measured = [x for x in lines if "images_per_s" in x]
+    result: dict[str, Any] = {"file": str(out.relative_to(plan.out)), "sizes": len(measured)}
+    if done.returncode != 0:
+        result["error"] = (done.stderr.strip().splitlines() or ["?"])[-1]
+    if measured:
+        best = max(measured, key=lambda x: x["images_per_s"])
+        result |= {"batch1_images_per_s": measured[0]["images_per_s"], "best": best["batch_size"]}
+        result["best_images_per_s"] = best["images_per_s"]
+        result["compile_s"] = round(sum(x["compile_s"] for x in measured), 1)
+    return result
+
+
+def _batching_file(path: Path, sizes: tuple[int, ...]) -> Path:
+    from serve_bench.export import BatchingParams
+
+    params = BatchingParams(
+        max_batch_size=max(sizes),
+        batch_timeout_micros=1000,
+        max_enqueued_batches=1000,
+        num_batch_threads=1,  # one device: one batch at a time, as TF Serving's GPU guide advises
+        allowed_batch_sizes=sizes,
+    )
+    path.write_text(params.to_text())
+    return path
+
+
+def _servers(
+    plan: Plan, model: str, targets: list[tuple[str, str, str]], sizes: str, batching: Path | None
+) -> list[Any]:
+    from serve_bench.servers import LocalServerProcess
+
+    class _Server(LocalServerProcess):  # the run's environment: shared compile cache, growing GPU memory
+        def environment(self) -> dict[str, str]:
+            env = _environment(plan.out)
+            if "--device=cpu" in self.extra_flags:
+                env["JAX_PLATFORMS"] = "cpu"
+            return env
+
+    started = []
+    for name, device, precision in targets:
+        flags = (f"--runtime={JAX.name}", f"--device={device}", f"--precision={precision}")
+        flags += (f"--compile_batch_sizes={sizes}",) if batching is None else ()
+        server = _Server(
+            plan.out / "models",
+            model,
+            batching_file=batching,
+            extra_flags=flags,
+            work_dir=plan.out / "servers" / f"{model}-{name}",
+            startup_timeout_s=540,
+        )
+        server.start()
+        started.append(server)
+    return started
+
+
+def _served(
+    plan: Plan,
+    model: str,
+    targets: list[tuple[str, str, str]],
+    sizes: str,
+    concurrency: tuple[int, ...],
+    run_name: str,
+    prices: dict[str, float],
+    durations: dict[str, float],
+    batching: Path | None = None,
+) -> dict[str, Any]:
+    from serve_bench.report import build_report
+    from serve_bench.sweep import parse_spec, run_sweep
+
+    servers = _servers(plan, model, targets, sizes, batching)
+    try:
+        toml = [
+            f'name = "{run_name}"',
+            f'model = "{model}"',
+            f'models_dir = "{plan.out / "models"}"',
+            f"batch_sizes = [{sizes}]" if batching is None else "batch_sizes = [1]",
+            'payloads = ["float"]',
+            'currency = "USD"',
+            "[load]",
+            f"concurrency = [{', '.join(map(str, concurrency))}]",
+            "[durations]",
+            f"warmup_s = {durations['warmup_s']}",
+            f"min_duration_s = {durations['min_duration_s']}",
+            "min_requests = 3",
+            "windows = 2",
+            "until_stable = false",
+        ]
+        for (name, device, _), server in zip(targets, servers):
+            toml += ["[[targets]]", f'name = "{name}"', f'url = "{server.grpc_url}"', f'device = "{device}"']
+            toml += [f'metrics = "{server.metrics_url}"', f'runtime = "{JAX.name}"']
+            if device in prices:
+                toml.append(f"price_per_hour = {prices[device]}")
+        spec = parse_spec("\n".join(toml) + "\n", f"{run_name}.toml")
+        run_dir = plan.out / "runs" / run_name
+        outcome = asyncio.run(run_sweep(spec, run_dir, models_dir=plan.out / "models"))
+        report = build_report(run_dir, models_dir=plan.out / "models", plots=True)
+        result: dict[str, Any] = {"run": str(run_dir.relative_to(plan.out)), "points": len(outcome.measured)}
+        if outcome.failed_targets:
+            result["failed_targets"] = outcome.failed_targets
+        return result | {"report": str(report.html.relative_to(plan.out))}
+    finally:
+        for server in reversed(servers):
+            server.stop()
+
+
+def _gpu_facts(plan: Plan) -> dict[str, Any]:
+    from serve_bench.stats._metadata import gpu_details
+
+    facts = {"gpus": gpu_details(), "started_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
+    (plan.out / "host.json").write_text(json.dumps(facts, indent=2) + "\n")
+    return facts
+
+
+def build_steps(plan: Plan, args: argparse.Namespace) -> list[Step]:
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    devices = [d.strip() for d in args.devices.split(",") if d.strip()]
+    precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
+    for device in devices:
+        JAX.check_device(device)
+    for precision in precisions:
+        JAX.check_precision(precision)
+    parse_batch_sizes(args.batch_sizes, "batch_sizes")
+    parse_batch_sizes(args.cpu_batch_sizes, "cpu_batch_sizes")
+    fill = parse_batch_sizes(args.fill, "fill")
+    prices = {k: v for k, v in (("gpu", args.gpu_price_per_hour), ("cpu", args.cpu_price_per_hour)) if v is not None}
+    durations = {"warmup_s": args.warmup_s, "min_duration_s": args.min_duration_s}
+    copies = {m: write_random_copy(plan.out / "models", m, version=1) for m in models}
+    served = [(f"gpu-{p}", "gpu", p) for p in precisions if "gpu" in devices]
+    served += [("cpu-fp32", "cpu", "fp32")] if "cpu" in devices else []
+    sizes = args.batch_sizes if "gpu" in devices else args.cpu_batch_sizes
+    steps: list[Step] = []
+    for model in models:  # the essentials of every model first, in the order given
+        for i, precision in enumerate(precisions if "gpu" in devices else []):
+            beyond = args.beyond if i == 0 else 0
+            steps.append(
+                Step(
+                    f"floor {model} gpu {precision}",
+                    lambda m=model, p=precision, b=beyond: _floor(plan, copies[m], m, "gpu", p, args.batch_sizes, b),
+                )
+            )
+        steps.append(
+            Step(
+                f"served {model} " + " ".join(name for name, _, _ in served),
+                lambda m=model: _served(plan, m, served, sizes, (1,), m, prices, durations),
+            )
+        )
+    for model in models:  # then the server's own batching filled, on the first device
+        name, device, precision = served[0]
+        allowed = tuple(sorted({1, *(s for s in fill), *(1 << i for i in range(max(fill).bit_length()))}))
+        allowed = tuple(s for s in allowed if s <= max(fill))
+
+        def batched(
+            m: str = model, n: str = name, d: str = device, p: str = precision, sizes: tuple[int, ...] = allowed
+        ) -> dict[str, Any]:
+            batching = _batching_file(plan.out / f"batching-{m}.txt", sizes)
+            target = [(f"{n}-batching", d, p)]
+            return _served(plan, m, target, "", fill, f"{m}-server-batching", prices, durations, batching)
+
+        steps.append(Step(f"server batching {model} {name} concurrency {args.fill}", batched))
+    if "cpu" in devices:
+        for model in models:  # the CPU's floor last: served CPU figures come first
+            steps.append(
+                Step(
+                    f"floor {model} cpu fp32",
+                    lambda m=model: _floor(plan, copies[m], m, "cpu", "fp32", args.cpu_batch_sizes, 0),
+                )
+            )
+    return steps
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    parser.add_argument("--out", type=Path, default=ROOT / "results" / f"gpu-run-{stamp}")
+    parser.add_argument("--archive", type=Path, default=None, help="pack the results here after every step")
+    parser.add_argument("--models", default="inception_v3,resnet50,mobilenet_v2")
+    parser.add_argument("--devices", default="gpu,cpu")
+    parser.add_argument("--precisions", default="tf32,fp32", help="the GPU's, first the headline's")
+    parser.add_argument("--batch-sizes", default=GPU_SIZES)
+    parser.add_argument("--cpu-batch-sizes", default=CPU_SIZES, help="the CPU's floor (and sizes with no GPU)")
+    parser.add_argument("--beyond", type=int, default=4, help="doublings past the last size, in process")
+    parser.add_argument("--fill", default="8,32,128", help="concurrency of batch-1 requests, server batching")
+    parser.add_argument("--budget-s", type=float, default=420, help="start no step past this many seconds")
+    parser.add_argument("--warmup-s", type=float, default=0.3)
+    parser.add_argument("--min-duration-s", type=float, default=1.0)
+    parser.add_argument("--gpu-price-per-hour", type=float, default=None)
+    parser.add_argument("--cpu-price-per-hour", type=float, default=None)
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    plan = Plan(args.out, args.budget_s, args.archive)
+    try:
+        JAX.require()
+        steps = build_steps(plan, args)
+    except UserError as exc:
+        print(f"benchmarks/gpu/run.py: error: {exc}", file=sys.stderr)
+        return 2
+    plan.progress({"step": "host", **_gpu_facts(plan)})
+    failed = 0
+    for step in steps:
+        if plan.elapsed() > plan.budget_s:
+            plan.progress({"step": step.name, "skipped": f"past the {plan.budget_s:.0f} s budget"})
+            continue
+        began = time.monotonic()
+        try:
+            result = step.run()
+        except Exception as exc:  # one step's failure (a server that does not start) must not lose the others
+            failed += 1
+            result = {"error": f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"}
+        plan.progress({"step": step.name, "seconds": round(time.monotonic() - began, 1), **result})
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,125 @@
+"""The floor: a runtime's copy called in this process, no server, no network, no encoding.
+
+``python -m serve_bench.runtimes._floor COPY --device gpu --precision tf32 --batch-sizes 1,8,64``
+compiles each batch size (timed apart), then calls it until ``--min-seconds`` and ``--min-calls`` are
+both reached, and prints one JSON line per batch size as it finishes: images/s over the timed calls,
+the calls' median and 99th-percentile latency, and the compile time. Every call copies its images
+from the host to the device and its features back, as a served request's do, so what the server
+adds is everything else. ``--beyond`` goes on doubling past the last size while throughput still
+grows by more than ``--growth`` and the device has the memory: the size where it stops growing, and
+the largest that fits (a size that does not fit is one line saying so, not a failure).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from serve_bench.errors import UserError, first_line
+
+__all__ = ["measure_floor"]
+
+
+def _point(runner: Any, size: int, min_seconds: float, min_calls: int, seed: int) -> dict[str, Any]:
+    compile_s = runner.compile(size)
+    height, width, _ = runner.spec.input_shape
+    images = np.random.default_rng(seed).uniform(0, 255, (size, height, width, 3)).astype(np.float32)
+    runner({"images": images})  # the first call of a program also allocates its buffers: untimed
+    latencies: list[float] = []
+    started = time.perf_counter()
+    while len(latencies) < min_calls or time.perf_counter() - started < min_seconds:
+        begun = time.perf_counter()
+        runner({"images": images})
+        latencies.append(time.perf_counter() - begun)
+    seconds = time.perf_counter() - started
+    ms = np.array(latencies) * 1e3
+    return {
+        "batch_size": size,
+        "compile_s": round(compile_s, 3),
+        "calls": len(latencies),
+        "seconds": round(seconds, 4),
+        "images_per_s": size * len(latencies) / seconds,
+        "p50_ms": float(np.percentile(ms, 50)),
+        "p99_ms": float(np.percentile(ms, 99)),
+    }
+
+
+def measure_floor(
+    copy: Path,
+    device: str,
+    precision: str,
+    batch_sizes: tuple[int, ...],
+    *,
+    min_seconds: float = 1.0,
+    min_calls: int = 5,
+    beyond: int = 0,
+    growth: float = 0.03,
+    out: Any = sys.stdout,
+) -> list[dict[str, Any]]:
+    """Measure each of ``batch_sizes`` (then up to ``beyond`` doublings past the last); each line is also
+    written to ``out`` as JSON the moment it is measured."""
+    from serve_bench.runtimes import JaxRunner
+
+    runner = JaxRunner(copy, device, precision)
+    header = {"in_effect": runner.in_effect, "device": device, "precision": precision, "copy": str(copy)}
+    print(json.dumps(header), file=out, flush=True)
+    lines: list[dict[str, Any]] = []
+    sizes = list(batch_sizes)
+    doublings = 0
+    while sizes:
+        size = sizes.pop(0)
+        try:
+            line = _point(runner, size, min_seconds, min_calls, seed=size)
+        except Exception as exc:  # XLA's RESOURCE_EXHAUSTED and its kin: this size does not fit
+            line = {"batch_size": size, "does_not_fit": first_line(exc)[:300]}
+            print(json.dumps(line), file=out, flush=True)
+            lines.append(line)
+            break
+        print(json.dumps(line), file=out, flush=True)
+        lines.append(line)
+        if not sizes and doublings < beyond:
+            measured = [x["images_per_s"] for x in lines if "images_per_s" in x]
+            if len(measured) < 2 or measured[-1] > measured[-2] * (1 + growth):
+                sizes.append(size * 2)
+                doublings += 1
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m serve_bench.runtimes._floor", description=__doc__)
+    parser.add_argument("copy", type=Path, help="the runtime's copy (exported_models/jax/<model>/<v>/conversion.json)")
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--precision", default="fp32")
+    parser.add_argument("--batch-sizes", default="1,8,32")
+    parser.add_argument("--min-seconds", type=float, default=1.0)
+    parser.add_argument("--min-calls", type=int, default=5)
+    parser.add_argument("--beyond", type=int, default=0, help="doublings past the last size while throughput grows")
+    parser.add_argument("--growth", type=float, default=0.03)
+    args = parser.parse_args(argv)
+    from serve_bench.export import parse_batch_sizes
+
+    try:
+        measure_floor(
+            args.copy,
+            args.device,
+            args.precision,
+            parse_batch_sizes(args.batch_sizes, "batch_sizes"),
+            min_seconds=args.min_seconds,
+            min_calls=args.min_calls,
+            beyond=args.beyond,
+            growth=args.growth,
+        )
+    except UserError as exc:
+        print(f"{parser.prog}: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

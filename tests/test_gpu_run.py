@@ -1,0 +1,117 @@
+"""The prepared GPU run (benchmarks/gpu/run.py) on this CPU, so the command cannot rot between GPU visits.
+
+The same script, steps and files as on the GPU host, with the tiny model on the CPU alone: the floor,
+a served sweep, the server's own batching filled, packed after every step.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import require_runtime
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu" / "run.py"
+
+
+def _script():
+    spec = importlib.util.spec_from_file_location("gpu_run", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gpu_run"] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_gpu_run_on_this_cpu_writes_ordinary_runs_and_packs_them(tmp_path):
+    """Every step ends with its record in progress.jsonl and the archive re-packed; the runs are run
+    directories the report reads, their points recorded as the jax runtime said it ran (random weights)."""
+    require_runtime("jax")
+    out, archive = tmp_path / "gpu-run", tmp_path / "gpu-run.tar.gz"
+    args = ["--out", str(out), "--archive", str(archive), "--models", "tiny", "--devices", "cpu"]
+    args += ["--cpu-batch-sizes", "1,4", "--fill", "2,4", "--budget-s", "300"]
+    done = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    steps = [json.loads(line) for line in (out / "progress.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in steps] == [
+        "host",
+        "served tiny cpu-fp32",
+        "server batching tiny cpu-fp32 concurrency 2,4",
+        "floor tiny cpu fp32",
+    ]
+    assert not [s for s in steps if "error" in s or "skipped" in s]
+    with tarfile.open(archive) as tar:
+        names = set(tar.getnames())
+    for name in ("runs/tiny/points.jsonl", "runs/tiny/run.json", "runs/tiny/report.html", "floor/tiny-cpu-fp32.jsonl"):
+        assert f"gpu-run/{name}" in names
+    assert not [n for n in names if "/models/" in n or "xla-cache" in n]  # no model files, no caches
+    points = [json.loads(line) for line in (out / "runs/tiny/points.jsonl").read_text().splitlines()]
+    assert sorted(p["batch_size"] for p in points) == [1, 4]
+    for point in points:
+        assert point["target"]["runtime"] == "jax" and point["target"]["device"] == "cpu"
+        assert any("weights random" in note and "precision fp32" in note for note in point["notes"])
+    assert "gpu_details" in json.loads((out / "runs/tiny/run.json").read_text())
+    batched = [json.loads(line) for line in (out / "runs/tiny-server-batching/points.jsonl").read_text().splitlines()]
+    assert sorted(p["load"]["concurrency"] for p in batched) == [2, 4]
+    floor = [json.loads(line) for line in (out / "floor/tiny-cpu-fp32.jsonl").read_text().splitlines()]
+    assert floor[0]["in_effect"]["weights"].startswith("random")
+    assert [(x["batch_size"], x["calls"] >= 5) for x in floor[1:]] == [(1, True), (4, True)]
+
+
+def test_a_step_past_the_budget_is_skipped_and_listed(tmp_path):
+    require_runtime("jax")
+    out = tmp_path / "gpu-run"
+    args = ["--out", str(out), "--models", "tiny", "--devices", "cpu", "--budget-s", "0"]
+    done = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    steps = [json.loads(line) for line in (out / "progress.jsonl").read_text().splitlines()][1:]
+    assert steps and all(s["skipped"] == "past the 0 s budget" for s in steps)
+
+
+def test_the_gpu_visit_measures_the_headline_first(tmp_path):
+    """On the GPU host (the defaults): each model's GPU floor in each precision (only the first doubles past
+    the last size) and its served sweep of every device, InceptionV3 first; then the server's own batching;
+    the CPU's floor last."""
+    script = _script()
+    import argparse
+
+    parser = argparse.Namespace(
+        models="inception_v3,resnet50,mobilenet_v2",
+        devices="gpu,cpu",
+        precisions="tf32,fp32",
+        batch_sizes=script.GPU_SIZES,
+        cpu_batch_sizes=script.CPU_SIZES,
+        beyond=4,
+        fill="8,32,128",
+        gpu_price_per_hour=None,
+        cpu_price_per_hour=None,
+        warmup_s=0.3,
+        min_duration_s=1.0,
+    )
+    plan = script.Plan(tmp_path, 420, None)
+    names = [step.name for step in script.build_steps(plan, parser)]
+    assert names[:3] == [
+        "floor inception_v3 gpu tf32",
+        "floor inception_v3 gpu fp32",
+        "served inception_v3 gpu-tf32 gpu-fp32 cpu-fp32",
+    ]
+    assert names[3:9:3] == ["floor resnet50 gpu tf32", "floor mobilenet_v2 gpu tf32"]
+    assert names[9] == "server batching inception_v3 gpu-tf32 concurrency 8,32,128"
+    assert names[-3:] == [f"floor {m} cpu fp32" for m in ("inception_v3", "resnet50", "mobilenet_v2")]
+    assert len(names) == 15
+    # the copies a host without TensorFlow builds: the catalogue model, random weights, nothing else
+    for model in ("inception_v3", "resnet50", "mobilenet_v2"):
+        assert json.loads((tmp_path / f"models/jax/{model}/1/conversion.json").read_text())["weights"] == "random"
+
+
+@pytest.mark.parametrize("bad", [["--devices", "tpu"], ["--precisions", "fp8"], ["--batch-sizes", "0"]])
+def test_bad_arguments_are_one_line(tmp_path, bad):
+    args = ["--out", str(tmp_path / "r"), "--models", "tiny", *bad]
+    done = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
