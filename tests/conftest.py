@@ -49,6 +49,18 @@ def models_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def jax_models(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """`tiny` (version 1, random weights) with its copy for the jax runtime (Keras on JAX), checked against
+    TensorFlow by export; in a directory of its own, so the other tests' models directory stays as it was."""
+    from serve_bench.export import export_model
+
+    require_runtime("jax")
+    out = tmp_path_factory.mktemp("jax_models")
+    export_model("tiny", weights="random", out=out, warmup_batch_sizes=(1, 4), runtimes=("tensorflow", "jax"))
+    return out
+
+
+@pytest.fixture(scope="session")
 def inception_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A models directory holding InceptionV3 (random weights), for the few end-to-end tests."""
     from serve_bench.export import export_model

@@ -20,7 +20,6 @@ from pathlib import Path
 
 import pytest
 
-from tests._servers import local_server
 from tests.conftest import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -261,11 +260,14 @@ def test_plain_install_runs_the_cli_and_says_what_export_needs(plain_venv):
 
 
 @pytest.mark.install
-def test_plain_install_measures_a_local_server(plain_venv, models_dir, tmp_path):
+def test_plain_install_measures_a_local_server(plain_venv, jax_models, tmp_path):
     """`serve-bench bench` from the plain install, over gRPC (TF Serving's messages from the shipped
-    descriptors) and REST, against the local server run from the project's environment."""
-    with local_server(models_dir) as server:
-        for url in (server.grpc_url, server.rest_url):
+    descriptors) and REST, against the local server run from the project's environment on the jax runtime
+    (the GPU host's: no TensorFlow on either side of the measurement)."""
+    from serve_bench.servers import LocalServerProcess
+
+    with LocalServerProcess(jax_models, "tiny", extra_flags=("--runtime=jax",)) as server:
+        for url in (server.grpc_url, server.http_url):
             run_dir = tmp_path / url.partition(":")[0]
             measured = _run(
                 plain_venv,
@@ -287,4 +289,4 @@ def test_plain_install_measures_a_local_server(plain_venv, models_dir, tmp_path)
             assert measured.returncode == 0, measured.stdout[-2000:] + measured.stderr[-2000:]
             (point,) = [json.loads(line) for line in (run_dir / "points.jsonl").read_text().splitlines()]
             assert point["counts"]["ok"] >= 20 and point["counts"]["errors"] == []
-            assert point["target"]["url"] == url
+            assert point["target"]["url"] == url and point["target"]["runtime"] == "jax"

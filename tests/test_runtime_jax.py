@@ -36,15 +36,6 @@ def _images(n: int, seed: int, size: int = 64) -> np.ndarray:
     return np.random.default_rng(seed).uniform(0, 255, size=(n, size, size, 3)).astype(np.float32)
 
 
-@pytest.fixture(scope="module")
-def jax_models(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """tiny exported with its jax copy (random weights), in a directory of this module's own."""
-    require_runtime("jax")
-    out = tmp_path_factory.mktemp("jax_models")
-    export.export_model("tiny", weights="random", out=out, warmup_batch_sizes=(1, 4), runtimes=("tensorflow", "jax"))
-    return out
-
-
 def _tolerance(models: Path, model: str = "tiny") -> float:
     facts = export.read_metadata(models / model / "1") or {}
     return export.feature_tolerance(facts["summing_layers"], facts["max_summed_terms"])
