@@ -62,6 +62,24 @@ def test_the_gpu_run_on_this_cpu_writes_ordinary_runs_and_packs_them(tmp_path):
     floor = [json.loads(line) for line in (out / "floor/tiny-cpu-fp32.jsonl").read_text().splitlines()]
     assert floor[0]["in_effect"]["weights"].startswith("random")
     assert [(x["batch_size"], x["calls"] >= 5) for x in floor[1:]] == [(1, True), (4, True)]
+    # the answer's table, from the same folder: the row's figures are the report's own and the floor's
+    summary = subprocess.run(
+        [sys.executable, str(SCRIPT.with_name("summarize.py")), str(out), "--cpu-price-per-hour", "0.5"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert summary.returncode == 0, summary.stderr[-2000:]
+    (row,) = [line for line in summary.stdout.splitlines() if line.startswith("| cpu-fp32 |")]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    best = max(points, key=lambda p: p["throughput"]["items_per_s"])
+    one = next(p for p in points if p["batch_size"] == 1)
+    assert cells[2].startswith(f"{best['throughput']['items_per_s']:,.0f} [") and cells[2].endswith(
+        f"({best['batch_size']})"
+    )
+    served_over_floor = one["throughput"]["items_per_s"] / floor[1]["images_per_s"]
+    assert cells[5].startswith(f"{served_over_floor:.2f} ·")
+    assert cells[7] == f"{0.5 / (3600 * best['throughput']['items_per_s']) * 1e6:.3f}"
 
 
 def test_a_step_past_the_budget_is_skipped_and_listed(tmp_path):

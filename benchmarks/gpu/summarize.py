@@ -1,0 +1,119 @@
+"""The answer from a GPU run's folder (benchmarks/gpu/run.py): one table per model, in Markdown.
+
+    python benchmarks/gpu/summarize.py RESULTS/gpu-run-... [--gpu-price-per-hour 2.99 --cpu-price-per-hour 0.68]
+
+Per device and precision, from the run's own report analysis (no figure computed twice): images/s at batch 1
+and at the best batch with their 95% intervals, the batching gain with its interval, the batch where
+throughput stops growing (the smallest within 5% of the best), served over in-process (the floor, same
+batch) at batch 1 and at the best batch, the server's own split of a batch-1 request (its metrics:
+runtime vs everything else), and the cost per million images at the given hourly price. A served figure
+under 0.9 of in-process at batch 1 is flagged: there the local server's fixed cost per request inflates
+the gain, and the in-process gain beside it is the one a C++ server would come nearer to.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from serve_bench.report import analyze_run  # noqa: E402
+from serve_bench.stats import read_points  # noqa: E402
+from serve_bench.stats._estimate import Estimate, ratio, ratio_text  # noqa: E402
+
+PLATEAU = 0.95  # throughput "stops growing" at the smallest batch within 5% of the best
+DISTORTION = 0.9  # served under this share of in-process at batch 1: the server's fixed cost shows
+
+
+def _floor(folder: Path, model: str, device: str, precision: str) -> dict[int, dict[str, Any]]:
+    path = folder / "floor" / f"{model}-{device}-{precision}.jsonl"
+    if not path.exists():
+        return {}
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return {x["batch_size"]: x for x in lines if "images_per_s" in x}
+
+
+def _interval(estimate: Estimate) -> str:
+    if estimate.low is None or estimate.high is None:
+        return f"{estimate.value:,.0f}"
+    return f"{estimate.value:,.0f} [{estimate.low:,.0f}–{estimate.high:,.0f}]"
+
+
+def summarize(folder: Path, prices: dict[str, float]) -> str:
+    lines: list[str] = []
+    for run_dir in sorted(p for p in (folder / "runs").iterdir() if (p / "points.jsonl").exists()):
+        if run_dir.name.endswith("-server-batching"):
+            continue
+        points = read_points(run_dir)
+        model = points[0].model
+        lines += [
+            f"### {model}",
+            "",
+            "| target | batch 1 img/s | best img/s (batch) | gain | stops growing at "
+            "| served / in-process, b1 · best | server's split of b1 (runtime + rest) | $ per M images |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for target in analyze_run(points).targets:
+            base, best = target.baseline, target.best
+            if base is None or best is None:
+                lines.append(f"| {target.name} | not measured | | | | | | |")
+                continue
+            curve = target.client_curve
+            top = max(c.items_per_s.value for c in curve.values())
+            plateau = min(b for b, c in curve.items() if c.items_per_s.value >= PLATEAU * top)
+            device, _, precision = target.name.partition("-")
+            floor = _floor(folder, model, device, precision)
+            shares = []
+            for cell in (base, best):
+                measured = floor.get(cell.batch_size)
+                shares.append(f"{cell.items_per_s.value / measured['images_per_s']:.2f}" if measured else "–")
+            flag = " ⚠" if shares[0] != "–" and float(shares[0]) < DISTORTION else ""
+            server = base.point.server
+            split = (
+                f"{server.request_us_mean / 1e3:.2f} ms = {server.runtime_us_mean / 1e3:.2f} + "
+                f"{(server.request_us_mean - server.runtime_us_mean) / 1e3:.2f}"
+                if server is not None and server.request_us_mean and server.runtime_us_mean
+                else "–"
+            )
+            price = prices.get(device)
+            cost = f"{price / (3600 * best.items_per_s.value) * 1e6:.3f}" if price else "–"
+            gain = ratio(best.items_per_s, base.items_per_s)
+            lines.append(
+                f"| {target.name} | {_interval(base.items_per_s)} | {_interval(best.items_per_s)} ({best.batch_size})"
+                f" | {ratio_text(gain)} | {plateau} | {shares[0]} · {shares[1]}{flag} | {split} | {cost} |"
+            )
+        lines.append("")
+        for target in analyze_run(points).targets:
+            device, _, precision = target.name.partition("-")
+            floor = _floor(folder, model, device, precision)
+            if len(floor) > 1:
+                one = floor[min(floor)]["images_per_s"]
+                best_batch = max(floor, key=lambda b: floor[b]["images_per_s"])
+                top = floor[best_batch]["images_per_s"]
+                lines.append(
+                    f"In process on {target.name}: {one:,.0f} img/s at batch 1, {top:,.0f}"
+                    f" at {best_batch} ({top / one:.1f}x); largest measured "
+                    f"{max(floor)}, compile {sum(x['compile_s'] for x in floor.values()):.0f} s in all."
+                )
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--gpu-price-per-hour", type=float, default=None)
+    parser.add_argument("--cpu-price-per-hour", type=float, default=None)
+    args = parser.parse_args(argv)
+    prices = {k: v for k, v in (("gpu", args.gpu_price_per_hour), ("cpu", args.cpu_price_per_hour)) if v}
+    print(summarize(args.folder, prices))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
