@@ -19,6 +19,9 @@ tensorflow_serving/batching/batching_session.cc):
   is split: first the room left in the open batch, then pieces of the execution
   batch size, then the remainder (input_split_metadata.cc). Each piece queues on
   its own; the request's outputs are the pieces' outputs concatenated in order.
+* One difference, on purpose: a task of zero rows is run at once, in-line, not queued. TF's
+  queue never schedules an open batch whose tasks hold no rows (``_run_alone``), so in TF Serving
+  such a request waits for one with rows; here it gets the answer batching off gives.
 * With ``allowed_batch_sizes`` a batch is padded with copies of its first row up
   to the lowest allowed size not below it, and the padding is sliced off.
 
@@ -165,6 +168,8 @@ class BatchScheduler:
             self._metrics.observe("batching_session:input_batch_size", size)
         if size > params.max_batch_size:
             raise invalid(f"Task size {size} is larger than maximum input batch size {params.max_batch_size}")
+        if size == 0:
+            return await self._run_alone(inputs)
         self._check_capacity(size)
         now = time.perf_counter()
         deadline = now + timeout if timeout is not None and timeout > 0 else None
@@ -193,6 +198,25 @@ class BatchScheduler:
         if len(tasks) == 1:
             return await tasks[0].future
         return await _gather_pieces(tasks)
+
+    async def _run_alone(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """A task of zero rows, run at once as the unbatched session runs it.
+
+        TF 2.21's queue never schedules an open batch whose tasks hold no rows
+        (shared_batch_scheduler.h:1443-1445, PeekBatchPriorityImpl): in TF Serving such a request
+        waits until a request with rows joins its batch, past any deadline, and blocks the queue's
+        close. Nothing is gained by queueing no work, so it runs in-line, as BatchingSession runs a
+        request it does not batch (batching_session.cc:411-431), on a thread of its own: the answer
+        is the one the server gives with batching off.
+        """
+        try:
+            return await asyncio.get_running_loop().run_in_executor(None, self._run, inputs)
+        except ServingError:
+            raise
+        except Exception as exc:  # as _process: a TensorFlow failure is INTERNAL, never a lost request
+            message = str(exc) or type(exc).__name__
+            del exc  # keep no traceback (and with it the request's tensors) alive
+            raise ServingError("INTERNAL", message) from None
 
     def _check_capacity(self, size: int) -> None:
         tail = self._batches[-1]
