@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import datetime as _dt
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -180,12 +181,23 @@ def sweep(args: argparse.Namespace) -> int:
     return 1 if outcome.failed_targets or unusable else 0
 
 
+def _warn(command: str) -> Callable[[str], None]:
+    """One line on stderr for what a command read past (a torn last line of points.jsonl)."""
+
+    def warn(message: str) -> None:
+        print(f"serve-bench {command}: warning: {message}", file=sys.stderr)
+
+    return warn
+
+
 def report(args: argparse.Namespace) -> int:
     from serve_bench.report import build_report, print_summary
     from serve_bench.stats import Slo
 
     slo = Slo.parse(args.slo) if args.slo else None
-    output = build_report(Path(args.run), slo=slo, models_dir=Path(args.models_dir), plots=not args.no_plots)
+    output = build_report(
+        Path(args.run), slo=slo, models_dir=Path(args.models_dir), plots=not args.no_plots, on_skip=_warn("report")
+    )
     print_summary(output.analysis)
     print(f"report: {output.html}\nsummary: {output.csv}")
     if output.plots:
@@ -293,7 +305,9 @@ def predict(args: argparse.Namespace) -> int:
 def compare(args: argparse.Namespace) -> int:
     from serve_bench.report import compare_runs, print_comparison
 
-    result = compare_runs(Path(args.run_a), Path(args.run_b), allow_mismatch=args.allow_mismatch)
+    result = compare_runs(
+        Path(args.run_a), Path(args.run_b), allow_mismatch=args.allow_mismatch, on_skip=_warn("compare")
+    )
     print_comparison(result, f"B = {args.run_b} vs A = {args.run_a}")
     return 0
 

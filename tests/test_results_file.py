@@ -186,6 +186,37 @@ def test_report_on_a_bad_file_exits_2_with_the_line(tmp_path, capsys):
     assert f"{tmp_path / POINTS_FILE}:2:" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("command", ["report", "compare"])
+def test_report_on_a_torn_last_line_says_which_line_it_skipped(tmp_path, capsys, command):
+    """Issue 34, item 7: a killed run's torn last line is skipped (exit 0, the points before it reported)
+    and said, in one line on stderr naming the file, the line and why; it used to be skipped silently."""
+    points = [make_point("cpu", "cpu", b, 10_000.0 * b) for b in (1, 2, 4)]
+    with ResultsWriter(tmp_path) as writer:
+        for point in points:
+            writer.append(point)
+    path = tmp_path / POINTS_FILE
+    lines = path.read_bytes().splitlines(keepends=True)
+    path.write_bytes(b"".join(lines[:2]) + lines[2][:100])  # killed while writing the third line
+    argv = ["report", str(tmp_path), "--no-plots"] if command == "report" else ["compare", str(tmp_path), str(tmp_path)]
+    assert main(argv) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(set(err)) == 1, err  # compare reads the run twice: the same line
+    assert err[0].startswith(f"serve-bench {command}: warning: {path}:3: skipped the last line, torn (100 bytes")
+    assert "killed" in err[0]
+    assert read_points(tmp_path) == points[:2]
+
+
+def test_a_torn_last_line_cut_inside_a_character_is_skipped_and_said(tmp_path):
+    whole = make_point("cpu", "cpu", 1, 5_000.0)
+    with ResultsWriter(tmp_path) as writer:
+        writer.append(whole)
+    with (tmp_path / POINTS_FILE).open("ab") as f:
+        f.write('{"note": "é'.encode()[:-1])  # half of a two-byte character, no newline
+    said: list[str] = []
+    assert read_points(tmp_path, on_skip=said.append) == [whole]
+    assert len(said) == 1 and ":2: skipped the last line, torn" in said[0]
+
+
 def test_a_remeasured_point_supersedes_the_old_line(tmp_path):
     dead = make_point("cpu", "cpu", 1, 5_000.0, ok=0, errors=40)
     cut = make_point("cpu", "cpu", 2, 5_000.0, cut_off="target down after 1.2 s")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -36,14 +37,21 @@ def find_model_facts(model: str, models_dir: Path) -> dict[str, Any] | None:
 
 
 def build_report(
-    run_dir: Path, *, slo: Slo | None = None, models_dir: Path = Path("exported_models"), plots: bool = True
+    run_dir: Path,
+    *,
+    slo: Slo | None = None,
+    models_dir: Path = Path("exported_models"),
+    plots: bool = True,
+    on_skip: Callable[[str], None] | None = None,
 ) -> ReportOutput:
+    """Analyse a run and write its report; ``on_skip`` hears, in one line, of a points.jsonl line left out
+    (a torn last line, ``stats.read_points``)."""
     from serve_bench.report._html import write_html
     from serve_bench.report._tables import write_summary_csv
 
     if not run_dir.is_dir():
         raise UserError(f"{run_dir} is not a results directory; give results/<run>")
-    points = read_points(run_dir)
+    points = read_points(run_dir, on_skip=on_skip)
     if not points:
         raise UserError(f"{run_dir} holds no measured points yet")
     metadata = load_run_metadata(run_dir)
@@ -96,10 +104,13 @@ def _config_key(point: Point) -> PointId:
 _COMPARED_SETTINGS = ("warmup_s", "min_duration_s", "min_requests", "windows", "tolerance", "timeout_s")
 
 
-def compare_runs(run_a: Path, run_b: Path, *, allow_mismatch: bool = False) -> Comparison:
+def compare_runs(
+    run_a: Path, run_b: Path, *, allow_mismatch: bool = False, on_skip: Callable[[str], None] | None = None
+) -> Comparison:
     """Ratio B/A per matching point. Points match by configuration (protocol, model, payload,
-    batch, load), not by target name, so TF Serving can be set beside the local server."""
-    points_a, points_b = read_points(run_a), read_points(run_b)
+    batch, load), not by target name, so TF Serving can be set beside the local server.
+    ``on_skip``: as build_report's."""
+    points_a, points_b = read_points(run_a, on_skip=on_skip), read_points(run_b, on_skip=on_skip)
     meta_a, meta_b = load_run_metadata(run_a), load_run_metadata(run_b)
     differences = []
     settings_a, settings_b = meta_a.get("settings", {}), meta_b.get("settings", {})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -117,12 +118,15 @@ class ResultsWriter:
         self.close()
 
 
-def read_points(run: Path, *, include_superseded: bool = False) -> list[Point]:
+def read_points(
+    run: Path, *, include_superseded: bool = False, on_skip: Callable[[str], None] | None = None
+) -> list[Point]:
     """Every point of a run, in file order; points re-measured by a later point are left out.
 
     ``run`` is a run directory or a points.jsonl file. A torn last line (a run
-    killed mid-write) is skipped; any other line that is not a point raises
-    ResultsFileError naming the file and line.
+    killed mid-write: no newline, not a whole JSON line) is skipped, and ``on_skip``
+    is told which line and why in one line; any other line that is not a point
+    raises ResultsFileError naming the file and line.
     """
     path = _points_path(run)
     if not path.exists():
@@ -137,10 +141,13 @@ def read_points(run: Path, *, include_superseded: bool = False) -> list[Point]:
     for number, line_bytes in enumerate(lines, 1):
         if not line_bytes.strip():
             continue
-        last = number == len(lines)
+        torn = torn_tail and number == len(lines)
         try:
             line = line_bytes.decode("utf-8")
         except UnicodeDecodeError as exc:
+            if torn:  # cut inside a character
+                _skipped(on_skip, path, number, line_bytes)
+                continue
             raise ResultsFileError(
                 f"{path}:{number}: not UTF-8 text (byte 0x{line_bytes[exc.start]:02x} at column "
                 f"{exc.start + 1}); is this a serve-bench points.jsonl?"
@@ -148,8 +155,9 @@ def read_points(run: Path, *, include_superseded: bool = False) -> list[Point]:
         try:
             data = json.loads(line)
         except json.JSONDecodeError:
-            if last and torn_tail:
-                continue  # the run was killed while writing this line
+            if torn:  # the run was killed while writing this line
+                _skipped(on_skip, path, number, line_bytes)
+                continue
             raise ResultsFileError(f"{path}:{number}: not valid JSON; is this a serve-bench points.jsonl?") from None
         try:
             points.append(point_from_data(data, line))
@@ -159,6 +167,14 @@ def read_points(run: Path, *, include_superseded: bool = False) -> list[Point]:
         return points
     superseded = {p.supersedes for p in points if p.supersedes}
     return [p for p in points if p.id not in superseded]
+
+
+def _skipped(on_skip: Callable[[str], None] | None, path: Path, number: int, line: bytes) -> None:
+    if on_skip is not None:
+        on_skip(
+            f"{path}:{number}: skipped the last line, torn ({len(line)} bytes, no newline, not a whole JSON "
+            "line: a run killed while writing it); the points before it are read"
+        )
 
 
 def read_run(run_dir: Path) -> dict[str, Any]:
