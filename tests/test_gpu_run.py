@@ -92,7 +92,7 @@ def test_a_step_past_the_budget_is_skipped_and_listed(tmp_path):
     assert steps and all(s["skipped"] == "past the 0 s budget" for s in steps)
 
 
-def test_the_gpu_visit_measures_the_headline_first(tmp_path):
+def test_the_gpu_visit_measures_the_headline_first(tmp_path, monkeypatch):
     """On the GPU host (the defaults): each model's GPU floor in each precision (only the first doubles past
     the last size) and its served sweep of every device, InceptionV3 first; then the server's own batching;
     the CPU's floor last."""
@@ -113,6 +113,9 @@ def test_the_gpu_visit_measures_the_headline_first(tmp_path):
         min_duration_s=1.0,
     )
     plan = script.Plan(tmp_path, 420, None)
+    import serve_bench.stats._metadata as metadata
+
+    monkeypatch.setattr(metadata, "gpu_names", lambda: ["NVIDIA H100 80GB HBM3"])  # as on the host
     names = [step.name for step in script.build_steps(plan, parser)]
     assert names[:3] == [
         "floor inception_v3 gpu tf32",
@@ -128,8 +131,14 @@ def test_the_gpu_visit_measures_the_headline_first(tmp_path):
         assert json.loads((tmp_path / f"models/jax/{model}/1/conversion.json").read_text())["weights"] == "random"
 
 
-@pytest.mark.parametrize("bad", [["--devices", "tpu"], ["--precisions", "fp8"], ["--batch-sizes", "0"]])
+@pytest.mark.parametrize(
+    "bad", [["--devices", "tpu"], ["--precisions", "fp8"], ["--batch-sizes", "0"], ["--devices", "gpu,cpu"]]
+)
 def test_bad_arguments_are_one_line(tmp_path, bad):
+    from serve_bench.stats._metadata import gpu_names
+
+    if "gpu,cpu" in bad and gpu_names():
+        pytest.skip("this host has a GPU")
     args = ["--out", str(tmp_path / "r"), "--models", "tiny", *bad]
     done = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr

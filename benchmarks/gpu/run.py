@@ -232,6 +232,11 @@ def build_steps(plan: Plan, args: argparse.Namespace) -> list[Step]:
     precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
     for device in devices:
         JAX.check_device(device)
+    if "gpu" in devices:
+        from serve_bench.stats._metadata import gpu_names
+
+        if not gpu_names():
+            raise UserError("no GPU here (neither NVML nor nvidia-smi sees one): pass --devices cpu to rehearse")
     for precision in precisions:
         JAX.check_precision(precision)
     parse_batch_sizes(args.batch_sizes, "batch_sizes")
