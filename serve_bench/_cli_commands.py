@@ -272,19 +272,14 @@ def predict(args: argparse.Namespace) -> int:
     for p in predictions:
         print(f"\n{p.device.name}, {p.precision}, run by {p.runtime}")
         print(f"  calibrated on published tables of: {' '.join(p.calibrated_on)}")
-        for what, e in (("device", p.error), ("model", p.model_error)):
-            if e is None:
-                print(f"  error, {what} left out: not measured (the tables of {p.runtime} have one model)")
-                continue
-            print(
-                f"  error, {what} left out: images/s median {e.median:.0%} (worst {e.worst:.0%}), "
-                f"gain {e.gain_median:.0%} ({e.gain_worst:.0%})"
-            )
+        for line in p.expected.lines() if p.expected is not None else []:
+            print(f"  {line}")
         print(f"  {'batch':>5} {'latency ms':>10} {'images/s':>9}")
         for b, t, ips in zip(p.batch_sizes, p.latency_s, p.images_per_s):
             print(f"  {b:>5} {t * 1e3:>10.2f} {ips:>9.0f}")
         print(f"  batching gain {p.gain:.1f}x; throughput stops growing at batch {p.saturating_batch}")
-        print(f"  largest batch that fits in {p.device.mem_gb:g} GB: {p.largest_batch_that_fits}")
+        print(f"  largest batch that fits in {p.device.mem_gb:g} GB: at most {p.largest_batch_that_fits}")
+        print("    (an upper bound: weights and the widest op's tensors only)")
         if p.usd_per_million_images is not None:
             print(f"  ${p.usd_per_million_images:.4f} per million images at ${p.device.price_per_hour_usd}/h")
         if cpu is not None:

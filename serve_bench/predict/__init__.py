@@ -4,11 +4,15 @@
 ``predict`` turns those costs into time per batch on a device of the shipped table, with
 efficiencies fitted on published measurements and the error that fit showed on devices left out
 of it (``calibration``, ``leave_one_device_out``). Every prediction names the shipped fit it was made
-with and that fit's content hash (``shipped_version``), so a refit cannot pass for a frozen one.
+with and that fit's content hash (``shipped_version``), so a refit cannot pass for a frozen one, and
+carries the error to expect on its device (``expected_error``): the 10th-90th percentiles of the
+held-out errors of the nearest calibrated architecture, how the same fit did on published tables no
+fit has used (``_outofsample``), and what served tables say of the copy term.
 """
 
 from serve_bench.predict._calibrate import CpuCalibration, calibrate_cpu, cpu_points, fit_cpu
 from serve_bench.predict._devices import PRECISIONS, Device, device_table, get_device
+from serve_bench.predict._expected import ExpectedError, expected_error
 from serve_bench.predict._freeze import FIT_VERSION, ModelVersion, content_hash
 from serve_bench.predict._graph import GraphCost, OpCost, cost_graph, cost_saved_model, fuse_pointwise
 from serve_bench.predict._host import (
@@ -23,22 +27,24 @@ from serve_bench.predict._host import (
 from serve_bench.predict._model import Efficiency, Observation, fit, time_per_batch
 from serve_bench.predict._predict import (
     BATCH_SIZES,
+    Prediction,
+    predict,
+    shipped_inputs,
+    shipped_tables,
+    shipped_version,
+)
+from serve_bench.predict._published import (
     RUNTIMES,
     Calibration,
     HeldOut,
     LeaveOneOut,
-    Prediction,
     calibration,
     check_runtime,
     fitted,
     leave_one_device_out,
     leave_one_model_out,
-    predict,
     published_observations,
     run_by,
-    shipped_inputs,
-    shipped_tables,
-    shipped_version,
 )
 from serve_bench.predict._reference import ARCHITECTURES, build_cost, reference_costs
 
@@ -55,6 +61,7 @@ __all__ = [
     "CpuSpec",
     "Device",
     "Efficiency",
+    "ExpectedError",
     "GraphCost",
     "HeldOut",
     "LeaveOneOut",
@@ -72,6 +79,7 @@ __all__ = [
     "cpu_device",
     "cpu_points",
     "device_table",
+    "expected_error",
     "fit",
     "fit_cpu",
     "fitted",

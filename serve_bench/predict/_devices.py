@@ -10,11 +10,24 @@ from typing import Any
 
 from serve_bench.errors import UserError
 
-__all__ = ["PRECISIONS", "Device", "bytes_per_element", "device_table", "get_device", "peak_flops", "precision_class"]
+__all__ = [
+    "GENERATIONS",
+    "PRECISIONS",
+    "Device",
+    "bytes_per_element",
+    "device_table",
+    "get_device",
+    "peak_flops",
+    "precision_class",
+]
 
 # fp32: CUDA cores; tf32: TensorFloat-32 tensor cores on float32 data (TensorFlow's default on
 # Ampere and later); mixed: float16 tensor cores with float16 activations and weights (AMP).
 PRECISIONS = ("fp32", "tf32", "mixed")
+# Each architecture's CUDA compute capability (github winston-zhang-orz/gpu-specs specs.md
+# @097f0fb34b7530bb7aa83535e5170a4c6701b5d7 line 39: V100 7, T4 7.5, A100 8.0 (A10 8.6), L4 8.9, H100 9):
+# the order in which "the nearest architecture" is taken.
+GENERATIONS = {"Volta": 7.0, "Turing": 7.5, "Ampere": 8.0, "Ada Lovelace": 8.9, "Hopper": 9.0}
 
 
 @dataclass(frozen=True)
@@ -30,6 +43,7 @@ class Device:
     pcie_lanes: int
     tdp_w: float | None = None
     price_per_hour_usd: float | None = None
+    architecture: str = ""  # a key of GENERATIONS ("" for a CPU)
     sources: dict[str, str] = field(default_factory=dict, compare=False)
 
 

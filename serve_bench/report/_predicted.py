@@ -52,7 +52,7 @@ def _well_formed(data: dict[str, Any]) -> bool:
         lists = [row.get(k) for k in ("batch_sizes", "latency_ms", "images_per_s")]
         if not all(_numbers(v) for v in lists) or len({len(v) for v in lists if isinstance(v, list)}) != 1:
             return False
-        if not all(isinstance(row.get(k, {}), dict) for k in ("error", "model_error")):
+        if not all(isinstance(row.get(k, {}), dict) for k in ("error", "model_error", "expected_error")):
             return False
     cpu = data.get("cpu")
     if cpu is None:
@@ -127,12 +127,16 @@ def _gpu_table(row: dict[str, Any], points: list[Point], model: str) -> str:
             seen = match[1].get(int(batch))
             extra = f"<td>{seen:.1f}</td><td>{seen / ips:.2f}</td>" if seen else "<td></td><td></td>"
         rows.append(f"<tr><td>{batch}</td><td>{latency:.2f}</td><td>{ips:.0f}</td>{extra}</tr>")
-    errors = " ".join(
-        f"With the {what} left out of the calibration: images/s median {e.get('median', 0):.0%} "
-        f"(worst {e.get('worst', 0):.0%}), batching gain {e.get('gain_median', 0):.0%}."
-        for what, e in (("device", row.get("error")), ("model", row.get("model_error")))
-        if isinstance(e, dict)
-    )
+    expected = row.get("expected_error")
+    if isinstance(expected, dict):
+        errors = _expected_text(expected)
+    else:  # a predictions.json written before the per-device error: its pooled medians
+        errors = " ".join(
+            f"With the {what} left out of the calibration: images/s median {e.get('median', 0):.0%} "
+            f"(worst {e.get('worst', 0):.0%}), batching gain {e.get('gain_median', 0):.0%}."
+            for what, e in (("device", row.get("error")), ("model", row.get("model_error")))
+            if isinstance(e, dict)
+        )
     runtime = f", run by {_e(row['runtime'])}" if row.get("runtime") else ""
     tables = row.get("calibrated_on")
     calibrated = f"Calibrated on published tables of {_e(' '.join(map(str, tables)))}. " if tables else ""
@@ -140,10 +144,60 @@ def _gpu_table(row: dict[str, Any], points: list[Point], model: str) -> str:
         f"<h3>{_e(row.get('name', row.get('device')))}, {_e(row.get('precision'))}{runtime}</h3>"
         f"<p>{calibrated}{errors} "
         f"Predicted batching gain {_e(row.get('gain'))}x; throughput stops growing at batch "
-        f"{_e(row.get('saturating_batch'))}; largest batch that fits {_e(row.get('largest_batch_that_fits'))}.</p>"
+        f"{_e(row.get('saturating_batch'))}; largest batch that fits: at most "
+        f"{_e(row.get('largest_batch_that_fits'))} (an upper bound: weights and the widest op's tensors only).</p>"
         "<table><tr><th>batch</th><th>predicted latency ms</th><th>predicted images/s</th>"
         f"{measured_head}</tr>{''.join(rows)}</table>"
     )
+
+
+def _interval(value: Any) -> str:
+    """``-21% to +24%`` from ``{"p10": -0.21, "p90": 0.24}``; "?" where it is not one."""
+    if not isinstance(value, dict) or not all(isinstance(value.get(k), int | float) for k in ("p10", "p90")):
+        return "?"
+    if value.get("count") == 1:
+        return f"{value['p10']:+.0%}"
+    return f"{value['p10']:+.0%} to {value['p90']:+.0%}"
+
+
+def _expected_text(e: dict[str, Any]) -> str:
+    """The per-device expected error `serve-bench predict` computed (its ``expected_error``), in sentences."""
+    low, high = (e.get("percentiles") or [10, 90])[:2]
+    nearest = _e(e.get("nearest_calibrated", "?"))
+    if not e.get("covered"):
+        nearest += ", the nearest calibrated architecture"
+    left_out = " or ".join(map(str, e.get("left_out", [])))
+    parts = [
+        f"Expected error, predicted/published - 1 ({_e(low)}th-{_e(high)}th percentile of the held-out errors of "
+        f"{nearest}: {_e(' '.join(map(str, e.get('held_out', []))))}, {_e(left_out)} left out of the fit): "
+        f"images/s {_interval(e.get('images_per_s'))}, batching gain {_interval(e.get('gain'))}."
+    ]
+    if not e.get("covered"):
+        parts.append(f"No table of this architecture ({_e(e.get('architecture', '?'))}): expect more.")
+    if "model" not in e.get("left_out", []):
+        parts.append(f"No model left out (the {_e(e.get('runtime', ''))} tables have one model): expect more.")
+    outside = e.get("out_of_sample")
+    if isinstance(outside, dict):
+        parts.append(
+            f"On tables no fit saw ({_e(', '.join(map(str, outside.get('tables', []))))}: "
+            f"{_e(' '.join(map(str, outside.get('devices', []))))}): images/s "
+            f"{_interval(outside.get('images_per_s'))}, batching gain {_interval(outside.get('gain'))}."
+        )
+    copy = e.get("copy")
+    if isinstance(copy, dict):
+        served = copy.get("served_gbs")
+        if isinstance(served, list) and len(served) == 2:
+            verdict = "refuted" if copy.get("refuted") else "checked"
+            parts.append(
+                f"The copy at PCIe's {_e(copy.get('pcie_gbs'))} GB/s: {verdict} by served tables "
+                f"({_e(', '.join(map(str, copy.get('tables', []))))}), whose images arrived at "
+                f"{_e(served[0])}-{_e(served[1])} GB/s: a served request's transfer costs far more than this copy."
+            )
+        else:
+            parts.append(
+                f"The copy at PCIe's {_e(copy.get('pcie_gbs'))} GB/s is unvalidated until a served table validates it."
+            )
+    return " ".join(parts)
 
 
 def predicted_html(predictions: dict[str, Any] | None, points: list[Point]) -> str:
