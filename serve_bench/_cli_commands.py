@@ -93,7 +93,7 @@ def _point_settings(args: argparse.Namespace) -> PointSettings:
 
 def bench(args: argparse.Namespace) -> int:
     from serve_bench.client import ServeBenchError, parse_target, user_error
-    from serve_bench.load import check_settings, positive_number
+    from serve_bench.load import check_schedule, check_settings, positive_number
     from serve_bench.stats import LoadInfo
     from serve_bench.sweep import measure_plan, open_point_run, plan_point, point_failure
 
@@ -119,6 +119,7 @@ def bench(args: argparse.Namespace) -> int:
     )
     positive_number("max_error_share", args.max_errors, allow_zero=True)
     parse_target(args.url)  # a malformed URL is refused (InvalidTarget) before the run directory is made
+    check_schedule(plan, settings)  # records, requests in flight, processes: before connecting (docs/bounds.md)
     out = Path(args.run_dir)
     with open_point_run(out, settings, command="bench", source=f"bench {args.url} {args.model}") as writer:
         try:

@@ -42,6 +42,20 @@ def encode_rest_body(inputs: dict[str, np.ndarray], signature: str, row_format: 
     return orjson.dumps(body, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
+LIMITS_HEADER = "X-Serve-Bench-Limits"  # the local server's (server/_rest.py), read by name only
+_LIMIT_NAMES = ("max_body_bytes", "max_batch_size")
+
+
+def declared_limits(header: str) -> dict[str, int]:
+    """``max_body_bytes=N; max_batch_size=M`` -> {name: N}; what it cannot read is left out."""
+    limits: dict[str, int] = {}
+    for part in header.split(";"):
+        name, _, value = part.strip().partition("=")
+        if name in _LIMIT_NAMES and value.strip().isdigit():
+            limits[name] = int(value)
+    return limits
+
+
 def _error_text(body: bytes) -> str:
     """The server's words, on one line: ``{"error": ...}`` (TF Serving, Triton, MLServer), FastAPI's
     ``{"detail": ...}`` (MLServer refusing a body it cannot parse), else the body's first line."""
@@ -117,6 +131,8 @@ class RestTransport:
         )
         self.output_dtypes: dict[str, int] = {}  # learnt from the signature when the client opens
         self.server_identity = ""
+        # what the server declared it refuses (the local server: max_body_bytes, max_batch_size); {} for none
+        self.declared_limits: dict[str, int] = {}
 
     def encode(self, inputs: dict[str, np.ndarray], signature: str) -> bytes:
         return encode_rest_body(inputs, signature, self.row_format)
@@ -130,6 +146,7 @@ class RestTransport:
 
     def _note_server(self, headers: Mapping[str, str]) -> None:
         self.server_identity = headers.get("Server", "")
+        self.declared_limits = declared_limits(headers.get(LIMITS_HEADER, ""))
 
     async def send(self, request: PreparedRequest, timeout: float | None) -> bytes:
         return await self._request("POST", self._predict_url, request.payload, timeout)

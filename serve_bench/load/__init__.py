@@ -1,8 +1,18 @@
 """Load generation: closed loop (concurrency), open loop (seeded Poisson/constant schedule), payloads,
 and what to measure at a point (``PointPlan``) with the one set of checks of a point's batch size,
-load and settings (``check_batch_size``, ``check_load``, ``check_settings``)."""
+load and settings (``check_batch_size``, ``check_load``, ``check_settings``) and the bounds on what they
+ask of the client's memory (``check_schedule``, ``check_request``; docs/bounds.md)."""
 
 from serve_bench.load._analysis import MIN_WINDOW_REQUESTS, analyze, is_stable, stability_of
+from serve_bench.load._bounds import (
+    Declared,
+    Memory,
+    RequestCost,
+    check_request,
+    check_schedule,
+    memory_available,
+    point_memory,
+)
 from serve_bench.load._checks import check_batch_size, check_load, check_settings, positive_int, positive_number
 from serve_bench.load._digest import RunDigest, digest_records, merge_digests
 from serve_bench.load._generators import DOWN_AFTER, LoadRun, PointSettings, run_closed_loop, run_open_loop
@@ -30,17 +40,22 @@ __all__ = [
     "PAYLOADS",
     "PROTOBUF_LIMIT",
     "ArrivalSchedule",
+    "Declared",
     "InputSet",
     "LoadRun",
+    "Memory",
     "PointPlan",
     "PointSettings",
     "Recorder",
     "RecordingClient",
+    "RequestCost",
     "RunDigest",
     "analyze",
     "arrival_offsets",
     "check_batch_size",
     "check_load",
+    "check_request",
+    "check_schedule",
     "check_settings",
     "digest_records",
     "image_size_of",
@@ -49,7 +64,9 @@ __all__ = [
     "largest_batch",
     "load_input_data",
     "make_inputs",
+    "memory_available",
     "merge_digests",
+    "point_memory",
     "positive_int",
     "positive_number",
     "run_closed_loop",

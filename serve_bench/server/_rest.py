@@ -306,6 +306,10 @@ def _outputs_json(outputs: dict[str, np.ndarray], row_format: bool) -> dict[str,
 
 _METRICS = web.AppKey("metrics", Metrics)
 _IDENTITY = web.AppKey("identity", str)
+_LIMITS = web.AppKey("limits", str)
+# What the local server refuses, declared so a client can refuse a batch before building it (issue 34):
+# "max_body_bytes=N" (--max_body_bytes), then "; max_batch_size=M" when batching is on. TF Serving sends none.
+LIMITS_HEADER = "X-Serve-Bench-Limits"
 PARSE_BUDGET = web.AppKey("parse_budget", MemoryBudget)  # tests read and shrink it
 _TF_STATUS = web.RequestKey("tf_status", str)
 # TF Serving's canonical code for an HTTP status (the inverse of http_server.cc:46 ToHTTPStatusCode).
@@ -346,12 +350,17 @@ async def _count_requests(
 
 async def _identify(request: web.Request, response: web.StreamResponse) -> None:
     response.headers["Server"] = request.app[_IDENTITY]
+    response.headers[LIMITS_HEADER] = request.app[_LIMITS]
 
 
 def make_app(core: ServingCore, metrics_path: str | None) -> web.Application:
     app = web.Application(client_max_size=core.config.max_body_bytes, middlewares=[_count_requests])
     app[_METRICS] = core.metrics
     app[_IDENTITY] = core.identity
+    limits = [f"max_body_bytes={core.config.max_body_bytes}"]
+    if core.config.batching is not None:
+        limits.append(f"max_batch_size={core.config.batching.max_batch_size}")
+    app[_LIMITS] = "; ".join(limits)
     app.on_response_prepare.append(_identify)
     handlers = _Handlers(core, metrics_path)
     app[PARSE_BUDGET] = handlers.budget

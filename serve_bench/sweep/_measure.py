@@ -24,15 +24,18 @@ from serve_bench.errors import InvalidValue
 from serve_bench.export import RUNTIMES
 from serve_bench.load import (
     ArrivalSchedule,
+    Declared,
     InputSet,
     LoadRun,
     PointPlan,
     PointSettings,
+    RequestCost,
     analyze,
+    check_request,
+    check_schedule,
     check_settings,
     image_size_of,
     is_stable,
-    largest_batch,
     load_input_data,
     make_inputs,
     run_closed_loop,
@@ -44,6 +47,7 @@ from serve_bench.metrics import TelemetrySession, default_metrics_url, read_serv
 from serve_bench.stats import OK, LoadInfo, Point, RequestRecord, ServerView, Target
 
 __all__ = [
+    "check_bounds",
     "measure",
     "measure_async",
     "measure_idle_power",
@@ -52,6 +56,7 @@ __all__ = [
     "metrics_url_of",
     "open_telemetry",
     "plan_point",
+    "request_cost",
 ]
 
 _LOOPBACK = ("localhost", "127.0.0.1", "::1")
@@ -152,20 +157,40 @@ def _request_inputs(
     return {name or ("image_bytes" if payload == "jpeg" else "images"): inputs.batch(0, batch_size)}
 
 
-def _check_one_message(client: Client, plan: PointPlan, inputs: InputSet | None) -> None:
-    """A gRPC request is one protobuf message, and protobuf serializes none past 2 GB: refuse a
-    batch past that before building it (it used to be built, then fail to serialize)."""
-    if plan.target.protocol not in ("grpc", "v2-grpc"):
-        return
-    one, two = (client.prepare(_request_inputs(client, plan.payload, n, plan.seed, inputs)).nbytes for n in (1, 2))
-    most = largest_batch(one, two)
-    if plan.batch_size > most:
-        raise InvalidValue(
-            "batch_size",
-            plan.batch_size,
-            f"at most {most} for {plan.model}'s input over gRPC ({two - one} bytes per item): a request is one "
-            "protobuf message and protobuf serializes none past 2 GB",
-        )
+def _drawn_bytes(arrays: dict[str, np.ndarray]) -> int:
+    """Bytes a batch is drawn as: the arrays, and for JPEG bytes the bytes objects they point to."""
+    total = 0
+    for array in arrays.values():
+        total += array.nbytes
+        if array.dtype == object:
+            total += sum(len(item) for item in array.reshape(-1) if isinstance(item, bytes))
+    return total
+
+
+def request_cost(client: Client, plan: PointPlan, inputs: InputSet | None = None) -> RequestCost:
+    """What one request of the plan's payload costs, from requests of one item and of two, encoded."""
+    drawn = [_request_inputs(client, plan.payload, n, plan.seed, inputs) for n in (1, 2)]
+    one, two = (client.prepare(arrays).nbytes for arrays in drawn)
+    return RequestCost(
+        one,
+        two,
+        max(1, _drawn_bytes(drawn[1]) - _drawn_bytes(drawn[0])),
+        synthetic_float=inputs is None and plan.payload == "float",
+    )
+
+
+def check_bounds(
+    client: Client,
+    plan: PointPlan,
+    settings: PointSettings,
+    inputs: InputSet | None = None,
+    cost: RequestCost | None = None,
+) -> None:
+    """Refuse a batch or load the client cannot hold, or one the server declared it refuses, before the
+    batch is drawn (``InvalidValue``; load._bounds, docs/bounds.md)."""
+    check_schedule(plan, settings)
+    declared = getattr(client.transport, "declared_limits", None) or {}
+    check_request(plan, settings, cost or request_cost(client, plan, inputs), Declared(**declared))
 
 
 async def measure_point(
@@ -188,7 +213,7 @@ async def measure_point(
     check_settings(settings)  # the plan checked its batch size and load when it was built
     if inputs is not None and plan.load.processes > 1:
         raise InvalidValue("processes", plan.load.processes, "1 when real input data is sent")
-    _check_one_message(client, plan, inputs)
+    check_bounds(client, plan, settings, inputs)
     target = plan.target
     image_size = image_size_of(client.signatures.get("serving_default"))
     prepared = client.prepare(_request_inputs(client, plan.payload, plan.batch_size, plan.seed, inputs))

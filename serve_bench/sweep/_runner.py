@@ -18,12 +18,20 @@ from pathlib import Path
 from typing import Any
 
 from serve_bench.client import Client, ServeBenchError, connect, user_error
+from serve_bench.errors import InvalidValue, UserError
 from serve_bench.export import list_versions, read_metadata
-from serve_bench.load import InputSet, PointPlan, image_size_of, load_input_data, signature_for_payload
+from serve_bench.load import (
+    InputSet,
+    PointPlan,
+    RequestCost,
+    image_size_of,
+    load_input_data,
+    signature_for_payload,
+)
 from serve_bench.metrics import TelemetrySession
 from serve_bench.stats import LoadInfo, Point, ResultsWriter, Target, collect_run_metadata, read_points
 from serve_bench.sweep._launch import launched_targets
-from serve_bench.sweep._measure import measure_idle_power, measure_point, open_telemetry
+from serve_bench.sweep._measure import check_bounds, measure_idle_power, measure_point, open_telemetry, request_cost
 from serve_bench.sweep._spec import SweepSpec
 
 __all__ = ["OnPoint", "SweepOutcome", "latest_run_dir", "new_run_dir", "plan_points", "run_sweep"]
@@ -210,6 +218,33 @@ def _reusable(point: Point, spec: SweepSpec) -> bool:
     return not point.needs_remeasure and (point.target.runtime == wanted or ran == wanted)
 
 
+# the spec's key for each parameter a bound names (InvalidValue.name)
+_SPEC_KEYS = {
+    "batch_size": "batch_sizes",
+    "concurrency": "load.concurrency",
+    "rate": "load.rates",
+    "processes": "load.processes",
+    "max_duration_s": "durations.max_duration_s",
+}
+
+
+async def _check_bounds(sweep: _Sweep, plans: list[PointPlan]) -> None:
+    """Every point's bounds (load._bounds) before the first is measured, so a batch the client cannot hold
+    is refused at once, naming the spec's key, not an hour into the grid."""
+    costs: dict[tuple[str, str, str], RequestCost] = {}
+    for plan in plans:
+        client = sweep.clients[(plan.target.name, plan.signature)]
+        inputs = await sweep.inputs(client, plan.payload)
+        key = (plan.target.name, plan.signature, plan.payload)
+        if key not in costs:
+            costs[key] = request_cost(client, plan, inputs)
+        try:
+            check_bounds(client, plan, sweep.spec.settings, inputs, costs[key])
+        except InvalidValue as exc:
+            named = exc.named(_SPEC_KEYS.get(exc.name, exc.name))
+            raise UserError(f"sweep {sweep.spec.name}, point {plan.key}: {named}") from None
+
+
 async def _run(
     spec: SweepSpec,
     run_dir: Path,
@@ -225,6 +260,7 @@ async def _run(
     writer = ResultsWriter(run_dir)
     sweep = _Sweep(spec, clients, writer, previous, outcome)
     try:
+        await _check_bounds(sweep, todo)
         writer.write_run(
             collect_run_metadata(
                 spec.text,
