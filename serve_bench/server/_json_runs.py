@@ -17,10 +17,22 @@ import numpy as np
 import orjson
 
 from serve_bench.codec import DTYPE_TO_NUMPY
-from serve_bench.server._errors import invalid
+from serve_bench.server._errors import ServingError, invalid
 from serve_bench.server._runtime import MAX_RANK, tf_type_name
 
-__all__ = ["FAST_RUN_BYTES", "RUN_KEY", "Run", "checked_ints", "cut_runs", "run_values", "type_error"]
+__all__ = [
+    "FAST_RUN_BYTES",
+    "RUN_KEY",
+    "TOO_BIG",
+    "Run",
+    "body_offset",
+    "checked_ints",
+    "cut_runs",
+    "orjson_offset",
+    "parse_error",
+    "run_values",
+    "type_error",
+]
 
 FAST_RUN_BYTES = 64 * 1024
 # Where a run was cut out, the parser reads {RUN_KEY: index}; "\u0000" keeps the key apart
@@ -63,6 +75,43 @@ class Run:
 def type_error(shown: str, json_type: str, dtype: int) -> Exception:
     """TypeError() in json_tensor.cc:262."""
     return invalid(f"JSON Value: {shown} Type: {json_type} is not of expected type: {tf_type_name(dtype)}")
+
+
+# orjson's words for a number past DBL_MAX: rapidjson refuses it at the same place, the number's first
+# byte (reader.h ParseNumber, kParseErrorNumberTooBig at startOffset), in other words (error/en.h)
+TOO_BIG = {"number is infinity when parsed as double": "Number too big to be stored in double."}
+_RAPIDJSON_WORDS = TOO_BIG  # orjson's words -> rapidjson's, where both parsers refuse at the same place
+
+
+def parse_error(orjson_message: str, offset: int) -> ServingError:
+    """ "JSON Parse error: <what> at offset: <byte in the body>", as ParseJson (util/json_tensor.cc:486-489)
+    words rapidjson's error; ``offset`` must already be the body's, not a slice's or the skeleton's."""
+    words = _RAPIDJSON_WORDS.get(orjson_message, orjson_message)
+    return invalid(f"JSON Parse error: {words} at offset: {offset}")
+
+
+def orjson_offset(exc: orjson.JSONDecodeError) -> int:
+    """The byte offset of orjson's error in what it parsed (its ``pos`` counts characters; rapidjson's
+    GetErrorOffset counts bytes)."""
+    try:
+        return len(exc.doc[: exc.pos].encode())
+    except (TypeError, UnicodeEncodeError):
+        return int(exc.pos)
+
+
+def body_offset(skeleton_offset: int, runs: list[Run]) -> int:
+    """The body's offset of a byte of the skeleton ``cut_runs`` returned: each marker before it stood for
+    its run's bytes; an offset inside a marker is its run's first byte."""
+    shift = 0
+    for index, run in enumerate(runs):
+        marker_start = run.start - shift
+        marker_end = marker_start + len(_MARKER % index)
+        if skeleton_offset < marker_start:
+            break
+        if skeleton_offset < marker_end:
+            return run.start
+        shift += (run.end - run.start) - (marker_end - marker_start)
+    return skeleton_offset + shift
 
 
 def cut_runs(raw: bytes | bytearray) -> tuple[bytes | bytearray, list[Run]]:
@@ -167,10 +216,11 @@ def run_values(run: Run, dtype: int) -> np.ndarray:
         piece = b"[" + bytes(text[start:stop]).translate(_BRACKETS_TO_SPACES) + b"]"
         try:
             values = np.asarray(orjson.loads(piece), dtype=parse_as)
-        except (orjson.JSONDecodeError, ValueError, TypeError, OverflowError) as exc:
-            raise invalid(
-                f"JSON Parse error: {str(exc).splitlines()[0]} (in an array of numbers at byte {start} of it)"
-            ) from None
+        except orjson.JSONDecodeError as exc:
+            # piece[0] is the "[" added above: piece offset p is body offset run.start + start + p - 1
+            raise parse_error(exc.msg, run.start + start + max(0, exc.pos - 1)) from None
+        except (ValueError, TypeError, OverflowError) as exc:
+            raise invalid(f"JSON Parse error: {str(exc).splitlines()[0]} at offset: {run.start + start}") from None
         del piece
         if filled + values.size > count:
             raise invalid("JSON Parse error: Invalid value. (more numbers than the brackets hold)")

@@ -10,6 +10,8 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import math
+import re
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,7 +22,18 @@ import orjson
 
 from serve_bench.codec import DT_STRING, DTYPE_TO_NUMPY, gc_paused
 from serve_bench.server._errors import ServingError, invalid
-from serve_bench.server._json_runs import RUN_KEY, Run, checked_ints, cut_runs, run_values, type_error
+from serve_bench.server._json_runs import (
+    RUN_KEY,
+    TOO_BIG,
+    Run,
+    body_offset,
+    checked_ints,
+    cut_runs,
+    orjson_offset,
+    parse_error,
+    run_values,
+    type_error,
+)
 from serve_bench.server._runtime import MAX_RANK, Signature, tf_type_name
 
 __all__ = ["ParseBudgetExceeded", "PredictBody", "object_cost", "parse_predict_body"]
@@ -72,7 +85,10 @@ def parse_predict_body(
         try:
             doc = orjson.loads(skeleton)
         except orjson.JSONDecodeError as exc:
-            doc = _parse_non_finite(skeleton, f"JSON Parse error: {exc.msg} at offset: {exc.pos}")
+            error = parse_error(exc.msg, body_offset(orjson_offset(exc), runs))
+            if exc.msg in TOO_BIG:  # orjson stops at the first fault, as rapidjson: a NaN before it would be it
+                raise error from None
+            doc = _parse_non_finite(skeleton, error, runs)
         del skeleton
         if not isinstance(doc, dict):
             raise invalid(f"JSON Value: {_debug(doc, runs)} Is not object")  # json_tensor.cc:499
@@ -104,15 +120,47 @@ def parse_predict_body(
 # --- the exact (Python object) path ------------------------------------------
 
 
-def _parse_non_finite(text: bytes | bytearray, error: str) -> Any:
+def _parse_non_finite(text: bytes | bytearray, error: ServingError, runs: list[Run]) -> Any:
     """rapidjson reads NaN, Infinity and -Infinity (json_tensor.cc:480 kParseNanAndInfFlag);
-    orjson does not, Python's json does: used only when orjson failed on such a body."""
+    orjson does not, Python's json does: used only when orjson failed on such a body. Python's json
+    reads a number past DBL_MAX as inf, which rapidjson refuses: that is refused here too."""
     if b"NaN" not in text and b"Infinity" not in text:
-        raise invalid(error)
+        raise error
     try:
-        return json.loads(text)
+        return json.loads(text, parse_float=_finite, parse_int=_finite_int)
+    except _TooBig:
+        raise parse_error(next(iter(TOO_BIG)), body_offset(_first_too_big(text), runs)) from None
     except (ValueError, RecursionError):
-        raise invalid(error) from None
+        raise error from None
+
+
+class _TooBig(ValueError):
+    pass
+
+
+def _finite(literal: str) -> float:
+    value = float(literal)
+    if math.isinf(value):
+        raise _TooBig(literal)
+    return value
+
+
+def _finite_int(literal: str) -> int:
+    if len(literal) > 308 and math.isinf(float(literal)):
+        raise _TooBig(literal)
+    return int(literal)
+
+
+# a JSON string or number, to find the first number past DBL_MAX outside strings
+_STRING_OR_NUMBER = re.compile(rb'"(?:[^"\\]|\\.)*"|-?[0-9][0-9.eE+-]*')
+
+
+def _first_too_big(text: bytes | bytearray) -> int:
+    for match in _STRING_OR_NUMBER.finditer(text):
+        token = match.group()
+        if not token.startswith(b'"') and math.isinf(float(token)):
+            return match.start()
+    return 0
 
 
 def _length(value: Any) -> int:
@@ -246,7 +294,8 @@ def _numbers_fast(value: Any, dims: list[int], dtype: int, np_dtype: np.dtype[An
         return None  # numpy would read true as 1; TF Serving refuses a bool where a number goes
     if np_dtype.kind in "iu":
         return checked_ints(inferred.astype(np.int64), dtype, lambda: "")
-    return inferred.astype(np_dtype, copy=False)
+    with np.errstate(over="ignore"):  # past float32/half range is inf, as rapidjson's GetFloat() casts it
+        return inferred.astype(np_dtype, copy=False)
 
 
 def _has_bool(value: Any) -> bool:
