@@ -111,6 +111,7 @@ def test_the_gpu_visit_measures_the_headline_first(tmp_path, monkeypatch):
         cpu_price_per_hour=None,
         warmup_s=0.3,
         min_duration_s=1.0,
+        floor_share=0.25,
     )
     plan = script.Plan(tmp_path, 420, None)
     import serve_bench.stats._metadata as metadata
@@ -142,3 +143,25 @@ def test_bad_arguments_are_one_line(tmp_path, bad):
     args = ["--out", str(tmp_path / "r"), "--models", "tiny", *bad]
     done = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_the_floor_covers_the_curve_soonest_and_stops_on_time(jax_models, tmp_path):
+    """Sizes go in breadth-first order (both ends, then the middle of each gap), so a floor cut short by its
+    time allowance keeps the ends and an even spread; past the allowance it starts no size, once both ends
+    are measured, and says which it left out."""
+    from serve_bench.runtimes._floor import coverage_order
+
+    assert coverage_order((1, 2, 4, 8, 16, 32, 64, 128, 256)) == [1, 256, 16, 4, 64, 2, 8, 32, 128]
+    assert coverage_order((64, 1, 8)) == [1, 64, 8] and coverage_order((4, 1)) == [1, 4]
+    copy = jax_models / "jax" / "tiny" / "1" / "conversion.json"
+    floor = [sys.executable, "-m", "serve_bench.runtimes._floor", str(copy), "--batch-sizes", "1,2,4,8"]
+    done = subprocess.run(
+        [*floor, "--max-seconds", "0", "--min-seconds", "0.05", "--min-calls", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [x["batch_size"] for x in lines if "images_per_s" in x] == [1, 8]
+    assert lines[-1] == {"left_out": [2, 4], "reason": "past 0 s"}

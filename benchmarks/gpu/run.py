@@ -102,19 +102,33 @@ def _environment(out: Path) -> dict[str, str]:
     }
 
 
-def _floor(plan: Plan, copy: Path, model: str, device: str, precision: str, sizes: str, beyond: int) -> dict[str, Any]:
+def _floor(
+    plan: Plan,
+    copy: Path,
+    model: str,
+    device: str,
+    precision: str,
+    sizes: str,
+    beyond: int,
+    max_seconds: float | None = None,
+) -> dict[str, Any]:
     out = plan.out / "floor" / f"{model}-{device}-{precision}.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "serve_bench.runtimes._floor", str(copy), "--device", device]
     command += ["--precision", precision, "--batch-sizes", sizes, "--beyond", str(beyond), "--min-seconds", "1"]
+    if max_seconds is not None:
+        command += ["--max-seconds", f"{max_seconds:.0f}"]
     env = _environment(plan.out)
     if device == "cpu":
         env["JAX_PLATFORMS"] = "cpu"  # leave the GPU alone while the CPU is measured
     with out.open("w") as sink:
         done = subprocess.run(command, env=env, stdout=sink, stderr=subprocess.PIPE, text=True, timeout=600)
     lines = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
-    measured = [x for x in lines if "images_per_s" in x]
-    result: dict[str, Any] = {"file": str(out.relative_to(plan.out)), "sizes": len(measured)}
+    measured = sorted((x for x in lines if "images_per_s" in x), key=lambda x: x["batch_size"])
+    result: dict[str, Any] = {"file": str(out.relative_to(plan.out)), "sizes": [x["batch_size"] for x in measured]}
+    left = [x for x in lines if "left_out" in x]
+    if left:
+        result["left_out"] = left[0]["left_out"]
     if done.returncode != 0:
         result["error"] = (done.stderr.strip().splitlines() or ["?"])[-1]
     if measured:
@@ -248,20 +262,36 @@ def build_steps(plan: Plan, args: argparse.Namespace) -> list[Step]:
     served = [(f"gpu-{p}", "gpu", p) for p in precisions if "gpu" in devices]
     served += [("cpu-fp32", "cpu", "fp32")] if "cpu" in devices else []
     sizes = args.batch_sizes if "gpu" in devices else args.cpu_batch_sizes
+    # The GPU's first floor of a model picks its batch sizes within a share of the time left (compiling is the
+    # unknown: seconds per size and precision on a GPU), widest coverage first; its other precision and the
+    # served sweep then run the sizes it reached, which the shared compile cache already holds.
+    reached: dict[str, str] = {}
+
+    def allowance(model: str, share: float) -> float:
+        left = len(models) - models.index(model)
+        return max(30.0, (plan.budget_s - plan.elapsed()) * share / left)
+
+    def first_floor(model: str, precision: str) -> dict[str, Any]:
+        seconds = allowance(model, args.floor_share)
+        result = _floor(plan, copies[model], model, "gpu", precision, args.batch_sizes, args.beyond, seconds)
+        within = [b for b in result["sizes"] if b <= max(parse_batch_sizes(args.batch_sizes, "batch_sizes"))]
+        if within:
+            reached[model] = ",".join(map(str, within))
+        return result
+
+    def other_floor(model: str, precision: str) -> dict[str, Any]:
+        seconds = allowance(model, args.floor_share / 2)
+        return _floor(plan, copies[model], model, "gpu", precision, reached.get(model, args.batch_sizes), 0, seconds)
+
     steps: list[Step] = []
     for model in models:  # the essentials of every model first, in the order given
         for i, precision in enumerate(precisions if "gpu" in devices else []):
-            beyond = args.beyond if i == 0 else 0
-            steps.append(
-                Step(
-                    f"floor {model} gpu {precision}",
-                    lambda m=model, p=precision, b=beyond: _floor(plan, copies[m], m, "gpu", p, args.batch_sizes, b),
-                )
-            )
+            floor = first_floor if i == 0 else other_floor
+            steps.append(Step(f"floor {model} gpu {precision}", lambda m=model, p=precision, f=floor: f(m, p)))
         steps.append(
             Step(
                 f"served {model} " + " ".join(name for name, _, _ in served),
-                lambda m=model: _served(plan, m, served, sizes, (1,), m, prices, durations),
+                lambda m=model: _served(plan, m, served, reached.get(m, sizes), (1,), m, prices, durations),
             )
         )
     for model in models:  # then the server's own batching filled, on the first device
@@ -301,6 +331,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--beyond", type=int, default=4, help="doublings past the last size, in process")
     parser.add_argument("--fill", default="8,32,128", help="concurrency of batch-1 requests, server batching")
     parser.add_argument("--budget-s", type=float, default=420, help="start no step past this many seconds")
+    parser.add_argument(
+        "--floor-share", type=float, default=0.25, help="of the time left per model, for its first GPU floor"
+    )
     parser.add_argument("--warmup-s", type=float, default=0.3)
     parser.add_argument("--min-duration-s", type=float, default=1.0)
     parser.add_argument("--gpu-price-per-hour", type=float, default=None)

@@ -1,7 +1,8 @@
 """The floor: a runtime's copy called in this process, no server, no network, no encoding.
 
 ``python -m serve_bench.runtimes._floor COPY --device gpu --precision tf32 --batch-sizes 1,8,64``
-compiles each batch size (timed apart), then calls it until ``--min-seconds`` and ``--min-calls`` are
+compiles each batch size (timed apart; sizes in the order that covers the curve soonest, so that
+``--max-seconds`` cuts the resolution, not an end), then calls it until ``--min-seconds`` and ``--min-calls`` are
 both reached, and prints one JSON line per batch size as it finishes: images/s over the timed calls,
 the calls' median and 99th-percentile latency, and the compile time. Every call copies its images
 from the host to the device and its features back, as a served request's do, so what the server
@@ -23,7 +24,7 @@ import numpy as np
 
 from serve_bench.errors import UserError, first_line
 
-__all__ = ["measure_floor"]
+__all__ = ["coverage_order", "measure_floor"]
 
 
 def _point(runner: Any, size: int, min_seconds: float, min_calls: int, seed: int) -> dict[str, Any]:
@@ -50,6 +51,26 @@ def _point(runner: Any, size: int, min_seconds: float, min_calls: int, seed: int
     }
 
 
+def coverage_order(sizes: tuple[int, ...]) -> list[int]:
+    """``sizes`` in the order that covers the curve soonest: the smallest and the largest, then the middle
+    of each gap, breadth first (1..256 in nine: 1, 256, 16, 4, 64, 2, 8, 32, 128), so a run cut short
+    still has both ends and an even spread between them."""
+    ordered = sorted(set(sizes))
+    if len(ordered) <= 2:
+        return ordered
+    chosen = [0, len(ordered) - 1]
+    gaps = [(0, len(ordered) - 1)]
+    while gaps:
+        next_gaps = []
+        for low, high in gaps:
+            if high - low > 1:
+                middle = (low + high) // 2
+                chosen.append(middle)
+                next_gaps += [(low, middle), (middle, high)]
+        gaps = next_gaps
+    return [ordered[i] for i in chosen]
+
+
 def measure_floor(
     copy: Path,
     device: str,
@@ -60,19 +81,29 @@ def measure_floor(
     min_calls: int = 5,
     beyond: int = 0,
     growth: float = 0.03,
+    max_seconds: float | None = None,
     out: Any = sys.stdout,
 ) -> list[dict[str, Any]]:
-    """Measure each of ``batch_sizes`` (then up to ``beyond`` doublings past the last); each line is also
-    written to ``out`` as JSON the moment it is measured."""
+    """Measure each of ``batch_sizes`` in :func:`coverage_order` (then up to ``beyond`` doublings past the
+    largest while throughput grows); each line is also written to ``out`` as JSON the moment it is measured.
+    Past ``max_seconds`` (compiling included) no further size is started once both ends are measured, and a
+    line says which were left."""
     from serve_bench.runtimes import JaxRunner
 
+    started = time.perf_counter()
     runner = JaxRunner(copy, device, precision)
     header = {"in_effect": runner.in_effect, "device": device, "precision": precision, "copy": str(copy)}
     print(json.dumps(header), file=out, flush=True)
     lines: list[dict[str, Any]] = []
-    sizes = list(batch_sizes)
+    sizes = coverage_order(batch_sizes)
     doublings = 0
     while sizes:
+        ends = len([x for x in lines if "images_per_s" in x]) >= 2  # the smallest and the largest, always
+        if max_seconds is not None and ends and time.perf_counter() - started > max_seconds:
+            left = {"left_out": sorted(sizes), "reason": f"past {max_seconds:.0f} s"}
+            print(json.dumps(left), file=out, flush=True)
+            lines.append(left)
+            break
         size = sizes.pop(0)
         try:
             line = _point(runner, size, min_seconds, min_calls, seed=size)
@@ -84,9 +115,10 @@ def measure_floor(
         print(json.dumps(line), file=out, flush=True)
         lines.append(line)
         if not sizes and doublings < beyond:
-            measured = [x["images_per_s"] for x in lines if "images_per_s" in x]
+            by_size = sorted((x["batch_size"], x["images_per_s"]) for x in lines if "images_per_s" in x)
+            measured = [rate for _, rate in by_size]
             if len(measured) < 2 or measured[-1] > measured[-2] * (1 + growth):
-                sizes.append(size * 2)
+                sizes.append(by_size[-1][0] * 2)
                 doublings += 1
     return lines
 
@@ -101,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-calls", type=int, default=5)
     parser.add_argument("--beyond", type=int, default=0, help="doublings past the last size while throughput grows")
     parser.add_argument("--growth", type=float, default=0.03)
+    parser.add_argument("--max-seconds", type=float, default=None, help="start no size past this (compiling too)")
     args = parser.parse_args(argv)
     from serve_bench.export import parse_batch_sizes
 
@@ -114,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             min_calls=args.min_calls,
             beyond=args.beyond,
             growth=args.growth,
+            max_seconds=args.max_seconds,
         )
     except UserError as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
