@@ -177,8 +177,15 @@ def _servers(
             work_dir=plan.out / "servers" / f"{model}-{name}",
             startup_timeout_s=540,
         )
-        server.start()
+        server.launch()  # every server loads and compiles at once (a CPU server's compiles take longest)
         started.append(server)
+    try:
+        for server in started:
+            server.wait_ready()
+    except BaseException:
+        for server in started:
+            server.stop()
+        raise
     return started
 
 

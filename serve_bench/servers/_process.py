@@ -120,6 +120,11 @@ class ServerProcess:
 
     def start(self) -> ServerProcess:
         self.launch()
+        return self.wait_ready()
+
+    def wait_ready(self) -> ServerProcess:
+        """Wait until a launched server answers (stopping it if it never does): several servers launched
+        first and waited for after load their models at the same time."""
         try:
             self._wait_ready()
         except BaseException:
