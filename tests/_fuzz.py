@@ -16,11 +16,13 @@ and every crash either found becomes a regression test.
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from hypothesis import HealthCheck, settings
 
 from serve_bench.codec import CodecError, from_tensor_proto
 from serve_bench.errors import UserError
@@ -28,7 +30,14 @@ from serve_bench.server._errors import ServingError, invalid
 from serve_bench.server._json_tensor import ParseBudgetExceeded, parse_predict_body
 from serve_bench.server._runtime import Signature, TensorSpec
 
-__all__ = ["ALLOWED_CODES", "MAX_ELEMENTS", "TARGETS", "Violation", "json_signature"]
+__all__ = ["ALLOWED_CODES", "MAX_ELEMENTS", "TARGETS", "Violation", "fuzz_settings", "json_signature"]
+
+
+def fuzz_settings(examples: int, deadline_ms: int = 3000) -> settings:
+    """The default suite's bounded budget: ``examples`` per test, each within ``deadline_ms`` (generous: the
+    machine is shared). SERVE_BENCH_FUZZ_SCALE=N runs N times as many, for a long hunt outside the suite."""
+    scale = max(1, int(os.environ.get("SERVE_BENCH_FUZZ_SCALE", "1")))
+    return settings(max_examples=examples * scale, deadline=deadline_ms, suppress_health_check=[HealthCheck.too_slow])
 
 
 class Violation(AssertionError):

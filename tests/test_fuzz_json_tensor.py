@@ -21,9 +21,9 @@ from hypothesis import strategies as st
 from serve_bench.server._errors import ServingError
 from serve_bench.server._json_runs import FAST_RUN_BYTES
 from serve_bench.server._json_tensor import parse_predict_body
-from tests._fuzz import json_signature, json_tensor
+from tests._fuzz import fuzz_settings, json_signature, json_tensor
 
-FUZZ = settings(max_examples=150, deadline=2000, suppress_health_check=[HealthCheck.too_slow])
+FUZZ = fuzz_settings(150, 2000)
 TOO_BIG = "JSON Parse error: Number too big to be stored in double. at offset: "
 
 
@@ -183,3 +183,15 @@ def test_the_element_bound_holds_for_a_dense_body() -> None:
     parsed = parse_predict_body(body, json_signature)
     assert parsed.inputs["x"].size == 40_000 < len(body)
     assert math.isclose(float(parsed.inputs["x"].sum()), 40_000)
+
+
+def test_an_integer_past_64_bits_beside_nan_is_read_as_rapidjson_reads_it() -> None:
+    """Found by the live fuzzing (tests/test_fuzz_live.py): with NaN in the body the parser falls back to
+    Python's json, which reads -9223372036854775809 as an int no 64-bit type holds; the refusal's debug
+    string (orjson) then raised TypeError, a 500 with no JSON. rapidjson reads such an integer as a double
+    (reader.h ParseNumber), and so does the fallback now."""
+    body = b'{"inputs": {}, "instances": [{"a": -9223372036854775809, "b": NaN}]}'
+    message = _error(body)
+    assert "-9.223372036854776e+18" in message and "expecting only one of 'inputs' or 'instances'" in message
+    parsed = parse_predict_body(b'{"signature_name": "any", "inputs": [NaN, 18446744073709551616]}', json_signature)
+    assert parsed.inputs["x"][1] == 2.0**64

@@ -135,7 +135,9 @@ def pack_bytes(values: Iterable[Any]) -> bytes:
 def unpack_bytes(buffer: bytes | memoryview, count: int) -> np.ndarray:
     """``count`` length-prefixed BYTES elements as a flat object array (one Python bytes per element)."""
     view = memoryview(buffer)
-    out = np.empty(count, dtype=object)
+    # a list that grows as elements are read, not count slots up front: a count is the sender's word, and
+    # BYTES of shape [2**40] with a 5-byte buffer asked for 8 TB before the first element was read
+    items: list[bytes] = []
     offset = 0
     for i in range(count):  # each element is its own Python object: a loop per element is inherent
         if offset + 4 > len(view):
@@ -144,10 +146,12 @@ def unpack_bytes(buffer: bytes | memoryview, count: int) -> np.ndarray:
         offset += 4
         if offset + size > len(view):
             raise CodecError(f"BYTES element {i} claims {size} bytes; only {len(view) - offset} remain")
-        out[i] = bytes(view[offset : offset + size])
+        items.append(bytes(view[offset : offset + size]))
         offset += size
     if offset != len(view):
         raise CodecError(f"BYTES tensor has {len(view) - offset} bytes after its {count} elements")
+    out = np.empty(len(items), dtype=object)
+    out[:] = items
     return out
 
 
@@ -261,9 +265,15 @@ def decode_rest_response(body: bytes, json_length: int | None) -> dict[str, np.n
     offset = header_end
     outputs = {}
     for output in header["outputs"]:
+        # the server's words, checked before they are used: anything malformed is a CodecError
+        if not isinstance(output, dict):
+            raise CodecError(f"an output is {type(output).__name__}, not an object")
+        parameters = output.get("parameters") or {}
+        if not isinstance(parameters, dict):
+            raise CodecError(f"output {output.get('name')!r}: parameters is {type(parameters).__name__}, not an object")
         shape = tuple(int(d) for d in output.get("shape", ()))
         datatype = output.get("datatype", "")
-        size = (output.get("parameters") or {}).get("binary_data_size")
+        size = parameters.get("binary_data_size")
         if size is not None:
             if offset + size > len(view):
                 raise CodecError(

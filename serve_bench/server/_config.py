@@ -105,11 +105,21 @@ def _batch_sizes(text: str) -> tuple[int, ...]:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _parse_text(path: str, message_name: str, what: str) -> Any:
+def _read_text(path: str, what: str) -> str:
+    """A config file's text; UserError naming the file when it cannot be read or is not UTF-8 (a text
+    proto is UTF-8: protobuf's parser would refuse it too)."""
     try:
-        text = Path(path).read_text()
+        return Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise UserError(f"cannot read {what} {path!r}: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise UserError(
+            f"{what} {path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+        ) from None
+
+
+def _parse_text(path: str, message_name: str, what: str) -> Any:
+    text = _read_text(path, what)
     try:
         return text_format.Parse(text, _protos.message(message_name)())
     except text_format.ParseError as exc:
@@ -121,10 +131,7 @@ def _parse_text(path: str, message_name: str, what: str) -> Any:
 
 def parse_batching_parameters(path: str) -> BatchingParams:
     """Read and validate a batching_parameters.txt as tensorflow_model_server does (UserError if refused)."""
-    try:
-        text = Path(path).read_text()
-    except OSError as exc:
-        raise UserError(f"cannot read batching parameters file {path!r}: {exc.strerror or exc}") from exc
+    text = _read_text(path, "batching parameters file")
     return BatchingParams.from_text(text, f"batching parameters file {path}")
 
 

@@ -145,10 +145,16 @@ def _finite(literal: str) -> float:
     return value
 
 
-def _finite_int(literal: str) -> int:
-    if len(literal) > 308 and math.isinf(float(literal)):
+def _finite_int(literal: str) -> int | float:
+    """An integer as rapidjson reads it: int64 or uint64 when it fits, else a double (reader.h ParseNumber
+    goes on in double past uint64), past DBL_MAX refused; orjson reads them the same way."""
+    value = int(literal)
+    if -(2**63) <= value < 2**64:
+        return value
+    as_double = float(literal)
+    if math.isinf(as_double):
         raise _TooBig(literal)
-    return int(literal)
+    return as_double
 
 
 # a JSON string or number, to find the first number past DBL_MAX outside strings
