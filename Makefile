@@ -74,3 +74,9 @@ mutants: $(STAMP)
 
 clean-results:
 	rm -rf results/
+
+# The wheels a GPU machine (the device tool: Python 3.12, JAX, no TensorFlow, no network) needs for serve-bench
+# with Keras 3 on JAX, into .whl/ (git-ignored; carry it). Fails past 16 MiB (WHEELS_BUDGET_MIB). benchmarks/gpu/README.md
+.PHONY: gpu-wheels
+gpu-wheels:
+	bash benchmarks/gpu/wheels.sh
