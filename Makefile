@@ -80,3 +80,14 @@ clean-results:
 .PHONY: gpu-wheels
 gpu-wheels:
 	bash benchmarks/gpu/wheels.sh
+
+# The prepared GPU run (issue 31), in this environment: benchmarks/gpu/run.py's defaults measure InceptionV3,
+# ResNet-50 and MobileNetV2 on the GPU (tf32, fp32) and its CPU. On a GPU host without this .venv, the device
+# tool runs `bash benchmarks/gpu/visit.sh` with .whl carried (make gpu-wheels); see benchmarks/gpu/README.md.
+.PHONY: gpu test-catalogue
+gpu: $(STAMP)
+	WHEELS=none PYTHON=$(PY) bash benchmarks/gpu/visit.sh $(GPU_ARGS)
+
+# The jax copy of every catalogue model against TensorFlow's features (minutes; the default suite checks tiny).
+test-catalogue: $(STAMP)
+	SERVE_BENCH_CATALOGUE=1 $(PY) -m pytest -q tests/test_runtime_jax.py -k catalogue
