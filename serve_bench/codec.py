@@ -10,6 +10,7 @@ import base64
 import binascii
 import contextlib
 import gc
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,6 +24,7 @@ __all__ = [
     "CodecError",
     "array_to_json_value",
     "dtype_name",
+    "element_count",
     "from_tensor_proto",
     "gc_paused",
     "json_value_to_array",
@@ -184,10 +186,22 @@ def proto_shape(proto: Any) -> tuple[int, ...]:
     """
     if proto.tensor_shape.unknown_rank:
         raise CodecError("tensor has unknown rank")
-    shape = tuple(int(d.size) for d in proto.tensor_shape.dim)
-    if any(s < 0 for s in shape):
+    shape = tuple([d.size for d in proto.tensor_shape.dim])
+    if shape and min(shape) < 0:
         raise CodecError(f"tensor shape {list(shape)} has a negative dimension")
     return shape
+
+
+_INT64 = 1 << 64
+
+
+def element_count(shape: tuple[int, ...]) -> int:
+    """The elements of ``shape`` as ``int(np.prod(shape, dtype=np.int64))`` counts them, wrapping past 2**63
+    as int64 arithmetic does, at a tenth of its cost (numpy's reduction costs ~3 µs a call, per request)."""
+    count = math.prod(shape)
+    if -(1 << 63) <= count < 1 << 63:
+        return count
+    return (count + (1 << 63)) % _INT64 - (1 << 63)
 
 
 def _typed_values(proto: Any, dtype: int, np_dtype: np.dtype[Any]) -> np.ndarray:
@@ -208,32 +222,38 @@ def _typed_values(proto: Any, dtype: int, np_dtype: np.dtype[Any]) -> np.ndarray
     return values.astype(np_dtype, copy=False)
 
 
-def from_tensor_proto(proto: Any, *, max_elements: int | None = None) -> np.ndarray:
+def from_tensor_proto(
+    proto: Any, *, max_elements: int | None = None, tensor_content: bytes | None = None
+) -> np.ndarray:
     """Decode a TensorProto as TensorFlow's Tensor::FromProto does (tensor.cc).
 
     ``tensor_content`` must hold exactly the shape's bytes. Otherwise the typed field of the
     dtype is read: extra values are ignored, fewer values are padded with the last one, no
     values means zeros (empty strings). ``max_elements`` refuses a declared shape larger than
     that before allocating anything. Raises CodecError naming what is wrong.
+
+    Pass ``tensor_content`` when it was read from ``proto`` already: protobuf copies a bytes field
+    at every read (1 MB of InceptionV3 input: 23 µs), and the result is a view of these bytes.
     """
     dtype = DTYPE_TO_NUMPY.get(proto.dtype)
     if dtype is None:
         raise CodecError(f"unsupported tensor dtype {dtype_name(proto.dtype)}")
     shape = proto_shape(proto)
-    count = int(np.prod(shape, dtype=np.int64))
+    count = element_count(shape)
     if max_elements is not None and count > max_elements:
         raise CodecError(f"tensor shape {list(shape)} holds {count} elements, more than the {max_elements} allowed")
-    if proto.tensor_content and proto.dtype == DT_STRING:
+    content = proto.tensor_content if tensor_content is None else tensor_content
+    if content and proto.dtype == DT_STRING:
         # TF's own encoders (AsProtoField, make_tensor_proto) put strings in string_val
         raise CodecError("a DT_STRING tensor in tensor_content is not supported; send the values in string_val")
-    if proto.tensor_content:
+    if content:
         expected = count * dtype.itemsize
-        if len(proto.tensor_content) != expected:
+        if len(content) != expected:
             raise CodecError(
-                f"tensor_content has {len(proto.tensor_content)} bytes; shape {list(shape)} "
+                f"tensor_content has {len(content)} bytes; shape {list(shape)} "
                 f"of {dtype_name(proto.dtype)} needs {expected}"
             )
-        return np.frombuffer(proto.tensor_content, dtype=dtype.newbyteorder("<")).reshape(shape)
+        return np.frombuffer(content, dtype=dtype.newbyteorder("<")).reshape(shape)
     if count == 0:
         return np.empty(shape, dtype=dtype)
     values = _typed_values(proto, proto.dtype, dtype)

@@ -17,7 +17,15 @@ from google.protobuf.message import DecodeError
 from grpc import aio
 
 from serve_bench import _protos
-from serve_bench.codec import DT_STRING, DTYPE_TO_NUMPY, CodecError, from_tensor_proto, proto_shape, to_tensor_proto
+from serve_bench.codec import (
+    DT_STRING,
+    DTYPE_TO_NUMPY,
+    CodecError,
+    element_count,
+    from_tensor_proto,
+    proto_shape,
+    to_tensor_proto,
+)
 from serve_bench.server._budget import COST_FACTOR, TRIM_AFTER_BYTES, trim_soon
 from serve_bench.server._core import ServingCore, record_request
 from serve_bench.server._errors import ServingError
@@ -57,14 +65,14 @@ _QUIET_S = 0.25
 
 
 def _broadcast(tensor: Any, shape: tuple[int, ...]) -> np.ndarray | None:
-    """A tensor of many elements given by ONE typed value, as a read-only view of that value.
+    """A tensor without tensor_content, of many elements given by ONE typed value, as a read-only view of that value.
 
     TensorFlow fills every element past the values sent with the last one (tensor.cc
     FromProtoField: copy_n, then fill_n with the last value), so one value means all equal; the
     view costs nothing until TensorFlow fills its own tensor (Servable.run). None otherwise."""
-    if tensor.tensor_content or tensor.dtype == DT_STRING or tensor.dtype in (8, 18):  # complex: 2 values each
+    if tensor.dtype == DT_STRING or tensor.dtype in (8, 18):  # complex: 2 values each
         return None
-    if int(np.prod(shape, dtype=np.int64)) <= 1:
+    if element_count(shape) <= 1:
         return None
     if [len(values) for field, values in tensor.ListFields() if field.is_repeated] != [1]:
         return None
@@ -193,7 +201,7 @@ class GrpcService:
         declared = 0
         for alias, shape in shapes.items():
             tensor = request.inputs[alias]
-            count = int(np.prod(shape, dtype=np.int64))
+            count = element_count(shape)
             if tensor.dtype == DT_STRING:  # one reference per element plus the bytes sent
                 declared += 8 * count + sum(len(value) for value in tensor.string_val)
             else:
@@ -233,7 +241,7 @@ class GrpcService:
                 message = str(exc)
                 raise ServingError("INVALID_ARGUMENT", f"tensor parsing error: {alias} ({message})") from None
             signature.check_shape(alias, shape)
-            count = int(np.prod(shape, dtype=np.int64))
+            count = element_count(shape)
             if count > self.max_elements:  # the cap from_tensor_proto applies, before the budget is asked
                 raise ServingError(
                     "INVALID_ARGUMENT",
@@ -247,10 +255,14 @@ class GrpcService:
         inputs: dict[str, np.ndarray] = {}
         for alias, shape in shapes.items():
             tensor = request.inputs[alias]
+            # read once: protobuf copies a bytes field at every read (InceptionV3 at batch 8: 8.6 MB, 0.26 ms)
+            content = tensor.tensor_content
             try:
-                single = _broadcast(tensor, shape)
+                single = None if content else _broadcast(tensor, shape)
                 inputs[alias] = (
-                    single if single is not None else from_tensor_proto(tensor, max_elements=self.max_elements)
+                    single
+                    if single is not None
+                    else from_tensor_proto(tensor, max_elements=self.max_elements, tensor_content=content)
                 )
             except CodecError as exc:
                 message = str(exc)
