@@ -2,17 +2,21 @@
 
 Each speed-up of the gRPC Predict path (benchmarks/server_overhead.py measures them) has its guard
 here: a count computed without numpy equal to numpy's, even where int64 wraps; a request's
-tensor_content read once.
+tensor_content read once; the worker threads that replaced run_in_executor keeping
+ThreadPoolExecutor's semantics.
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
 from typing import Any
 
 import numpy as np
 import pytest
 
 from serve_bench.codec import element_count, from_tensor_proto, to_tensor_proto
+from serve_bench.server._core import _Workers
 from serve_bench.server._grpc import GrpcService
 
 
@@ -70,3 +74,91 @@ def test_a_requests_tensor_content_is_read_once(values):
     decoded = GrpcService(_Core())._decode_inputs(_Request({"images": counting}), {"images": images.shape})  # type: ignore[arg-type]
     assert counting.content_reads == 1
     assert np.array_equal(decoded["images"], images)
+
+
+def _run(coroutine: Any) -> Any:
+    return asyncio.run(coroutine)
+
+
+def test_workers_answer_results_and_exceptions():
+    async def main() -> None:
+        workers = _Workers(2, "predict")
+        try:
+            assert await workers.run(lambda a, b: a + b, 2, 3) == 5
+            with pytest.raises(KeyError, match="boom"):
+                await workers.run(lambda: {}["boom"])
+        finally:
+            workers.close()
+
+    _run(main())
+
+
+def test_workers_run_up_to_their_size_at_once_and_no_more():
+    size = 3
+    inside, most, lock = 0, 0, threading.Lock()
+    release = threading.Event()
+
+    def job() -> None:
+        nonlocal inside, most
+        with lock:
+            inside += 1
+            most = max(most, inside)
+        release.wait(10)
+        with lock:
+            inside -= 1
+
+    async def main() -> None:
+        workers = _Workers(size, "predict")
+        try:
+            runs = [workers.run(job) for _ in range(size + 2)]
+            for _ in range(200):  # until the pool is full
+                if inside == size:
+                    break
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.05)
+            assert inside == size  # the other two wait for a thread
+            release.set()
+            await asyncio.gather(*runs)
+            assert len(workers._threads) == size
+        finally:
+            workers.close()
+
+    _run(main())
+    assert most == size
+
+
+def test_a_run_cancelled_before_it_starts_is_not_run():
+    """As a ThreadPoolExecutor's work item whose future was cancelled: the model never sees the request
+    (and runtime_latency never counts it)."""
+    ran: list[str] = []
+    release = threading.Event()
+
+    async def main() -> None:
+        workers = _Workers(1, "predict")
+        try:
+            busy = workers.run(release.wait, 10)
+            queued = workers.run(ran.append, "queued")
+            queued.cancel()
+            release.set()
+            await busy
+            assert await workers.run(ran.append, "later") is None
+        finally:
+            workers.close()
+
+    _run(main())
+    assert ran == ["later"]
+
+
+def test_close_finishes_queued_runs_and_then_refuses_new_ones():
+    done: list[int] = []
+
+    async def main() -> None:
+        workers = _Workers(1, "predict")
+        for number in range(3):
+            workers.run(done.append, number)
+        workers.close()  # as ThreadPoolExecutor.shutdown(wait=True)
+        assert done == [0, 1, 2]
+        with pytest.raises(RuntimeError, match="after shutdown"):
+            workers.run(done.append, 3)
+
+    _run(main())

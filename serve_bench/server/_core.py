@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import queue
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -18,6 +20,8 @@ from serve_bench.server._metrics import Metrics
 from serve_bench.server._runtime import DEFAULT_SIGNATURE, ModelRegistry, Servable, Signature
 
 __all__ = ["ServingCore", "identity", "record_request"]
+
+_STOP = None  # what a worker takes as the signal to end
 
 
 def record_request(metrics: Metrics, model: str, api: str, entrypoint: str, status: str, started: float) -> None:
@@ -46,12 +50,89 @@ def identity(registry: ModelRegistry) -> str:
     return name
 
 
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
+    if future.cancelled():  # its request went away while the run went on: the answer is dropped
+        return
+    if error is None:
+        future.set_result(result)
+    else:
+        future.set_exception(error)
+
+
+class _Workers:
+    """The unbatched runs' threads: a ThreadPoolExecutor's semantics (up to ``size`` threads, started as the
+    runs need them; a run whose request was cancelled before it started is not run; ``close`` waits for every
+    queued run) with the answer sent to the event loop by one call_soon_threadsafe. loop.run_in_executor chains
+    a concurrent.futures.Future (a Condition, its callbacks) to an asyncio one: 40 µs more per request on a
+    2-core VM (benchmarks/server_overhead.py)."""
+
+    def __init__(self, size: int, name: str) -> None:
+        self._size = size
+        self._name = name
+        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._idle = 0  # threads that finished a run and wait for the next (a hint, as ThreadPoolExecutor's)
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def run(self, function: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        """``function(*args)`` on a worker thread; its result (or exception) as a future of the running loop."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        with self._lock:
+            if self._closed:  # ThreadPoolExecutor.submit's words
+                raise RuntimeError("cannot schedule new futures after shutdown")
+            self._jobs.put((loop, future, function, args))
+            if self._idle:
+                self._idle -= 1
+                return future
+            if len(self._threads) >= self._size:
+                return future
+            thread = threading.Thread(target=self._work, name=f"{self._name}_{len(self._threads)}", daemon=True)
+            self._threads.append(thread)
+        thread.start()
+        return future
+
+    def _work(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is _STOP:
+                return
+            loop, future, function, args = job
+            del job
+            if not future.cancelled():
+                result, error = None, None
+                try:
+                    result = function(*args)
+                except BaseException as exc:  # handed to the awaiting request, as run_in_executor hands it
+                    error = exc
+                try:
+                    loop.call_soon_threadsafe(_settle, future, result, error)
+                except RuntimeError:  # the loop has closed: nobody waits for this answer
+                    pass
+                # hold nothing of the request (its tensors, its answer) while waiting for the next run
+                del result, error
+            del loop, future, function, args
+            with self._lock:
+                self._idle += 1
+
+    def close(self) -> None:
+        """Let every queued run finish, then end the threads (ThreadPoolExecutor.shutdown(wait=True))."""
+        with self._lock:
+            self._closed = True
+            threads = list(self._threads)
+        for _ in threads:
+            self._jobs.put(_STOP)
+        for thread in threads:
+            thread.join()
+
+
 class ServingCore:
     def __init__(self, config: ServerConfig, registry: ModelRegistry, metrics: Metrics) -> None:
         self.config = config
         self.registry = registry
         self.metrics = metrics
-        self._executor = ThreadPoolExecutor(config.unbatched_threads, thread_name_prefix="predict")
+        self._workers = _Workers(config.unbatched_threads, "predict")
         self._schedulers: dict[tuple[str, int, str], BatchScheduler] = {}
         # one pool of batch threads for every queue, as tensorflow_model_server's SharedBatchScheduler
         self._batch_threads = BatchThreads(config.batching) if config.batching is not None else None
@@ -116,8 +197,7 @@ class ServingCore:
                 outputs = await scheduler.submit(inputs, size, timeout)  # the gRPC deadline, as RunOptions
                 self._record_runtime(servable.name, run_started)
             else:
-                loop = asyncio.get_running_loop()
-                outputs = await loop.run_in_executor(self._executor, self._timed_run, servable, signature, inputs)
+                outputs = await self._workers.run(self._timed_run, servable, signature, inputs)
             return servable, {alias: outputs[alias] for alias in outputs_wanted}
         except ServingError as exc:
             status = exc.code
@@ -159,4 +239,4 @@ class ServingCore:
     def close(self) -> None:
         for scheduler in self._schedulers.values():
             scheduler.close()
-        self._executor.shutdown(wait=True)
+        self._workers.close()
