@@ -120,8 +120,10 @@ def _grpc_child(args: argparse.Namespace) -> None:
     import grpc
     from grpc import aio
 
+    from serve_bench.server._core import keep_request_buffers
     from serve_bench.server._grpc import SERVER_OPTIONS
 
+    keep_request_buffers()  # the heap policy the local server runs with, so the floor is gRPC's alone
     folder = Path(args.answers)
     metadata = (folder / "metadata.bin").read_bytes()
     answers = {int(p.stem.split("-")[1]): p.read_bytes() for p in folder.glob("predict-*.bin")}
