@@ -91,3 +91,11 @@ gpu: $(STAMP)
 # The jax copy of every catalogue model against TensorFlow's features (minutes; the default suite checks tiny).
 test-catalogue: $(STAMP)
 	SERVE_BENCH_CATALOGUE=1 $(PY) -m pytest -q tests/test_runtime_jax.py -k catalogue
+
+# Coverage-guided fuzzing (atheris, libFuzzer for Python) of every parser of untrusted input: REST bodies,
+# TensorProtos, v2 responses, sweep and tune specs, points.jsonl, TF Serving's config files (tests/_fuzz.py).
+# FUZZ_SECONDS in all, shared by the targets; crashes and corpora in results/fuzz/. Last run: benchmarks/README.md.
+FUZZ_SECONDS ?= 600
+.PHONY: fuzz
+fuzz: $(STAMP)
+	nice $(PY) -m tests.fuzz_main --seconds $(FUZZ_SECONDS)

@@ -195,3 +195,11 @@ def test_an_integer_past_64_bits_beside_nan_is_read_as_rapidjson_reads_it() -> N
     assert "-9.223372036854776e+18" in message and "expecting only one of 'inputs' or 'instances'" in message
     parsed = parse_predict_body(b'{"signature_name": "any", "inputs": [NaN, 18446744073709551616]}', json_signature)
     assert parsed.inputs["x"][1] == 2.0**64
+
+
+def test_a_malformed_number_beside_nan_and_a_number_too_big_is_refused_at_the_number() -> None:
+    """Found by atheris (make fuzz): with NaN in the body and a number past DBL_MAX, the search for that
+    number's offset read '99999999998e999999999999e999999' as one token and float() raised ValueError out
+    of the parser. Numbers are now found by JSON's own grammar: the first one past DBL_MAX is named."""
+    body = b'{"signature_name": "any", "inputs": [NaN, 99999999998e999999999999e999999]}'
+    assert _error(body) == TOO_BIG + str(body.index(b"99999999998e"))

@@ -247,3 +247,39 @@ def test_a_config_file_that_is_not_utf8_is_a_user_error_naming_it(tmp_path: Path
         parse_batching_parameters(str(path))
     models_config(b'model_config_list { config { name: "\xff" } }')  # refused as UserError, not raised
     monitoring_config(b"prometheus_config { enable: true path: \x92 }")
+
+
+def test_a_path_too_long_to_look_up_is_a_user_error(tmp_path: Path) -> None:
+    """Found by atheris (make fuzz): a launched target's batching_parameters_file, or a spec's input_data,
+    longer than the OS can look up raised OSError (ENAMETOOLONG) out of parse_spec; it is now the spec's
+    "no such file" refusal. A tune spec that is not UTF-8 is refused with its line, as a sweep spec is."""
+    from serve_bench.sweep import parse_spec
+    from serve_bench.tune._spec import load_tune_spec
+
+    long = "x" * 5000
+    head = 'model = "tiny"\nbatch_sizes = [1]\n[[targets]]\nname = "a"\n'
+    launched = head + f'launch = "local"\nbatching_parameters_file = "{long}"\n'
+    with pytest.raises(UserError):
+        parse_spec(launched, "spec.toml")
+    with pytest.raises(UserError, match="no such file"):
+        parse_spec(
+            f'model = "tiny"\nbatch_sizes = [1]\ninput_data = "{long}"\n[[targets]]\nname = "a"\nurl = "grpc://h:1"\n'
+        )
+    spec = tmp_path / "tune.toml"
+    spec.write_bytes(b'name = "t"\n# caf\xe9\n')
+    with pytest.raises(UserError, match=r"tune.toml:2: not UTF-8 text"):
+        load_tune_spec(spec)
+
+
+def test_a_telemetry_url_urlsplit_refuses_is_a_user_error() -> None:
+    """Found by atheris (make fuzz, the 10-minute run): a target's telemetry "http://[localhost:9100/metrics"
+    (an unclosed IPv6 bracket) raised urlsplit's ValueError out of parse_spec; it is now the spec's refusal
+    naming the key."""
+    from serve_bench.sweep import parse_spec
+
+    spec = (
+        'model = "tiny"\nbatch_sizes = [1]\n[[targets]]\nname = "a"\nurl = "grpc://h:1"\n'
+        'telemetry = ["http://[localhost:9100/metrics"]\n'
+    )
+    with pytest.raises(UserError, match=r"targets\[0\]\.telemetry\[0\] must be an http:// or https:// URL"):
+        parse_spec(spec, "spec.toml")

@@ -38,8 +38,14 @@ __all__ = ["TelemetrySession", "check_endpoint", "energy_between"]
 
 def check_endpoint(url: str) -> None:
     """Refuse a telemetry endpoint that is not an http(s) URL with a host (InvalidValue "telemetry")."""
-    parts = urlsplit(url) if isinstance(url, str) else None
-    if parts is None or parts.scheme not in ("http", "https") or not parts.hostname:
+    scheme, host = "", None
+    if isinstance(url, str):
+        try:
+            parts = urlsplit(url)
+            scheme, host = parts.scheme, parts.hostname
+        except ValueError:  # urlsplit's own refusal ("Invalid IPv6 URL" for an unclosed "[")
+            pass
+    if scheme not in ("http", "https") or not host:
         raise InvalidValue("telemetry", url, "an http:// or https:// URL of a Prometheus metrics page")
 
 

@@ -157,8 +157,8 @@ def _finite_int(literal: str) -> int | float:
     return as_double
 
 
-# a JSON string or number, to find the first number past DBL_MAX outside strings
-_STRING_OR_NUMBER = re.compile(rb'"(?:[^"\\]|\\.)*"|-?[0-9][0-9.eE+-]*')
+# a JSON string or number (RFC 8259's grammar), to find the first number past DBL_MAX outside strings
+_STRING_OR_NUMBER = re.compile(rb'"(?:[^"\\]|\\.)*"|-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?')
 
 
 def _first_too_big(text: bytes | bytearray) -> int:

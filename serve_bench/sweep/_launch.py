@@ -73,6 +73,15 @@ class Launch:
         return pairs
 
 
+def path_exists(path: str) -> bool:
+    """Whether a path a spec names exists; False, not OSError, for one the OS cannot even look up (a name
+    past NAME_MAX: ENAMETOOLONG), so the spec's own "no such file" refusal names it."""
+    try:
+        return Path(path).exists()
+    except OSError:
+        return False
+
+
 def parse_launch(raw: dict[str, Any], where: str, source: str) -> Launch:
     """The launch keys of one ``[[targets]]`` table (``launch``, ``protocol``, ``batching``)."""
     kind = raw["launch"]
@@ -96,7 +105,7 @@ def parse_launch(raw: dict[str, Any], where: str, source: str) -> Launch:
         _server_batching(launch)
     except InvalidValue as exc:
         raise UserError(f"{source}: {where}.batching: {exc}") from None
-    if kind == "local" and "batching_parameters_file" in table and not Path(table["batching_parameters_file"]).exists():
+    if kind == "local" and "batching_parameters_file" in table and not path_exists(table["batching_parameters_file"]):
         raise UserError(f"{source}: {where}.batching.batching_parameters_file: no such file")
     return launch
 

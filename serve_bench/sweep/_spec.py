@@ -47,7 +47,7 @@ from serve_bench.export import RUNTIMES
 from serve_bench.load import PAYLOADS, PointSettings, check_load, check_settings, positive_int
 from serve_bench.metrics import check_endpoint
 from serve_bench.stats import PERCENTILE_NAMES, LoadInfo, Slo, Target
-from serve_bench.sweep._launch import Launch, parse_launch
+from serve_bench.sweep._launch import Launch, parse_launch, path_exists
 from serve_bench.sweep._toml import check_keys, checked, typed, typed_list
 
 __all__ = ["UNTIL_STABLE", "SweepSpec", "load_spec", "parse_spec", "target_pricing", "target_telemetry"]
@@ -233,7 +233,7 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
     arrival = typed(load.get("arrival", "poisson"), str, "load.arrival", source)
     processes = typed(load.get("processes", 1), int, "load.processes", source)
     input_data = data.get("input_data", "")
-    if input_data and not Path(input_data).exists():
+    if input_data and not path_exists(input_data):
         raise UserError(f"{source}: input_data {input_data!r}: no such file or directory")
     if input_data and processes > 1:
         raise UserError(f"{source}: input_data needs load.processes = 1 (worker processes send synthetic images)")

@@ -470,7 +470,10 @@ def parse_tune_spec(text: str, source: str = "spec") -> TuneSpec:
 def load_tune_spec(path: str | Path) -> TuneSpec:
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise UserError(f"cannot read tune spec {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:  # as load_spec says it for a sweep spec
+        line = path.read_bytes()[: exc.start].count(b"\n") + 1
+        raise UserError(f"{path}:{line}: not UTF-8 text; a tune spec is a TOML file") from None
     return parse_tune_spec(text, str(path))
