@@ -57,3 +57,45 @@ def build_v2_rest_body(options: Any) -> tuple[bytes, dict[str, str], int]:
     _, inputs = _inputs(options)
     body = encode_rest_request(inputs, binary=False)
     return body.body, {"Content-Type": "application/json"}, options.batch_size
+
+
+# the flag a Locust user typed for each parameter a bound names
+_LOCUST_FLAGS = {"batch_size": "--batch-size", "concurrency": "-u/--users"}
+
+
+def memory_refusal(options: Any, host: str | None) -> str:
+    """ "" when the users' payloads fit in this process's memory, else the refusal, one line (docs/bounds.md).
+
+    Each Locust user builds its own request in on_start and keeps it for the run: users x the body, each
+    built at the protocol's cost, and the server's 2 GB protobuf limit over gRPC. Read from a request of
+    one image and one of two, built before anything of the asked size exists."""
+    import argparse
+
+    from serve_bench.errors import InvalidValue
+    from serve_bench.load import PointSettings, RequestCost, check_batch
+    from serve_bench.stats import LoadInfo
+
+    v2 = is_v2(host)
+    build = {
+        ("grpc", False): build_grpc_request,
+        ("rest", False): build_rest_body,
+        ("grpc", True): build_v2_grpc_request,
+        ("rest", True): build_v2_rest_body,
+    }[(options.protocol, v2)]
+    bodies, drawn = [], []
+    for n in (1, 2):
+        small = argparse.Namespace(**{**vars(options), "batch_size": n})
+        bodies.append(len(build(small)[0]))
+        drawn.append(
+            sum(a.nbytes + sum(len(x) for x in a.ravel() if isinstance(x, bytes)) for a in _inputs(small)[1].values())
+        )
+    cost = RequestCost(bodies[0], bodies[1], max(1, drawn[1] - drawn[0]), synthetic_float=options.payload == "float")
+    users = int(getattr(options, "num_users", None) or 1)
+    protocol = ("v2-" if v2 else "") + options.protocol
+    try:
+        check_batch(
+            protocol, options.model, options.batch_size, LoadInfo("locust", concurrency=users), PointSettings(), cost
+        )
+    except InvalidValue as exc:
+        return str(exc.named(_LOCUST_FLAGS.get(exc.name, exc.name)))
+    return ""

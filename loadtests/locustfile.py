@@ -37,6 +37,7 @@ from loadtests._payloads import (  # noqa: E402
     build_v2_grpc_request,
     build_v2_rest_body,
     is_v2,
+    memory_refusal,
     request_name,
 )
 
@@ -67,6 +68,19 @@ def _arguments(parser) -> None:  # type: ignore[no-untyped-def]
         help="which user class runs: gRPC (PredictionService) or REST (:predict)",
     )
     group.add_argument("--request-timeout", type=float, default=60.0, include_in_web_ui=True)
+
+
+@events.init.add_listener
+def _check_memory(environment, **kwargs) -> None:  # type: ignore[no-untyped-def]
+    """Refuse a --batch-size (or user count) whose payloads this process cannot hold, before any user builds
+    one: one line, exit 2, as serve-bench's own commands (docs/bounds.md). The master runs no users."""
+    options = environment.parsed_options
+    if options is None or getattr(options, "master", False):
+        return
+    refusal = memory_refusal(options, options.host)
+    if refusal:
+        print(f"locust: error: {refusal}", file=sys.stderr)
+        sys.exit(2)
 
 
 @events.init.add_listener

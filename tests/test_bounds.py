@@ -290,3 +290,16 @@ def test_a_sweep_refuses_a_point_before_measuring_any(roomy: ServerThread, tmp_p
 
 def test_memory_share_leaves_room() -> None:
     assert 0.5 <= MEMORY_SHARE < 1
+
+
+def test_locust_refuses_users_payloads_it_cannot_hold() -> None:
+    """Each Locust user builds and keeps its own request (loadtests/locustfile.py on_start): 50 users of
+    100000 tiny images over REST would need hundreds of GB. Refused before any user starts, one line, exit 2;
+    the same users of 1 image run as before (tests/test_locust.py)."""
+    flags = "--headless -u 50 -r 50 -t 2s --host http://127.0.0.1:1 --protocol rest --model tiny --batch-size 100000"
+    command = [sys.executable, "-m", "locust", "-f", "loadtests/locustfile.py", *flags.split(), "--only-summary"]
+    out = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    errors = [line for line in out.stderr.splitlines() if line.startswith("locust: error: ")]
+    assert out.returncode == 2 and len(errors) == 1, out.stderr[-2000:]
+    assert "--batch-size must be at most" in errors[0] and "50 users each keeping its own" in errors[0]
+    assert "Traceback" not in out.stderr

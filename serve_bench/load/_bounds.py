@@ -37,6 +37,7 @@ __all__ = [
     "Declared",
     "Memory",
     "RequestCost",
+    "check_batch",
     "check_request",
     "check_schedule",
     "memory_available",
@@ -131,7 +132,7 @@ def _size(n: float) -> str:
 def _in_flight(load: LoadInfo, settings: PointSettings) -> int:
     """Requests waiting for their answers at once: the concurrency, or (open loop) what the rate sends
     within a timeout, capped by the generator's safety cap."""
-    if load.mode == "closed":
+    if load.mode != "open":  # closed loop, Locust users (each its own request), the pipeline's batches
         return load.concurrency or 1
     return min(settings.safety_cap, max(1, math.ceil((load.rate or 1.0) * settings.timeout_s)))
 
@@ -141,6 +142,8 @@ def _records(load: LoadInfo, settings: PointSettings) -> int:
     send while the point may run (closed loop: it ends at max_duration_s at the latest)."""
     if load.mode == "open":
         return math.ceil((load.rate or 1.0) * (settings.warmup_s + settings.min_duration_s))
+    if load.mode == "locust":  # Locust keeps its own statistics, no records
+        return 0
     seconds = settings.warmup_s + settings.max_duration_s  # the closed loop stops there, until stable or not
     return math.ceil(GENERATOR_CEILING * load.processes * seconds)
 
@@ -242,7 +245,9 @@ def _memory(protocol: str, load: LoadInfo, settings: PointSettings, cost: Reques
     # the batch, drawn and encoded once per process (each child of --processes prepares its own)
     build = max(DRAW_FACTOR * drawn if cost.synthetic_float else drawn, drawn + ENCODE_FACTOR[protocol] * body)
     in_flight = _in_flight(load, settings)
-    copies = in_flight if protocol in ("grpc", "v2-grpc") else min(in_flight, REST_CONNECTIONS * load.processes)
+    # gRPC copies the body into each call; each Locust user builds and keeps a body of its own
+    own_copy = protocol in ("grpc", "v2-grpc") or load.mode == "locust"
+    copies = in_flight if own_copy else min(in_flight, REST_CONNECTIONS * load.processes)
     held = drawn + body  # what stays once built: the drawn batch (kept for the point) and its body
     children = (load.processes - 1) * PROCESS_BYTES if load.processes > 1 else 0
     return int(
@@ -278,9 +283,22 @@ def check_request(
     model: str = "",
 ) -> None:
     """Refuse the plan's batch (or its load, when the batch alone fits) before anything of it is drawn."""
+    check_batch(plan.target.protocol, model or plan.model, plan.batch_size, plan.load, settings, cost, declared, memory)
+
+
+def check_batch(
+    protocol: str,
+    model: str,
+    batch: int,
+    load: LoadInfo,
+    settings: PointSettings,
+    cost: RequestCost,
+    declared: Declared | None = None,
+    memory: Memory | None = None,
+) -> None:
+    """``check_request`` for a load no PointPlan describes: Locust's users (``LoadInfo("locust",
+    concurrency=users)``: each builds and keeps its own body) or the pipeline's batches in flight."""
     declared = declared or Declared()
-    protocol, batch, load = plan.target.protocol, plan.batch_size, plan.load
-    model = model or plan.model
     if protocol in ("grpc", "v2-grpc"):
         most = largest_batch(cost.one, cost.two)
         if batch > most:
@@ -320,7 +338,13 @@ def check_request(
         f"a batch of {batch} is a {_size(cost.body(batch))} body over {protocol}, built at about "
         f"{ENCODE_FACTOR[protocol]:g}x its size"
         + (f", sent by {load.processes} processes" if load.processes > 1 else "")
-        + (f", {_in_flight(load, settings)} requests in flight" if _in_flight(load, settings) > 1 else "")
+        + (
+            f", {load.concurrency} users each keeping its own"
+            if load.mode == "locust"
+            else f", {_in_flight(load, settings)} requests in flight"
+            if _in_flight(load, settings) > 1
+            else ""
+        )
         + f": about {_size(needed)} in all, and {memory.describe()}"
     )
     remedy = "free memory, lower it" + (
@@ -335,7 +359,7 @@ def check_request(
     if load.processes > 1 and fits_load(load.concurrency, 1):
         most = _largest(lambda p: fits_load(load.concurrency, p), load.processes)
         raise InvalidValue("processes", load.processes, f"at most {most} at batch {batch}: {why}; {remedy}")
-    if load.mode == "closed" and (load.concurrency or 1) > 1 and fits_load(1, load.processes):
+    if load.mode in ("closed", "locust") and (load.concurrency or 1) > 1 and fits_load(1, load.processes):
         most = _largest(lambda c: fits_load(c, load.processes), load.concurrency or 1)
         raise InvalidValue("concurrency", load.concurrency, f"at most {most} at batch {batch}: {why}; {remedy}")
     most = _largest(fits_batch, batch)
