@@ -303,3 +303,24 @@ def test_locust_refuses_users_payloads_it_cannot_hold() -> None:
     assert out.returncode == 2 and len(errors) == 1, out.stderr[-2000:]
     assert "--batch-size must be at most" in errors[0] and "50 users each keeping its own" in errors[0]
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [(["--batch-sizes", "1,30000", "--max-in-flight", "1"], "--batch-sizes"),
+     (["--batch-sizes", "2000", "--max-in-flight", "1,64"], "--max-in-flight")],
+)  # fmt: skip
+def test_the_pipeline_refuses_batches_it_cannot_hold_before_decoding(
+    roomy: ServerThread, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch, flags, named
+) -> None:
+    """`serve-bench pipeline`: frames per batch x batches in flight x the frame, over REST at ~7x the body,
+    within 4 GiB (this test's): refused in one line naming the flag, before a frame is decoded (it used to
+    decode, then build the 100000-frame batch)."""
+    from tests._clips import write_clip
+
+    monkeypatch.setattr("serve_bench.load._bounds.memory_available", lambda: Memory(4 * GIB, "a test's"))
+    clip = write_clip(tmp_path / "clip.mkv", codec="mjpeg", frames=4, size=(64, 48))
+    argv = ["pipeline", str(clip), "--url", roomy.rest_url, "--model", "tiny", *flags, "--no-inprocess"]
+    assert main([*argv, "--run-dir", str(tmp_path / "run")]) == 2
+    line = _error_line(capsys.readouterr().err, "pipeline")
+    assert f"{named} must be at most" in line and "a test's" in line

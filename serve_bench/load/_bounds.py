@@ -142,7 +142,7 @@ def _records(load: LoadInfo, settings: PointSettings) -> int:
     send while the point may run (closed loop: it ends at max_duration_s at the latest)."""
     if load.mode == "open":
         return math.ceil((load.rate or 1.0) * (settings.warmup_s + settings.min_duration_s))
-    if load.mode == "locust":  # Locust keeps its own statistics, no records
+    if load.mode in ("locust", "stream"):  # Locust keeps its own statistics; a stream, a record per batch of a video
         return 0
     seconds = settings.warmup_s + settings.max_duration_s  # the closed loop stops there, until stable or not
     return math.ceil(GENERATOR_CEILING * load.processes * seconds)
@@ -359,7 +359,7 @@ def check_batch(
     if load.processes > 1 and fits_load(load.concurrency, 1):
         most = _largest(lambda p: fits_load(load.concurrency, p), load.processes)
         raise InvalidValue("processes", load.processes, f"at most {most} at batch {batch}: {why}; {remedy}")
-    if load.mode in ("closed", "locust") and (load.concurrency or 1) > 1 and fits_load(1, load.processes):
+    if load.mode != "open" and (load.concurrency or 1) > 1 and fits_load(1, load.processes):
         most = _largest(lambda c: fits_load(c, load.processes), load.concurrency or 1)
         raise InvalidValue("concurrency", load.concurrency, f"at most {most} at batch {batch}: {why}; {remedy}")
     most = _largest(fits_batch, batch)

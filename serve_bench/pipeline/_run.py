@@ -11,17 +11,25 @@ from typing import Any
 import numpy as np
 
 from serve_bench.client import Client, ServeBenchError, connect, server_kind
-from serve_bench.errors import UserError, first_line
+from serve_bench.errors import InvalidValue, UserError, first_line
 from serve_bench.export import missing_runtime
-from serve_bench.load import PAYLOADS, PointSettings, image_size_of, signature_for_payload
+from serve_bench.load import (
+    PAYLOADS,
+    Declared,
+    PointSettings,
+    RequestCost,
+    check_batch,
+    image_size_of,
+    signature_for_payload,
+)
 from serve_bench.media import DecodeCounters, MediaError, VideoInfo, decode_video, encode_jpeg, probe_video
 from serve_bench.pipeline._inprocess import RUNTIME_NAMES, InProcessModel, find_saved_model, tensorflow_installed
 from serve_bench.pipeline._points import stream_point
 from serve_bench.pipeline._stream import StreamRun, run_stream
 from serve_bench.pipeline._verdict import batching_answer, limit_of
-from serve_bench.stats import InputSource, Point, Target
+from serve_bench.stats import InputSource, LoadInfo, Point, Target
 
-__all__ = ["PipelineConfig", "PipelineOutcome", "run_pipeline", "video_features"]
+__all__ = ["PipelineConfig", "PipelineOutcome", "check_stream_bounds", "run_pipeline", "video_features"]
 
 
 @dataclass(frozen=True)
@@ -134,6 +142,31 @@ async def _connect(config: PipelineConfig, signature: str) -> Client:
         raise UserError(str(exc)) from exc
 
 
+# the pipeline's flag for each parameter a bound names
+_PIPELINE_FLAGS = {"batch_size": "--batch-sizes", "concurrency": "--max-in-flight"}
+
+
+def check_stream_bounds(config: PipelineConfig, client: Client) -> None:
+    """Refuse a --batch-sizes x --max-in-flight whose float frames this process cannot hold in flight, or that
+    the server declared it refuses (load.check_batch, the bounds of bench and sweep): UserError naming the flag.
+    What a batch costs comes from requests of one frame and of two, encoded; the frames are the video's,
+    not drawn (JPEG streams are smaller than their float frames)."""
+    height, width = _image_size(client)
+    name = next(iter(client.signature_info.inputs)) if client.signature_info else "images"
+    # 255.0 per pixel: the widest a pixel's JSON gets (a black frame's "0.0" would under-count a REST body)
+    one, two = (client.prepare({name: np.full((n, height, width, 3), 255, np.float32)}).nbytes for n in (1, 2))
+    cost = RequestCost(one, two, height * width * 3 * 4, synthetic_float=False)
+    declared = Declared(**(getattr(client.transport, "declared_limits", None) or {}))
+    protocol = Target(config.name, config.target, config.device).protocol
+    for batch in config.batch_sizes:
+        for in_flight in config.max_in_flight:
+            load = LoadInfo("stream", concurrency=in_flight)
+            try:
+                check_batch(protocol, config.model, batch, load, PointSettings(), cost, declared)
+            except InvalidValue as exc:
+                raise UserError(str(exc.named(_PIPELINE_FLAGS.get(exc.name, exc.name)))) from None
+
+
 async def run_pipeline(
     config: PipelineConfig,
     on_point: Callable[[Point], None] | None = None,
@@ -148,6 +181,7 @@ async def run_pipeline(
     float_client = await _connect(config, signature_for_payload("float", None))
     try:
         size = _image_size(float_client)
+        check_stream_bounds(config, float_client)  # before a frame is decoded (docs/bounds.md)
         height, width = size
         # 1. The decoder alone: every frame, scaled by FFmpeg, nothing else running.
         counters = DecodeCounters()
