@@ -36,7 +36,8 @@ def export(args: argparse.Namespace) -> int:
     library.get_spec(args.model)  # fail on a bad name before TensorFlow starts
     sizes = library.parse_batch_sizes(args.warmup_batch_sizes)
     runtimes = library.parse_runtimes(args.runtimes) if args.runtimes is not None else None
-    if runtimes is not None and not library.tensorflow_installed():
+    asked = {part.strip() for part in (args.runtimes or "").split(",")}
+    if runtimes is not None and not library.tensorflow_installed() and "tensorflow" not in asked:
         # a host without TensorFlow (a GPU host with JAX): copies for runtimes that build the model themselves
         for path in library.export_without_tensorflow(
             args.model, runtimes, weights=args.weights, out=args.models_dir, version=args.version

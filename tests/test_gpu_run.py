@@ -118,22 +118,27 @@ def test_the_gpu_visit_measures_the_headline_first(tmp_path, monkeypatch):
 
     monkeypatch.setattr(metadata, "gpu_names", lambda: ["NVIDIA H100 80GB HBM3"])  # as on the host
     names = [step.name for step in script.build_steps(plan, parser)]
-    assert names[:3] == [
+    assert names[:4] == [
         "floor inception_v3 gpu tf32",
         "floor inception_v3 gpu fp32",
-        "served inception_v3 gpu-tf32 gpu-fp32 cpu-fp32",
+        "served inception_v3 gpu-tf32 gpu-fp32",
+        "served inception_v3 cpu-fp32",  # a sweep of its own, at the CPU's sizes
     ]
-    assert names[3:9:3] == ["floor resnet50 gpu tf32", "floor mobilenet_v2 gpu tf32"]
-    assert names[9] == "server batching inception_v3 gpu-tf32 concurrency 8,32,128"
+    assert names[4:12:4] == ["floor resnet50 gpu tf32", "floor mobilenet_v2 gpu tf32"]
+    assert names[12] == "server batching inception_v3 gpu-tf32 concurrency 8,32,128"
     assert names[-3:] == [f"floor {m} cpu fp32" for m in ("inception_v3", "resnet50", "mobilenet_v2")]
-    assert len(names) == 15
+    assert len(names) == 18
+    # the servers take bodies that hold InceptionV3's largest batch over gRPC (the server caps a gRPC input at a
+    # quarter of --max_body_bytes in floats: server/_grpc.py)
+    assert script.BODY_BYTES // 4 >= 256 * 299 * 299 * 3
     # the copies a host without TensorFlow builds: the catalogue model, random weights, nothing else
     for model in ("inception_v3", "resnet50", "mobilenet_v2"):
         assert json.loads((tmp_path / f"models/jax/{model}/1/conversion.json").read_text())["weights"] == "random"
 
 
 @pytest.mark.parametrize(
-    "bad", [["--devices", "tpu"], ["--precisions", "fp8"], ["--batch-sizes", "0"], ["--devices", "gpu,cpu"]]
+    "bad",
+    [["--devices", "tpu"], ["--precisions", "fp8"], ["--batch-sizes", "0"], ["--devices", "gpu,cpu"], ["--models", ""]],
 )
 def test_bad_arguments_are_one_line(tmp_path, bad):
     from serve_bench.stats._metadata import gpu_names

@@ -156,6 +156,9 @@ async def test_a_host_without_tensorflow_exports_and_serves_a_random_copy(tmp_pa
     )
     assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1
     assert "serve-bench[tensorflow]" in refused.stderr
+    both = [*cli, "export", "tiny", "--weights", "random", "--runtimes", "tensorflow,jax", "--models-dir", str(models)]
+    asked = subprocess.run(both, env=without_tensorflow, capture_output=True, text=True, timeout=300)
+    assert asked.returncode == 2 and "serve-bench[tensorflow]" in asked.stderr  # TensorFlow asked for by name
     with LocalServerProcess(models, "tiny", extra_flags=("--runtime=jax",)) as server:
         async with connect(server.grpc_url, "tiny") as client:
             signature = (await client.metadata())["serving_default"]
@@ -259,3 +262,17 @@ def test_every_catalogue_models_jax_copy_answers_as_tensorflow(model, tf, tmp_pa
     got = {"features": features_in_child(conversion.path, images)}  # type: ignore[arg-type]
     assert export.relative_difference(expected, got) <= _tolerance(tmp_path, model)
     assert JAX.name in str(conversion.path)
+
+
+async def test_compiling_ahead_does_not_wait_on_warm_up_and_a_late_compile_is_said(jax_models):
+    """--compile_batch_sizes builds its programs before the model is AVAILABLE with warm-up off too (compiling
+    is not a warm-up request), and a size the server did not compile ahead compiles inside its request with
+    a warning in the log naming the size and the seconds, so it cannot pass unnoticed into a measurement."""
+    flags = ("--runtime=jax", "--enable_model_warmup=false", "--compile_batch_sizes=2")
+    with LocalServerProcess(jax_models, "tiny", extra_flags=flags) as server:
+        async with connect(server.grpc_url, "tiny") as client:
+            await client.predict({"images": _images(3, seed=46)})
+        log = server.log_path.read_text()
+    assert "compiled batch sizes 2 in" in log
+    assert "compiled batch size 3 inside a request" in log
+    assert "replayed" not in log  # warm-up stayed off

@@ -31,6 +31,7 @@ import asyncio
 import datetime as _dt
 import json
 import os
+import signal
 import subprocess
 import sys
 import tarfile
@@ -48,6 +49,9 @@ from serve_bench.export import parse_batch_sizes  # noqa: E402
 from serve_bench.runtimes import JAX, write_random_copy  # noqa: E402
 
 GPU_SIZES = "1,2,4,8,16,32,64,128,256"
+# the servers' --max_body_bytes: the default 256 MiB caps a gRPC input at 64 Mi floats (a quarter of it), under
+# InceptionV3's batch 256 (256 x 299 x 299 x 3 = 65.5 Mi)
+BODY_BYTES = 1 << 30
 CPU_SIZES = "1,8,64"
 
 
@@ -122,7 +126,11 @@ def _floor(
     if device == "cpu":
         env["JAX_PLATFORMS"] = "cpu"  # leave the GPU alone while the CPU is measured
     with out.open("w") as sink:
-        done = subprocess.run(command, env=env, stdout=sink, stderr=subprocess.PIPE, text=True, timeout=600)
+        limit = max(60.0, (max_seconds or 300.0) * 3)  # a floor past three times its allowance is stuck
+        try:
+            done = subprocess.run(command, env=env, stdout=sink, stderr=subprocess.PIPE, text=True, timeout=limit)
+        except subprocess.TimeoutExpired:
+            done = subprocess.CompletedProcess(command, 124, "", f"the floor ran past {limit:.0f} s and was stopped")
     lines = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
     measured = sorted((x for x in lines if "images_per_s" in x), key=lambda x: x["batch_size"])
     result: dict[str, Any] = {"file": str(out.relative_to(plan.out)), "sizes": [x["batch_size"] for x in measured]}
@@ -167,7 +175,13 @@ def _servers(
 
     started = []
     for name, device, precision in targets:
-        flags = (f"--runtime={JAX.name}", f"--device={device}", f"--precision={precision}")
+        # 1 GiB bodies: the default 256 MiB caps a gRPC input at 64 Mi floats, under InceptionV3's batch 256 (65.6 Mi)
+        flags = (
+            f"--runtime={JAX.name}",
+            f"--device={device}",
+            f"--precision={precision}",
+            "--max_body_bytes=1073741824",
+        )
         flags += (f"--compile_batch_sizes={sizes}",) if batching is None else ()
         server = _Server(
             plan.out / "models",
@@ -266,9 +280,13 @@ def build_steps(plan: Plan, args: argparse.Namespace) -> list[Step]:
     prices = {k: v for k, v in (("gpu", args.gpu_price_per_hour), ("cpu", args.cpu_price_per_hour)) if v is not None}
     durations = {"warmup_s": args.warmup_s, "min_duration_s": args.min_duration_s}
     copies = {m: write_random_copy(plan.out / "models", m, version=1) for m in models}
-    served = [(f"gpu-{p}", "gpu", p) for p in precisions if "gpu" in devices]
-    served += [("cpu-fp32", "cpu", "fp32")] if "cpu" in devices else []
-    sizes = args.batch_sizes if "gpu" in devices else args.cpu_batch_sizes
+    if not models or not devices or ("gpu" in devices and not precisions):
+        raise UserError("--models, --devices and (with gpu) --precisions each need at least one value")
+    on_gpu = [(f"gpu-{p}", "gpu", p) for p in precisions if "gpu" in devices]
+    # the CPU is served in a sweep of its own, at its own sizes: XLA:CPU at the GPU's largest batches would
+    # take minutes of the visit for the least informative points
+    on_cpu = [("cpu-fp32", "cpu", "fp32")] if "cpu" in devices else []
+    served = on_gpu + on_cpu
     # The GPU's first floor of a model picks its batch sizes within a share of the time left (compiling is the
     # unknown: seconds per size and precision on a GPU), widest coverage first; its other precision and the
     # served sweep then run the sizes it reached, which the shared compile cache already holds.
@@ -295,12 +313,24 @@ def build_steps(plan: Plan, args: argparse.Namespace) -> list[Step]:
         for i, precision in enumerate(precisions if "gpu" in devices else []):
             floor = first_floor if i == 0 else other_floor
             steps.append(Step(f"floor {model} gpu {precision}", lambda m=model, p=precision, f=floor: f(m, p)))
-        steps.append(
-            Step(
-                f"served {model} " + " ".join(name for name, _, _ in served),
-                lambda m=model: _served(plan, m, served, reached.get(m, sizes), (1,), m, prices, durations),
+        if on_gpu:
+            steps.append(
+                Step(
+                    f"served {model} " + " ".join(name for name, _, _ in on_gpu),
+                    lambda m=model: _served(
+                        plan, m, on_gpu, reached.get(m, args.batch_sizes), (1,), m, prices, durations
+                    ),
+                )
             )
-        )
+        if on_cpu:
+            steps.append(
+                Step(
+                    f"served {model} cpu-fp32",
+                    lambda m=model: _served(
+                        plan, m, on_cpu, args.cpu_batch_sizes, (1,), f"{m}-cpu" if on_gpu else m, prices, durations
+                    ),
+                )
+            )
     for model in models:  # then the server's own batching filled, on the first device
         name, device, precision = served[0]
         allowed = tuple(sorted({1, *(s for s in fill), *(1 << i for i in range(max(fill).bit_length()))}))
@@ -346,6 +376,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpu-price-per-hour", type=float, default=None)
     parser.add_argument("--cpu-price-per-hour", type=float, default=None)
     args = parser.parse_args(argv)
+    # visit.sh's hard limit sends SIGTERM: exit through the finally blocks, so the servers a step started
+    # (each in a session of its own, out of the limit's reach) are stopped, not left holding the GPU
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args.out.mkdir(parents=True, exist_ok=True)
     plan = Plan(args.out, args.budget_s, args.archive)
     try:

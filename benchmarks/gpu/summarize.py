@@ -46,11 +46,13 @@ def _interval(estimate: Estimate) -> str:
 
 def summarize(folder: Path, prices: dict[str, float]) -> str:
     lines: list[str] = []
+    by_model: dict[str, list[Any]] = {}  # a model's GPU and CPU sweeps, one table (the server-batching runs apart)
     for run_dir in sorted(p for p in (folder / "runs").iterdir() if (p / "points.jsonl").exists()):
         if run_dir.name.endswith("-server-batching"):
             continue
-        points = read_points(run_dir)
-        model = points[0].model
+        for point in read_points(run_dir):  # a run killed before its first point has none: nothing to add
+            by_model.setdefault(point.model, []).append(point)
+    for model, points in by_model.items():
         lines += [
             f"### {model}",
             "",
@@ -68,11 +70,12 @@ def summarize(folder: Path, prices: dict[str, float]) -> str:
             plateau = min(b for b, c in curve.items() if c.items_per_s.value >= PLATEAU * top)
             device, _, precision = target.name.partition("-")
             floor = _floor(folder, model, device, precision)
-            shares = []
+            shares: list[float | None] = []
             for cell in (base, best):
                 measured = floor.get(cell.batch_size)
-                shares.append(f"{cell.items_per_s.value / measured['images_per_s']:.2f}" if measured else "–")
-            flag = " ⚠" if shares[0] != "–" and float(shares[0]) < DISTORTION else ""
+                shares.append(cell.items_per_s.value / measured["images_per_s"] if measured else None)
+            flag = " ⚠" if shares[0] is not None and shares[0] < DISTORTION else ""
+            shown = [f"{share:.2f}" if share is not None else "–" for share in shares]
             server = base.point.server
             split = (
                 f"{server.request_us_mean / 1e3:.2f} ms = {server.runtime_us_mean / 1e3:.2f} + "
@@ -85,7 +88,7 @@ def summarize(folder: Path, prices: dict[str, float]) -> str:
             gain = ratio(best.items_per_s, base.items_per_s)
             lines.append(
                 f"| {target.name} | {_interval(base.items_per_s)} | {_interval(best.items_per_s)} ({best.batch_size})"
-                f" | {ratio_text(gain)} | {plateau} | {shares[0]} · {shares[1]}{flag} | {split} | {cost} |"
+                f" | {ratio_text(gain)} | {plateau} | {shown[0]} · {shown[1]}{flag} | {split} | {cost} |"
             )
         lines.append("")
         for target in analyze_run(points).targets:

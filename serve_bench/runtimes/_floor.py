@@ -107,8 +107,10 @@ def measure_floor(
         size = sizes.pop(0)
         try:
             line = _point(runner, size, min_seconds, min_calls, seed=size)
-        except Exception as exc:  # XLA's RESOURCE_EXHAUSTED and its kin: this size does not fit
-            line = {"batch_size": size, "does_not_fit": first_line(exc)[:300]}
+        except Exception as exc:  # XLA's RESOURCE_EXHAUSTED: this size does not fit; anything else is an error
+            said = first_line(exc)[:300]
+            memory = "RESOURCE_EXHAUSTED" in said or "out of memory" in said.lower()
+            line = {"batch_size": size, ("does_not_fit" if memory else "error"): said}
             print(json.dumps(line), file=out, flush=True)
             lines.append(line)
             break

@@ -42,6 +42,8 @@ import numpy as np
 from serve_bench.errors import UserError, first_line
 from serve_bench.runtimes._record import RuntimeRecord
 
+log = logging.getLogger("serve_bench.runtimes")
+
 __all__ = [
     "JAX",
     "JaxRunner",
@@ -55,7 +57,7 @@ WEIGHTS_FILE = "model.weights.npz"
 RANDOM_SEED = 1234  # numpy's seed for the random weights of a copy without a weights file
 # XLA's precision for float32 dots and convolutions (jax.default_matmul_precision), by --precision:
 # HIGHEST computes in float32; "tensorfloat32" lets a GPU with tensor cores take TF32 inputs (10-bit
-# mantissa), what TensorFlow and PyTorch do by default on Ampere and later; bf16 runs the model in
+# mantissa), what TensorFlow does by default on Ampere and later (PyTorch for convolutions); bf16 runs the model in
 # Keras' mixed_bfloat16 policy (bfloat16 compute, float32 weights) and leaves dots at the default.
 _MATMUL = {"fp32": "highest", "tf32": "tensorfloat32", "bf16": "default"}
 _PRECISION_WORDS = {
@@ -190,8 +192,12 @@ class JaxRunner:
         images = inputs["images"]
         size = int(images.shape[0])
         program = self._compiled.get(size)
-        if program is None:
-            self.compile(size)
+        if program is None:  # a size not compiled ahead: seconds inside this request (on a GPU, autotuning too)
+            seconds = self.compile(size)
+            if seconds:
+                log.warning(
+                    "compiled batch size %d inside a request: %.2f s (compile it ahead to keep it out)", size, seconds
+                )
             program = self._compiled[size]
         outputs = program(self._variables, self._jax.device_put(images, self._device))
         return {"features": np.asarray(outputs)}  # waits for the device and copies to the host

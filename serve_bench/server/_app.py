@@ -73,7 +73,8 @@ class LocalServer:
                         raise UserError(f"model {entry.name!r}: a warm-up request failed: {exc.message}") from exc
                     if count:
                         log.info("replayed %d warm-up requests for %s version %d", count, entry.name, servable.version)
-                    self._compile(servable)
+            for servable in model.servables.values():  # with warm-up off too: compiling is not a warm-up request
+                self._compile(servable)
             models[entry.name] = model
         return ModelRegistry(models)
 

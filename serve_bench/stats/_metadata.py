@@ -79,8 +79,9 @@ def gpu_details() -> list[dict[str, Any]]:
         "name": pynvml.nvmlDeviceGetName,
         "driver": lambda _: pynvml.nvmlSystemGetDriverVersion(),
         "memory_total_mib": lambda h: pynvml.nvmlDeviceGetMemoryInfo(h).total // 2**20,
-        "sm_clock_mhz": lambda h: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
-        "memory_clock_mhz": lambda h: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
+        # read once, when the run starts (the GPU is likely idle then): not the clocks it ran at
+        "sm_clock_at_start_mhz": lambda h: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+        "memory_clock_at_start_mhz": lambda h: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
         "max_sm_clock_mhz": lambda h: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_SM),
         "max_memory_clock_mhz": lambda h: pynvml.nvmlDeviceGetMaxClockInfo(h, pynvml.NVML_CLOCK_MEM),
         "power_limit_w": lambda h: pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000,
