@@ -7,7 +7,6 @@ is imported only when this runs, and only if it is installed.
 
 from __future__ import annotations
 
-import importlib.util
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from serve_bench.export import tensorflow_installed
 from serve_bench.runtimes import RECORDS
 
 __all__ = ["RUNTIME_NAMES", "InProcessModel", "find_saved_model", "tensorflow_installed"]
@@ -26,10 +26,6 @@ RUNTIME_NAMES = {
     "openvino": "OpenVINO",
     **{kept.name: kept.display for kept in RECORDS.values()},
 }
-
-
-def tensorflow_installed() -> bool:
-    return importlib.util.find_spec("tensorflow") is not None
 
 
 def find_saved_model(models_dir: Path, model: str) -> Path | None:
