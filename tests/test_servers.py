@@ -15,6 +15,7 @@ import pytest
 from serve_bench.errors import UserError
 from serve_bench.export import MLServerBatching, TritonBatching, triton_config_text, write_triton_model
 from serve_bench.servers import ENV_VARIABLE, StartFailed, TritonServer
+from tests.conftest import _servers_env_or_skip
 
 
 def _infer_json(base: str, images: np.ndarray) -> np.ndarray:
@@ -55,6 +56,7 @@ def test_mlserver_serves_the_exported_model(mlserver, reference):
 def test_a_config_triton_refuses_is_one_line_with_its_reason(models_dir, tmp_path):
     """KIND_GPU on a host without a GPU: Triton refuses the model at load (core
     src/model_config_utils.cc, instance group validation) and exits; StartFailed carries its reason."""
+    _servers_env_or_skip()  # TritonServer needs the real tritonserver: skip without it, fail where CI is set
     server = TritonServer(models_dir, "tiny", TritonBatching(kind="KIND_GPU"), work_dir=tmp_path)
     with pytest.raises(StartFailed) as caught:
         server.start()

@@ -1,7 +1,8 @@
 """The server view against real Triton 2.51 and MLServer 1.7.1 (serve_bench.servers, on free ports).
 
 Load is plain v2 JSON over HTTP from threads (urllib), so these tests need nothing of the
-serve-bench client. The servers' environment is `make servers-env`; without it they skip.
+serve-bench client. The servers' environment is `make servers-env`; without it the `triton` and `mlserver` fixtures
+(conftest.py) skip each test, or fail it where CI is set.
 """
 
 from __future__ import annotations
@@ -14,15 +15,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from serve_bench.errors import UserError
 from serve_bench.metrics import page_kind, read_server, read_settled, server_breakdown
-from serve_bench.servers import servers_env
-from tests.conftest import _servers_env_or_skip
-
-try:
-    servers_env()
-except UserError:  # one line naming what is missing and how to build it; a failure where CI is set
-    _servers_env_or_skip()
 
 N, IN_FLIGHT = 64, 8
 
