@@ -6,6 +6,7 @@ settings and load are ``load``'s (``check_settings``, ``check_load``): the CLI, 
 spec and tune all call them.
 """
 
+from serve_bench.sweep._launch import launched_target
 from serve_bench.sweep._measure import (
     measure,
     measure_async,
@@ -35,6 +36,7 @@ __all__ = [
     "check_keys",
     "checked",
     "latest_run_dir",
+    "launched_target",
     "load_spec",
     "measure",
     "measure_async",

@@ -35,7 +35,7 @@ from serve_bench.export import MLServerBatching, TritonBatching
 from serve_bench.servers import LocalServerProcess, MLServerServer, ServerProcess, TritonServer
 from serve_bench.stats import Target
 
-__all__ = ["LAUNCH_KINDS", "Launch", "launched_targets", "parse_launch"]
+__all__ = ["LAUNCH_KINDS", "Launch", "launched_target", "launched_targets", "parse_launch"]
 
 LAUNCH_KINDS = ("local", "triton", "mlserver")
 _KNOBS: dict[str, dict[str, Any]] = {
@@ -159,6 +159,22 @@ def _process(launch: Launch, models_dir: Path, model: str, work_dir: Path) -> Se
     )
 
 
+def launched_target(target: Target, server: ServerProcess, kind: str, protocol: str) -> Target:
+    """``target`` pointed at ``server``, a ``kind`` (local | triton | mlserver) serve-bench started: the URL
+    of ``protocol`` (grpc | rest), its metrics page and pid, and for Triton and MLServer their HTTP URL,
+    where Triton's statistics API (the per-batch-size executions) answers when the load goes over gRPC.
+    Sweep and tune both build a launched server's Target here."""
+    return dataclasses.replace(
+        target,
+        url=server.grpc_url if protocol == "grpc" else server.http_url,
+        protocol="",  # derived again from the launched URL
+        metrics_url=server.metrics_url,
+        server=_SERVER_KIND[kind],
+        pid=server.pid,
+        http_url=server.http_url if kind != "local" else "",
+    )
+
+
 @contextlib.contextmanager
 def launched_targets(
     targets: tuple[Target, ...], launches: dict[str, Launch], models_dir: Path, model: str, work_dir: Path
@@ -175,18 +191,7 @@ def launched_targets(
             server = _process(launch, models_dir, model, work_dir / "servers" / target.name)
             server.start()
             started.append(server)
-            url = server.grpc_url if launch.protocol == "grpc" else server.http_url
-            result.append(
-                dataclasses.replace(
-                    target,
-                    url=url,
-                    protocol="",  # derived again from the launched URL
-                    metrics_url=server.metrics_url,
-                    server=_SERVER_KIND[launch.kind],
-                    pid=server.pid,
-                    http_url=server.http_url if launch.kind != "local" else "",
-                )
-            )
+            result.append(launched_target(target, server, launch.kind, launch.protocol))
         yield tuple(result)
     finally:
         for server in reversed(started):

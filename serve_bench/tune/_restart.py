@@ -26,6 +26,7 @@ from typing import Protocol
 from serve_bench.client import ServeBenchError, connect
 from serve_bench.servers import LocalServerProcess, log_tail
 from serve_bench.stats import Target
+from serve_bench.sweep import launched_target
 from serve_bench.tune._config import ServerConfig, TuneConfig
 from serve_bench.tune._spec import ServerSpec
 
@@ -130,10 +131,15 @@ class LocalRestarter:
         log_path.write_text("$ " + shlex.join(server.command()[1:]) + "\n")
         self.server = server
         process = server.launch()
-        url = server.grpc_url if self.spec.protocol == "grpc" else server.http_url
+        named = Target("local", "", self.spec.device, runtime=config.runtime)
+        target = launched_target(named, server, "local", self.spec.protocol)
         try:
             await wait_available(
-                url, f"{server.http_base}/v1/models/{self.model}", self.model, self.spec.startup_timeout_s, process
+                target.url,
+                f"{server.http_base}/v1/models/{self.model}",
+                self.model,
+                self.spec.startup_timeout_s,
+                process,
             )
         except StartFailed as exc:
             await self.stop()
@@ -141,9 +147,7 @@ class LocalRestarter:
         except BaseException:  # Ctrl-C while the server starts: never leave it running
             await asyncio.shield(self.stop())
             raise
-        return Target(
-            "local", url, self.spec.device, server.metrics_url, server.name, process.pid, runtime=config.runtime
-        )
+        return target
 
     async def stop(self) -> None:
         server, self.server = self.server, None

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from serve_bench.stats import Target
+from serve_bench.sweep import launched_target
 from serve_bench.tune._config import ServerConfig
 from serve_bench.tune._restart import StartFailed
 from serve_bench.tune._spec import ServerSpec
@@ -86,17 +87,9 @@ class _StartedHere:
         except BaseException:  # Ctrl-C while it starts: never leave it running
             await asyncio.shield(self._abandon(server, starting))
             raise
-        url = server.grpc_url if self.spec.protocol == "grpc" else server.http_url
         # Triton's and MLServer's Python models run what the configuration's runtime names (export/runtimes/)
-        return Target(
-            self.server_kind,
-            url,
-            self.spec.device,
-            server.metrics_url,
-            self.server_kind,
-            server.pid,
-            runtime=config.runtime,
-        )
+        named = Target(self.server_kind, "", self.spec.device, runtime=config.runtime)
+        return launched_target(named, server, self.server_kind, self.spec.protocol)
 
     def reason(self, log_path: Path) -> str:
         """The server's own words for why it did not start, from its whole log ("" when it gave none)."""
