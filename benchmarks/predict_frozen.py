@@ -1,10 +1,10 @@
 """Freeze `serve-bench predict` for the GPUs about to be measured, before they are measured.
 
 Runs `serve-bench predict` for InceptionV3, ResNet-50 and MobileNetV2 on the H100 SXM5 and the
-H200 SXM, with each runtime's calibration (tensorflow: fp32, tf32, mixed; tensorrt: tf32, mixed),
-and writes into one folder, for each (model, runtime, precision):
-- ``<model>-<runtime>-<precision>.json``, what ``--predictions`` wrote;
-- ``<model>-<runtime>-<precision>.txt``, what the command printed;
+H200 SXM, with each calibration (--tables tensorflow: fp32, tf32, mixed; tensorrt: tf32, mixed),
+and writes into one folder, for each (model, tables, precision):
+- ``<model>-<tables>-<precision>.json``, what ``--predictions`` wrote;
+- ``<model>-<tables>-<precision>.txt``, what the command printed;
 and, once:
 - ``graph_costs/<model>.json``, the graph costs the predictions were made from (tests re-predict from
   them without TensorFlow);
@@ -43,24 +43,24 @@ PRECISIONS = {"tensorflow": ("fp32", "tf32", "mixed"), "tensorrt": ("tf32", "mix
 HERE = Path(__file__).resolve().parent
 
 
-def name(model: str, runtime: str, precision: str) -> str:
-    return f"{model}-{runtime}-{precision}"
+def name(model: str, tables: str, precision: str) -> str:
+    return f"{model}-{tables}-{precision}"
 
 
-def command(model: str, runtime: str, precision: str, models_dir: str, out: Path) -> list[str]:
+def command(model: str, tables: str, precision: str, models_dir: str, out: Path) -> list[str]:
     return [
         "predict",
         model,
-        "--device",
+        "--gpu",
         *DEVICES,
-        "--runtime",
-        runtime,
+        "--tables",
+        tables,
         "--precision",
         precision,
         "--models-dir",
         models_dir,
         "--predictions",
-        str(out / f"{name(model, runtime, precision)}.json"),
+        str(out / f"{name(model, tables, precision)}.json"),
     ]
 
 
@@ -75,16 +75,16 @@ def freeze(models_dir: str, out: Path) -> None:
             sys.exit(f"no exported {model} under {models_dir}; export it first (see this script's docstring)")
         cost = cost_saved_model(Path(models_dir) / model / str(versions[-1]))
         (out / "graph_costs" / f"{model}.json").write_text(json.dumps(cost.to_json()) + "\n")
-        for runtime, precisions in PRECISIONS.items():
+        for tables, precisions in PRECISIONS.items():
             for precision in precisions:
-                argv = command(model, runtime, precision, models_dir, out)
+                argv = command(model, tables, precision, models_dir, out)
                 printed = io.StringIO()
                 with contextlib.redirect_stdout(printed):
                     status = cli_main(argv)
                 if status != 0:
                     sys.exit(f"serve-bench {shlex.join(argv)} exited {status}")
                 text = printed.getvalue().replace(str(out) + "/", "")
-                (out / f"{name(model, runtime, precision)}.txt").write_text(text)
+                (out / f"{name(model, tables, precision)}.txt").write_text(text)
                 lines.append("serve-bench " + shlex.join(argv).replace(str(out) + "/", ""))
                 print(lines[-1])
     version = shipped_version()

@@ -3,8 +3,8 @@
 Every row of serve_bench/predict/data/out_of_sample.csv (NVIDIA DeepLearningExamples@729963dd47e7,
 each with its file and line) is predicted by the shipped fit, version 2026-11-26, exactly as
 `serve-bench predict` predicts (ResNet-50 v1.5's shipped graph costs; a served request: the copy at
-PCIe's rate, then the computation). Nothing is refitted. The tables, and the runtime of predict that
-stands for each:
+PCIe's rate, then the computation). Nothing is refitted. The tables, and predict's calibration (--tables)
+that stands for each:
 - mxnet: MxNet/Classification/RN50v1.5/README.md, "Inference performance" (A100 80GB, V100 16GB,
   T4; batch 1-256). MXNet runs the graph op by op with cuDNN: `tensorflow`. Mixed precision is
   published; TF32 (A100) and FP32 (V100, T4) are mixed precision / its throughput speed-up column.
@@ -26,10 +26,10 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from serve_bench.predict import RUNTIMES, device_table, shipped_version
+from serve_bench.predict import TABLES, device_table, shipped_version
 from serve_bench.predict._devices import GENERATIONS, precision_class
 from serve_bench.predict._expected import expected_error
-from serve_bench.predict._outofsample import TABLES, Scored, score
+from serve_bench.predict._outofsample import OUT_OF_SAMPLE_TABLES, Scored, score
 
 _EXAMPLE_DEVICE = {"Volta": "v100", "Turing": "t4", "Ampere": "a100", "Ada Lovelace": "l4", "Hopper": "h100"}
 
@@ -39,7 +39,7 @@ class Summary:
     """One line of the README's table: a (table, device, precision) scored."""
 
     table: str
-    runtime: str
+    tables: str  # predict's calibration (--tables) scored on it
     device: str
     precision: str
     batches: str  # "1-256"
@@ -58,7 +58,7 @@ def summaries() -> list[Summary]:
         out.append(
             Summary(
                 s.table.name,
-                s.table.runtime,
+                s.table.tables,
                 s.device,
                 s.precision,
                 f"{s.batch_sizes[0]}-{s.batch_sizes[-1]}",
@@ -103,8 +103,8 @@ def _print_scored(s: Scored) -> None:
 def main() -> None:
     fit = shipped_version()
     print(f"fit {fit.name}, sha256 {fit.sha256} (nothing refitted)")
-    for name, table in TABLES.items():
-        print(f"\n{name}: {table.ran}; scored with predict's {table.runtime} fit")
+    for name, table in OUT_OF_SAMPLE_TABLES.items():
+        print(f"\n{name}: {table.ran}; scored with predict's {table.tables} fit")
         for s in score():
             if s.table.name == name:
                 _print_scored(s)
@@ -115,22 +115,22 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for r in summaries():
         print(
-            f"| {r.table} ({r.runtime}) | {r.device} | {r.precision} | {r.batches} | {r.median:.1%} | {r.worst:.1%} | "
+            f"| {r.table} ({r.tables}) | {r.device} | {r.precision} | {r.batches} | {r.median:.1%} | {r.worst:.1%} | "
             f"{r.gain_error:+.1%} ({r.gain_predicted:.1f}x vs {r.gain_published:.1f}x) |"
         )
 
     print("\nthe error serve-bench predict shows, by architecture (predicted/published - 1, 10th-90th percentile):")
     devices = device_table()
-    for runtime in RUNTIMES:
+    for tables in TABLES:
         for klass, precision in (("fp32", "tf32"), ("mixed", "mixed")):
             for architecture in GENERATIONS:
                 device = devices[_EXAMPLE_DEVICE[architecture]]
-                if runtime == "tensorrt" and precision_class(precision) == "fp32" and device.tf32_tflops is None:
+                if tables == "tensorrt" and precision_class(precision) == "fp32" and device.tf32_tflops is None:
                     continue  # tensorrt's tables are TF32: no fp32 prediction on a device without it
-                e = expected_error(device, precision, runtime)
+                e = expected_error(device, precision, tables)
                 where = e.nearest if e.covered else f"{e.nearest} (no table of {architecture}: expect more)"
                 print(
-                    f"  {runtime:10s} {klass:5s} {architecture:12s} images/s {e.images_per_s.describe():14s} "
+                    f"  {tables:10s} {klass:5s} {architecture:12s} images/s {e.images_per_s.describe():14s} "
                     f"gain {e.gain.describe():14s} from {where}"
                 )
 

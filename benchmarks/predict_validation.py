@@ -1,6 +1,6 @@
 """Leave-one-out errors of `serve-bench predict` on the published tables it ships.
 
-For each runtime and precision class (fp32/tf32, mixed), each device family of the runtime's
+For each calibration (--tables) and precision class (fp32/tf32, mixed), each device family of its
 tables is left out of the fit in turn and predicted from its peaks alone, then each model in turn
 where there are several; printed: per (model, device) the median and worst relative error of
 images/s and the error of the batching gain at the best batch. The tables, all NVIDIA
@@ -27,7 +27,7 @@ import itertools
 import json
 from pathlib import Path
 
-from serve_bench.predict import RUNTIMES, CpuSpec, GraphCost, calibrate_cpu, calibration, cpu_points, fit_cpu
+from serve_bench.predict import TABLES, CpuSpec, GraphCost, calibrate_cpu, calibration, cpu_points, fit_cpu
 
 RECORDED = Path(__file__).resolve().parent.parent / "tests" / "data" / "demo_2core_20261125"
 RECORDING_CPU = CpuSpec("AMD EPYC", cores=2, ghz=2.6, vector_bits=256, fma_units=2, bw_gbs=25.0, mem_gb=24.0)
@@ -51,11 +51,11 @@ def cpu_from_one_point() -> None:
 
 
 def main() -> None:
-    for runtime, klass in itertools.product(RUNTIMES, ("fp32", "mixed")):
-        fitted = calibration(klass, runtime)
+    for tables, klass in itertools.product(TABLES, ("fp32", "mixed")):
+        fitted = calibration(klass, tables)
         eff = fitted.efficiency
         print(
-            f"{runtime} {klass}: fitted on all: compute {eff.compute:.2f} of peak, memory {eff.memory:.2f} of "
+            f"{tables} {klass}: fitted on all: compute {eff.compute:.2f} of peak, memory {eff.memory:.2f} of "
             f"bandwidth, {eff.per_op_s * 1e6:.1f} µs per op"
         )
         for loo in filter(None, (fitted.device_out, fitted.model_out)):

@@ -10,8 +10,13 @@ pyperf declares its shared options once:
     ``--models-dir DIR``    the exported models, ``exported_models/``
     ``--timeout SECONDS``   per-request deadline, one default everywhere (PointSettings.timeout_s)
     ``--until-stable``      on by default, as in sweep and tune specs (``--no-until-stable`` for fixed length)
+    ``--device LABEL``      the target's device label, cpu or gpu (``predict`` names GPUs with ``--gpu``)
 
-A renamed flag keeps working as a hidden alias that says its new name once (``errors.Renamed``).
+A word means one thing in every subcommand: ``--run-dir`` is where a run is written (a command that reads
+one takes it as ``RUN``; ``predict`` also as ``--from-run``), ``--runtime`` is what a target runs
+(``predict``'s calibration is ``--tables``). pipeline's and tune's own flags are declared by their
+packages; their shared ones here. A renamed flag keeps working as a hidden alias that says its new name
+once (``errors.Renamed``): every one is in ``RENAMED``, which ``add_renamed`` adds to its subcommand.
 """
 
 from __future__ import annotations
@@ -23,14 +28,18 @@ from serve_bench.errors import Renamed
 __all__ = [
     "FLAG_OF",
     "RENAMED",
+    "add_renamed",
     "bench_args",
     "compare_args",
     "demo_args",
     "export_args",
     "import_locust_args",
+    "pipeline_args",
+    "predict_args",
     "report_args",
     "serve_args",
     "sweep_args",
+    "tune_args",
 ]
 
 # The library's parameter name -> the flag a user types: InvalidValue names the former,
@@ -68,35 +77,51 @@ RENAMED: dict[str, dict[str, str]] = {
     "bench": {"--out": "--run-dir", "--name": "--target-name"},
     "import-locust": {"--out": "--run-dir"},
     "pipeline": {"--target": "--url", "--name": "--target-name", "--results": "--run-dir", "--out": "--features"},
+    # predict's words meant something else elsewhere: --runtime is what a target runs, --device a cpu/gpu label,
+    # --run-dir where a run is written
+    "predict": {"--runtime": "--tables", "--device": "--gpu", "--run-dir": "--from-run"},
 }
 
 
-def renamed(p: argparse.ArgumentParser, old: str, new: str, dest: str, **kwargs: object) -> None:
-    """``old`` as a hidden alias of ``new`` (stored in ``dest``; says the new name once when used)."""
-    p.add_argument(old, dest=dest, action=Renamed, new=new, help=argparse.SUPPRESS, **kwargs)  # type: ignore[arg-type]
+def add_renamed(p: argparse.ArgumentParser, command: str) -> None:
+    """Each old name of ``command``'s flags (``RENAMED``) as a hidden alias of the flag it became: stored where
+    the new one is, taking the same values, and saying the new name once when used."""
+    for old, new in RENAMED.get(command, {}).items():
+        action = p._option_string_actions[new]
+        p.add_argument(old, dest=action.dest, nargs=action.nargs, action=Renamed, new=new, help=argparse.SUPPRESS)
 
 
-def run_dir_arg(p: argparse.ArgumentParser, help: str, *, default: str | None = None, old: str = "") -> None:
-    """``--run-dir DIR``: the directory of one run (results/<run>)."""
+def run_dir_arg(p: argparse.ArgumentParser, help: str, *, default: str | None = None) -> None:
+    """``--run-dir DIR``: the directory a run is written to (results/<run>)."""
     p.add_argument("--run-dir", metavar="DIR", default=default, help=help)
-    if old:
-        renamed(p, old, "--run-dir", "run_dir")
 
 
-def models_dir_arg(p: argparse.ArgumentParser, help: str, *, old: str = "") -> None:
+def models_dir_arg(p: argparse.ArgumentParser, help: str) -> None:
     """``--models-dir DIR``: where models are exported (TF Serving's layout)."""
     p.add_argument("--models-dir", metavar="DIR", default="exported_models", help=help)
-    if old:
-        renamed(p, old, "--models-dir", "models_dir")
 
 
-def target_name_arg(p: argparse.ArgumentParser, default: str, *, old: str = "") -> None:
+def target_name_arg(p: argparse.ArgumentParser, default: str, *, note: str = "") -> None:
     """``--target-name NAME``: the target's name in the results."""
     p.add_argument(
-        "--target-name", metavar="NAME", default=default, help=f"target name in the results (default {default})"
+        "--target-name",
+        metavar="NAME",
+        default=default,
+        help=f"target name in the results (default {default}{'; ' + note if note else ''})",
     )
-    if old:
-        renamed(p, old, "--target-name", "target_name")
+
+
+def url_arg(p: argparse.ArgumentParser, *, default: str, help: str = "") -> None:
+    """``--url URL``: the target, where it is not the command's subject (bench takes it as ``URL``)."""
+    p.add_argument("--url", metavar="URL", default=default, help=help or _URL_HELP)
+
+
+def device_arg(p: argparse.ArgumentParser) -> None:
+    """``--device LABEL``: the target's device label in the results."""
+    p.add_argument("--device", metavar="LABEL", default="cpu", help="label for the target (cpu, gpu) (default cpu)")
+
+
+_URL_HELP = "grpc://host:8500 or http://host:8501 (TF Serving); v2+grpc://host:8001, v2+http://host:8000 (KServe v2)"
 
 
 def export_args(p: argparse.ArgumentParser) -> None:
@@ -104,7 +129,7 @@ def export_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--list", action="store_true", help="list the catalogue with sizes, parameters and GFLOPs")
     p.add_argument("--weights", default="imagenet", help="imagenet (needs network), random, or a Keras weights file")
     p.add_argument("--version", type=int, default=None, help="version number (default: next free)")
-    models_dir_arg(p, "models directory to export into (default exported_models/)", old="--out")
+    models_dir_arg(p, "models directory to export into (default exported_models/)")
     p.add_argument("--warmup-batch-sizes", default="1,8,32", help="one warm-up record per size (default 1,8,32)")
     p.add_argument("--force", action="store_true", help="replace an existing version")
     p.add_argument(
@@ -123,14 +148,13 @@ def serve_args(p: argparse.ArgumentParser) -> None:
 
 
 def demo_args(p: argparse.ArgumentParser) -> None:
-    models_dir_arg(p, "models directory to export into and serve from (default exported_models/)", old="--out")
+    models_dir_arg(p, "models directory to export into and serve from (default exported_models/)")
     p.add_argument(
         "--results-root",
         metavar="DIR",
         default="results",
         help="where the demo makes its run directories, one per model (default results/; a spec's out)",
     )
-    renamed(p, "--results", "--results-root", "results_root")
     p.add_argument(
         "--models",
         default="inception_v3,mobilenet_v2",
@@ -191,11 +215,7 @@ def timeout_arg(p: argparse.ArgumentParser, default: float) -> None:
 
 
 def bench_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "url",
-        metavar="URL",
-        help="grpc://host:8500 or http://host:8501 (TF Serving); v2+grpc://host:8001, v2+http://host:8000 (KServe v2)",
-    )
+    p.add_argument("url", metavar="URL", help=_URL_HELP)
     p.add_argument("--model", required=True)
     p.add_argument("--signature", default="", help="default: serving_default (float) or serving_bytes (jpeg)")
     p.add_argument("--payload", choices=("float", "jpeg"), default="float")
@@ -205,20 +225,19 @@ def bench_args(p: argparse.ArgumentParser) -> None:
     group.add_argument("--rate", type=float, default=None, help="open loop: requests/s")
     p.add_argument("--arrival", choices=("poisson", "constant"), default="poisson")
     p.add_argument("--processes", type=int, default=1, help="generate the load from N processes")
-    p.add_argument("--device", default="cpu", help="label for the target (cpu, gpu)")
+    device_arg(p)
     p.add_argument(
         "--runtime",
         default="",
         help="label: what runs the model there (tensorflow, onnxruntime, openvino), recorded with the point so "
         "the report can compare runtimes (default: not stated)",
     )
-    target_name_arg(p, "bench", old="--name")
+    target_name_arg(p, "bench")
     p.add_argument("--metrics", default=None, help="Prometheus URL (default: TF Serving's, on the REST port)")
     run_dir_arg(
         p,
         "run directory to append the point to (default results/bench; its points must share the settings below)",
         default="results/bench",
-        old="--out",
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument(
@@ -259,11 +278,20 @@ def report_args(p: argparse.ArgumentParser) -> None:
 def predict_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("model", metavar="MODEL", help="an exported model's name (its latest version is costed)")
     p.add_argument(
-        "--device",
+        "run",
+        metavar="RUN",
+        nargs="?",
+        default=None,
+        help="a run directory, results/<run>, with CPU points of MODEL at one request in flight: one calibrates "
+        "this CPU, the others check it; predictions.json is written there for its report (or --from-run RUN)",
+    )
+    p.add_argument("--from-run", metavar="RUN", default=None, help="the run to calibrate this CPU on, as RUN")
+    p.add_argument(
+        "--gpu",
         nargs="+",
         default=["t4", "a100"],
-        metavar="DEVICE",
-        help="devices from the shipped table: t4 l4 a10 a10g a30 v100 v100-32gb v100-pcie a100 a100-80gb a100-pcie "
+        metavar="GPU",
+        help="GPUs from the shipped table: t4 l4 a10 a10g a30 v100 v100-32gb v100-pcie a100 a100-80gb a100-pcie "
         "h100 h100-pcie h200 (default: t4 a100)",
     )
     p.add_argument(
@@ -272,19 +300,15 @@ def predict_args(p: argparse.ArgumentParser) -> None:
         help="fp32 (CUDA cores), tf32 (Ampere and later) or mixed (float16 tensor cores) (default: fp32)",
     )
     p.add_argument(
-        "--runtime",
+        "--tables",
         default="tensorflow",
-        help="what runs the model on the GPU: tensorflow (TF Serving, the graph op by op; calibrated on T4, V100 "
-        "and A100 tables) or tensorrt (point-wise ops fused into the kernels that wrote their inputs; "
-        "calibrated on A100, A30 and A10 tables, tf32 and mixed only) (default: tensorflow)",
+        metavar="{tensorflow,tensorrt}",
+        help="which published tables calibrate the GPUs, named by what ran them: tensorflow (TF Serving, the "
+        "graph op by op; T4, V100 and A100 tables) or tensorrt (point-wise ops fused into the kernels that wrote "
+        "their inputs; A100, A30 and A10 tables, tf32 and mixed only) (default: tensorflow)",
     )
     models_dir_arg(p, "where the model was exported")
     p.add_argument("--predictions", metavar="FILE", default=None, help="also write the predictions as JSON to FILE")
-    run_dir_arg(
-        p,
-        "a run with CPU points of MODEL at one request in flight: one calibrates this CPU, the others check it; "
-        "predictions.json is written there for its report",
-    )
     p.add_argument(
         "--calibrate-batch",
         type=int,
@@ -309,11 +333,32 @@ def compare_args(p: argparse.ArgumentParser) -> None:
 
 def import_locust_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("prefix", help="the --csv PREFIX Locust wrote (PREFIX_stats.csv, PREFIX_stats_history.csv)")
-    run_dir_arg(p, "run directory (default results/locust-<time>)", old="--out")
+    run_dir_arg(p, "run directory (default results/locust-<time>)")
     target_name_arg(p, "locust")
-    p.add_argument("--url", metavar="URL", default="", help="the target Locust ran against (its --host)")
-    p.add_argument("--device", default="cpu")
+    url_arg(p, default="", help="the target Locust ran against (its --host)")
+    device_arg(p)
     p.add_argument("--server", default="unknown", help="tensorflow-serving or serve-bench-local")
     p.add_argument("--model", default=None, help="default: read from the request name 'predict <model> b<N>'")
     p.add_argument("--batch-size", type=int, default=None, help="default: read from the request name")
     p.add_argument("--payload", default="float", choices=("float", "jpeg"))
+
+
+def pipeline_args(p: argparse.ArgumentParser) -> None:
+    """The pipeline's own flags (its package declares them), then the shared ones."""
+    from serve_bench.pipeline import PipelineConfig, add_pipeline_arguments
+
+    add_pipeline_arguments(p)
+    url_arg(p, default="grpc://localhost:8500")
+    timeout_arg(p, PipelineConfig.timeout_s)  # bench's and the specs' default (PointSettings.timeout_s)
+    target_name_arg(p, "pipeline", note="the payload is appended")
+    device_arg(p)
+    models_dir_arg(p, "where the SavedModel is, for the in-process comparison")
+    run_dir_arg(p, "run directory (default results/pipeline-<time>)")
+
+
+def tune_args(p: argparse.ArgumentParser) -> None:
+    """tune's own flags (its package declares them), then the shared one."""
+    from serve_bench.tune import add_tune_arguments
+
+    add_tune_arguments(p)
+    run_dir_arg(p, "run directory (default results/<name>-<time>)")

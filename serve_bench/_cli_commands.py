@@ -207,6 +207,14 @@ def report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_to_read(args: argparse.Namespace) -> Path | None:
+    """predict's run, given as RUN or --from-run (once)."""
+    if args.run and args.from_run and Path(args.run) != Path(args.from_run):
+        raise UserError(f"give the run once: RUN {args.run} or --from-run {args.from_run}")
+    run = args.run or args.from_run
+    return Path(run) if run else None
+
+
 def predict(args: argparse.Namespace) -> int:
     import json
 
@@ -214,7 +222,7 @@ def predict(args: argparse.Namespace) -> int:
     from serve_bench.predict import (
         CALL_MS_SOURCE,
         calibrate_cpu,
-        check_runtime,
+        check_tables,
         cost_saved_model,
         cpu_points,
         get_device,
@@ -223,11 +231,11 @@ def predict(args: argparse.Namespace) -> int:
     from serve_bench.predict import predict as predict_on
     from serve_bench.report import PREDICTIONS_FILE
 
-    devices = [get_device(name) for name in args.device]  # an unknown device fails before TensorFlow loads
-    check_runtime(args.runtime)  # and so does a runtime without published tables
-    if not args.run_dir and (args.cpu is not None or args.calibrate_batch is not None):
-        raise UserError("--cpu and --calibrate-batch describe the CPU a run measured: give --run-dir too")
-    run_dir = Path(args.run_dir) if args.run_dir else None
+    devices = [get_device(name) for name in args.gpu]  # an unknown GPU fails before TensorFlow loads
+    check_tables(args.tables)  # and so do tables predict does not ship
+    run_dir = _run_to_read(args)
+    if run_dir is None and (args.cpu is not None or args.calibrate_batch is not None):
+        raise UserError("--cpu and --calibrate-batch describe the CPU a run measured: give the run too (RUN)")
     measured = cpu_points(run_dir, args.model) if run_dir is not None else None
     spec = parse_cpu(args.cpu or "") if run_dir is not None else None
     versions = list_versions(Path(args.models_dir) / args.model)
@@ -236,7 +244,12 @@ def predict(args: argparse.Namespace) -> int:
             f"no exported model {args.model!r} under {args.models_dir}; run `serve-bench export {args.model}` first"
         )
     cost = cost_saved_model(Path(args.models_dir) / args.model / str(versions[-1]))
-    predictions = [predict_on(cost, device, args.precision, runtime=args.runtime) for device in devices]
+    predictions = [predict_on(cost, device, args.precision, tables=args.tables) for device in devices]
+    cpu = None
+    call_given = "call_ms" in (args.cpu or "")
+    if measured is not None and spec is not None:
+        target, by_batch = measured
+        cpu = calibrate_cpu(cost, spec, by_batch, target=target, batch=args.calibrate_batch, call_given=call_given)
     print(
         f"{args.model}, predicted (not measured): {cost.flops_per_image / 1e9:.2f} GFLOPs, "
         f"{cost.weight_elements / 1e6:.1f} M weights, {len(cost.ops)} ops"
@@ -245,12 +258,9 @@ def predict(args: argparse.Namespace) -> int:
         print(f"  {predictions[0].fit.describe()}")  # the frozen fit these figures come from
     if cost.unknown:
         print(f"  ops it does not know, costed as copies: {', '.join(cost.unknown)}")
-    cpu = None
-    if measured is not None and spec is not None:
-        target, by_batch = measured
-        call_given = "call_ms" in (args.cpu or "")
-        cpu = calibrate_cpu(cost, spec, by_batch, target=target, batch=args.calibrate_batch, call_given=call_given)
-        print(f"\nthis CPU, calibrated on batch {cpu.calibrated_on} of {target} (measured in --run-dir)")
+    if cpu is not None and spec is not None:
+        target = cpu.target
+        print(f"\nthis CPU, calibrated on batch {cpu.calibrated_on} of {target} (measured in the run)")
         print(f"  {spec.name[:76]}")
         print(f"  {spec.cores} cores x {spec.ghz:.2f} GHz x {spec.vector_bits}-bit FMA x {spec.fma_units}")
         print(f"  = {spec.peak_gflops:.0f} GFLOP/s fp32 peak, {spec.bw_gbs:.0f} GB/s")
@@ -272,7 +282,7 @@ def predict(args: argparse.Namespace) -> int:
         if cpu.median_error is not None:
             print(f"  median error over the other measured batch sizes: {cpu.median_error:.0%}")
     for p in predictions:
-        print(f"\n{p.device.name}, {p.precision}, run by {p.runtime}")
+        print(f"\n{p.device.name}, {p.precision}, run by {p.tables}")
         print(f"  calibrated on published tables of: {' '.join(p.calibrated_on)}")
         for line in p.expected.lines() if p.expected is not None else []:
             print(f"  {line}")

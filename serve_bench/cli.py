@@ -26,22 +26,10 @@ class Command(NamedTuple):
     run: Callable[[argparse.Namespace], int]
 
 
-def _pipeline_arguments(parser: argparse.ArgumentParser) -> None:
-    from serve_bench.pipeline import add_pipeline_arguments
-
-    add_pipeline_arguments(parser)
-
-
 def _pipeline(args: argparse.Namespace) -> int:
     from serve_bench.pipeline import run_pipeline_command
 
     return run_pipeline_command(args)
-
-
-def _tune_arguments(parser: argparse.ArgumentParser) -> None:
-    from serve_bench.tune import add_tune_arguments
-
-    add_tune_arguments(parser)
 
 
 def _tune(args: argparse.Namespace) -> int:
@@ -61,12 +49,12 @@ COMMANDS: dict[str, Command] = {
     "sweep": Command("measure a grid of points from a TOML spec; resumable", flags.sweep_args, commands.sweep),
     "tune": Command(
         "search TF Serving batching configurations under a latency SLO; restarts the server per configuration",
-        _tune_arguments,
+        flags.tune_args,
         _tune,
     ),
     "pipeline": Command(
         "decode a video, stream its frames through the model, measure frames/s by batch size",
-        _pipeline_arguments,
+        flags.pipeline_args,
         _pipeline,
     ),
     "report": Command(
@@ -117,6 +105,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argpars
         subparser = sub.add_parser(name, help=command.help, description=command.help)
         try:
             command.add_arguments(subparser)
+            flags.add_renamed(subparser, name)
             runs[name] = command.run
         except ImportError as exc:
             subparser.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)

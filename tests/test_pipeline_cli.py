@@ -3,7 +3,6 @@ plus the stream measurements on an in-memory transport and every bad input."""
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import dataclasses
 import math
@@ -14,11 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from serve_bench.cli import build_parser
 from serve_bench.cli import main as serve_bench_main
 from serve_bench.client import Client, FakeTransport, InvalidArgument, fake_client
 from serve_bench.errors import UserError
 from serve_bench.media import decode_video
-from serve_bench.pipeline import LIMITS, add_pipeline_arguments, batching_answer, limit_of, run_pipeline_command
+from serve_bench.pipeline import LIMITS, batching_answer, limit_of, run_pipeline_command
 from serve_bench.pipeline._points import stream_point
 from serve_bench.pipeline._stream import busy_seconds, run_stream
 from serve_bench.stats import OK, RequestRecord, Target, read_points
@@ -30,10 +30,10 @@ FRAMES = 30
 
 
 def pipeline(argv: list[str]) -> int:
-    """`serve-bench pipeline ARGV` through the functions the CLI dispatches to."""
-    parser = argparse.ArgumentParser()
-    add_pipeline_arguments(parser)
-    return run_pipeline_command(parser.parse_args(argv))
+    """`serve-bench pipeline ARGV` through the CLI's parser and the function it dispatches to (a UserError is raised,
+    not printed)."""
+    parser, _ = build_parser()
+    return run_pipeline_command(parser.parse_args(["pipeline", *argv]))
 
 
 @pytest.fixture(scope="module")

@@ -263,12 +263,12 @@ def test_a_prediction_says_where_throughput_stops_growing_and_what_it_costs(tiny
 @pytest.mark.parametrize(
     ("argv", "says"),
     [
-        (["--device", "t5"], "unknown device 't5'; choose one of: t4,"),
-        (["--device", "t4", "--precision", "tf32"], "NVIDIA T4 16GB has no TF32"),
+        (["--gpu", "t5"], "unknown device 't5'; choose one of: t4,"),
+        (["--gpu", "t4", "--precision", "tf32"], "NVIDIA T4 16GB has no TF32"),
         (["--precision", "fp8"], "unknown precision 'fp8'"),
-        (["--runtime", "onnxruntime"], "no published GPU tables for runtime 'onnxruntime' to predict with; choose"),
+        (["--tables", "onnxruntime"], "no published GPU tables 'onnxruntime' to predict with; choose"),
         (
-            ["--runtime", "tensorrt"],
+            ["--tables", "tensorrt"],
             "the tensorrt tables have no fp32 rows to calibrate on; use --precision mixed or tf32",
         ),
     ],
@@ -286,7 +286,7 @@ def test_predict_without_the_exported_model_says_how_to_export_it(tmp_path, caps
 
 def test_predict_prints_and_writes_predictions_marked_as_such(models_dir, tmp_path, capsys):
     out = tmp_path / "p.json"
-    argv = ["predict", "tiny", "--models-dir", str(models_dir), "--device", "a100", "--predictions", str(out)]
+    argv = ["predict", "tiny", "--models-dir", str(models_dir), "--gpu", "a100", "--predictions", str(out)]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     assert "predicted (not measured)" in printed
@@ -316,7 +316,7 @@ def test_a_prediction_is_of_a_served_request_its_images_copied_then_computed(tin
     fit); a served request's images arrive with it, so a prediction adds the copy at PCIe's rate:
     each latency is the formula with the copy added, above the overlapped one."""
     device = get_device("a30")
-    p = predict(tiny_cost, device, "tf32", runtime="tensorrt")
+    p = predict(tiny_cost, device, "tf32", tables="tensorrt")
     eff, fused = calibration("fp32", "tensorrt").efficiency, run_by(tiny_cost, "tensorrt")
     for b, t in zip(p.batch_sizes, p.latency_s):
         assert t == pytest.approx(time_per_batch(fused, device, "tf32", b, eff), rel=1e-12)
@@ -324,14 +324,14 @@ def test_a_prediction_is_of_a_served_request_its_images_copied_then_computed(tin
 
 
 def test_predict_with_tensorrt_costs_the_fused_graph_and_says_so(models_dir, tmp_path, capsys):
-    """--runtime tensorrt: the same model on the same device, calibrated on the Paddle-TRT tables,
+    """--tables tensorrt: the same model on the same device, calibrated on the Paddle-TRT tables,
     its point-wise ops fused; tiny's biases and ReLUs no longer cost a kernel launch each (and the
     fitted launch cost is lower), so at batch 1, where launches dominate, it is faster than under
     TensorFlow. Its tables hold one
     model, so no model-left-out line."""
     out = tmp_path / "p.json"
-    base = ["predict", "tiny", "--models-dir", str(models_dir), "--device", "a30", "--precision", "tf32"]
-    assert main([*base, "--runtime", "tensorrt", "--predictions", str(out)]) == 0
+    base = ["predict", "tiny", "--models-dir", str(models_dir), "--gpu", "a30", "--precision", "tf32"]
+    assert main([*base, "--tables", "tensorrt", "--predictions", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "NVIDIA A30 24GB, tf32, run by tensorrt" in printed
     assert "calibrated on published tables of: a10 a100-80gb a30" in printed
@@ -500,10 +500,10 @@ def test_a_run_without_cpu_points_is_one_line_before_tensorflow_loads(tmp_path, 
         writer.append(make_point("local-cpu", "cpu", 1, 80_000, concurrency=8))  # server batching: not client's
         writer.write_run({"settings": {}})
     # no exported model either: the run directory is judged first
-    assert main(["predict", "inception_v3", "--models-dir", str(tmp_path), "--run-dir", str(run_dir)]) == 2
+    assert main(["predict", "inception_v3", str(run_dir), "--models-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "has no CPU points of inception_v3 at one request in flight" in err, err
-    assert main(["predict", "inception_v3", "--run-dir", str(tmp_path / "nowhere")]) == 2
+    assert main(["predict", "inception_v3", "--from-run", str(tmp_path / "nowhere")]) == 2
     assert "is not a results directory" in capsys.readouterr().err
 
 
@@ -563,7 +563,7 @@ def test_the_shipped_per_call_cost_is_what_the_recorded_runs_fit():
 
 
 def test_predict_with_a_run_calibrates_the_cpu_and_its_report_shows_the_predictions(models_dir, tmp_path, capsys):
-    """`predict --run-dir`: the CPU table (measured, predicted, error), GPU rows against the CPU's best,
+    """`predict MODEL RUN`: the CPU table (measured, predicted, error), GPU rows against the CPU's best,
     predictions.json in the run directory, and `report` of that run showing them apart."""
     import json
 
@@ -577,7 +577,7 @@ def test_predict_with_a_run_calibrates_the_cpu_and_its_report_shows_the_predicti
             writer.append(make_point("local-grpc", "cpu", batch, latency_us, model="tiny"))
         writer.write_run({"settings": {}})
     cpu = "cores=2,ghz=2.6,vector_bits=256,fma_units=2,bw_gbs=25,mem_gb=24,call_ms=1"
-    argv = ["predict", "tiny", "--models-dir", str(models_dir), "--run-dir", str(run_dir), "--device", "t4"]
+    argv = ["predict", "tiny", str(run_dir), "--models-dir", str(models_dir), "--gpu", "t4"]
     assert main([*argv, "--cpu", cpu]) == 0
     printed = capsys.readouterr().out
     assert max(len(line) for line in printed.splitlines() if not line.startswith("predictions: ")) <= 80
@@ -597,6 +597,37 @@ def test_predict_with_a_run_calibrates_the_cpu_and_its_report_shows_the_predicti
     assert "the run measured batch sizes 1, 2, 4 only" in capsys.readouterr().err
 
 
+def test_predicts_old_flags_still_work_and_say_their_new_names(models_dir, tmp_path, capsys, monkeypatch):
+    """--runtime, --device and --run-dir (which meant something else in the other commands) are aliases of
+    --tables, --gpu and RUN / --from-run: the same printout and predictions, and one line each on stderr."""
+    from serve_bench import errors
+    from serve_bench.stats import ResultsWriter
+    from tests._points import make_point
+
+    monkeypatch.setattr(errors, "_SAID", set())
+    run_dir = tmp_path / "run"
+    with ResultsWriter(run_dir) as writer:
+        for batch, latency_us in ((1, 2_000), (2, 3_000)):
+            writer.append(make_point("local-grpc", "cpu", batch, latency_us, model="tiny"))
+        writer.write_run({"settings": {}})
+    cpu = "cores=2,ghz=2.6,vector_bits=256,fma_units=2,bw_gbs=25,mem_gb=24,call_ms=1"
+    common = ["--models-dir", str(models_dir), "--precision", "tf32", "--cpu", cpu, "--predictions"]
+    new = ["predict", "tiny", str(run_dir), "--gpu", "a30", "l4", "--tables", "tensorrt", *common]
+    assert main([*new, str(tmp_path / "new.json")]) == 0
+    printed = capsys.readouterr()
+    assert printed.err == ""
+    old = ["predict", "tiny", "--run-dir", str(run_dir), "--device", "a30", "l4", "--runtime", "tensorrt", *common]
+    assert main([*old, str(tmp_path / "old.json")]) == 0
+    printed_old = capsys.readouterr()
+    assert printed_old.out.replace("old.json", "new.json") == printed.out
+    assert (tmp_path / "old.json").read_text() == (tmp_path / "new.json").read_text()
+    assert printed_old.err.splitlines() == [
+        "serve-bench predict: --run-dir is now --from-run (--run-dir still works for now)",
+        "serve-bench predict: --device is now --gpu (--device still works for now)",
+        "serve-bench predict: --runtime is now --tables (--runtime still works for now)",
+    ]
+
+
 def test_predicts_output_keeps_to_80_columns_with_a_long_cpu_name_and_the_shipped_call_cost(
     models_dir, tmp_path, capsys, monkeypatch
 ):
@@ -614,7 +645,7 @@ def test_predicts_output_keeps_to_80_columns_with_a_long_cpu_name_and_the_shippe
         for batch, latency_us in ((1, 2_000), (2, 3_000)):
             writer.append(make_point("local-grpc", "cpu", batch, latency_us, model="tiny"))
         writer.write_run({"settings": {}})
-    assert main(["predict", "tiny", "--models-dir", str(models_dir), "--run-dir", str(run_dir)]) == 0
+    assert main(["predict", "tiny", "--models-dir", str(models_dir), "--from-run", str(run_dir)]) == 0
     printed = capsys.readouterr().out
     assert max(len(line) for line in printed.splitlines() if not line.startswith("predictions: ")) <= 80, printed
     assert "per call 1 ms (fitted on make demo" in printed and "held to half of batch 1's time" in printed
@@ -623,10 +654,11 @@ def test_predicts_output_keeps_to_80_columns_with_a_long_cpu_name_and_the_shippe
 @pytest.mark.parametrize(
     ("argv", "says"),
     [
-        (["--run-dir", "{run}", "--cpu", "ghz=nan"], "--cpu ghz=nan: must be a finite number"),
-        (["--run-dir", "{run}", "--cpu", "call_ms=inf"], "--cpu call_ms=inf: must be a finite number"),
-        (["--calibrate-batch", "1"], "give --run-dir too"),
-        (["--cpu", "cores=2"], "give --run-dir too"),
+        (["{run}", "--cpu", "ghz=nan"], "--cpu ghz=nan: must be a finite number"),
+        (["--from-run", "{run}", "--cpu", "call_ms=inf"], "--cpu call_ms=inf: must be a finite number"),
+        (["--calibrate-batch", "1"], "give the run too (RUN)"),
+        (["--cpu", "cores=2"], "give the run too (RUN)"),
+        (["{run}", "--from-run", "{run}-other"], "give the run once: RUN"),
     ],
 )
 def test_cpu_flags_are_checked_before_anything_runs(tmp_path, capsys, argv, says):
@@ -639,7 +671,7 @@ def test_cpu_flags_are_checked_before_anything_runs(tmp_path, capsys, argv, says
         writer.append(make_point("local-grpc", "cpu", 1, 2_000, model="tiny"))
         writer.write_run({"settings": {}})
     argv = [a.format(run=run_dir) for a in argv]
-    assert main(["predict", "tiny", "--models-dir", str(tmp_path), *argv]) == 2
+    assert main(["predict", "tiny", *argv, "--models-dir", str(tmp_path)]) == 2  # RUN comes right after MODEL
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and says in err, err
 

@@ -110,7 +110,7 @@ def test_the_frozen_predictions_are_what_the_shipped_fit_predicts_from_their_gra
             costs[model] = GraphCost.from_json(json.loads((FROZEN / "graph_costs" / f"{model}.json").read_text()))
         for row in record["predictions"]:
             again: dict[str, Any] = predict(
-                costs[model], get_device(row["device"]), row["precision"], runtime=row["runtime"]
+                costs[model], get_device(row["device"]), row["precision"], tables=row["runtime"]
             ).to_json()
             for key in ("batch_sizes", "latency_ms", "images_per_s", "device_figures", "fit"):
                 assert again[key] == row[key], (path.name, row["device"], key)

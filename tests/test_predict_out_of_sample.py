@@ -31,7 +31,7 @@ from serve_bench.predict import (
 )
 from serve_bench.predict._expected import Interval, expected_error, nearest_architecture
 from serve_bench.predict._model import PCIE_GBS_PER_LANE
-from serve_bench.predict._outofsample import OUT_OF_SAMPLE_FILE, TABLES, out_of_sample_rows, score
+from serve_bench.predict._outofsample import OUT_OF_SAMPLE_FILE, OUT_OF_SAMPLE_TABLES, out_of_sample_rows, score
 
 README = Path(__file__).resolve().parent.parent / "benchmarks" / "README.md"
 LINES = {  # (table, device): the README lines of its rows, batch 1 up
@@ -87,14 +87,14 @@ def test_no_fit_and_no_hash_uses_the_out_of_sample_rows() -> None:
 
 
 def test_each_table_is_scored_as_serve_bench_predict_predicts_it() -> None:
-    """The images/s scored are predict()'s, with the runtime standing for the table (tensorflow for MXNet,
+    """The images/s scored are predict()'s, with the calibration standing for the table (tensorflow for MXNet,
     tensorrt for Triton's TF-TRT), for every (table, device, precision)."""
     cost = reference_costs()["resnet50v1.5"]
     scored = score()
-    assert {(s.table.name, s.table.runtime) for s in scored} == {("mxnet", "tensorflow"), ("triton-tf-trt", "tensorrt")}
+    assert {(s.table.name, s.table.tables) for s in scored} == {("mxnet", "tensorflow"), ("triton-tf-trt", "tensorrt")}
     assert len(scored) == 3 * 2 + 4
     for s in scored:
-        p = predict(cost, get_device(s.device), s.precision, s.batch_sizes, runtime=s.table.runtime)
+        p = predict(cost, get_device(s.device), s.precision, s.batch_sizes, tables=s.table.tables)
         assert s.predicted == pytest.approx(p.images_per_s, rel=1e-12), (s.table.name, s.device)
 
 
@@ -203,7 +203,7 @@ def test_the_expected_error_is_the_10th_to_90th_percentile_of_the_nearest_archit
 
 
 @pytest.mark.parametrize(
-    ("device", "precision", "runtime", "covered"),
+    ("device", "precision", "tables", "covered"),
     [
         ("h100", "tf32", "tensorflow", False),
         ("h200", "mixed", "tensorrt", False),
@@ -217,14 +217,14 @@ def test_the_expected_error_is_the_10th_to_90th_percentile_of_the_nearest_archit
     ],
 )
 def test_a_device_whose_architecture_no_table_covers_is_told_to_expect_more(
-    device: str, precision: str, runtime: str, covered: bool
+    device: str, precision: str, tables: str, covered: bool
 ) -> None:
-    e = expected_error(get_device(device), precision, runtime)
+    e = expected_error(get_device(device), precision, tables)
     assert e.covered is covered
     warned = any(line.startswith("no table of this architecture") for line in e.lines())
     assert warned is not covered
     assert ("no model left out (the tensorrt tables have one model): expect more" in e.lines()) is (
-        runtime == "tensorrt"
+        tables == "tensorrt"
     )
 
 
@@ -261,7 +261,7 @@ def test_the_out_of_sample_line_takes_the_devices_own_architecture_then_the_near
 
 
 @pytest.mark.parametrize(
-    ("device", "precision", "runtime", "says"),
+    ("device", "precision", "tables", "says"),
     [
         ("h100", "tf32", "tensorflow", "no table of this architecture (Hopper): expect more"),
         ("h200", "mixed", "tensorflow", "no table of this architecture (Hopper): expect more"),
@@ -270,12 +270,12 @@ def test_the_out_of_sample_line_takes_the_devices_own_architecture_then_the_near
     ],
 )
 def test_predict_prints_the_devices_interval_the_warning_and_the_bounds(
-    models_dir: Path, capsys: pytest.CaptureFixture[str], device: str, precision: str, runtime: str, says: str
+    models_dir: Path, capsys: pytest.CaptureFixture[str], device: str, precision: str, tables: str, says: str
 ) -> None:
-    argv = ["predict", "tiny", "--models-dir", str(models_dir), "--device", device, "--precision", precision]
-    assert main([*argv, "--runtime", runtime]) == 0
+    argv = ["predict", "tiny", "--models-dir", str(models_dir), "--gpu", device, "--precision", precision]
+    assert main([*argv, "--tables", tables]) == 0
     printed = capsys.readouterr().out
-    e = expected_error(get_device(device), precision, runtime)
+    e = expected_error(get_device(device), precision, tables)
     interval = f"  images/s {e.images_per_s.describe()}, batching gain {e.gain.describe()}"
     assert f"\n  {interval}\n" in printed, printed
     assert f"held-out errors of Ampere, the nearest calibrated architecture: {' '.join(e.held_out)}," in " ".join(
@@ -331,8 +331,8 @@ def test_every_device_has_an_architecture_predict_can_place() -> None:
     assert (a40.pcie_gen, a40.pcie_lanes, a40.architecture) == (4, 16, "Ampere")
 
 
-def test_the_tables_name_the_runtime_that_stands_for_them() -> None:
-    assert {n: (t.runtime, t.served) for n, t in TABLES.items()} == {
+def test_the_tables_name_the_calibration_that_stands_for_them() -> None:
+    assert {n: (t.tables, t.served) for n, t in OUT_OF_SAMPLE_TABLES.items()} == {
         "mxnet": ("tensorflow", False),
         "triton-tf-trt": ("tensorrt", True),
     }

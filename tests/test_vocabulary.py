@@ -58,8 +58,9 @@ def _help(command: str) -> str:
     return result.stdout
 
 
-def _flags(help_text: str) -> dict[str, str]:
-    """Every name in the help's argument lists (positional metavars and option strings) -> its help line."""
+def _flags(help_text: str, *, same: bool = True) -> dict[str, str]:
+    """Every name in the help's argument lists (positional metavars and option strings) -> its help line; with
+    ``same``, a positional is named as its flag (``SAME``)."""
     names: dict[str, str] = {}
     listing = help_text.split("\n\n", 1)[1]  # past the usage
     for line in listing.splitlines():
@@ -69,7 +70,7 @@ def _flags(help_text: str) -> dict[str, str]:
         spec, text = match.group(1), match.group(2) or ""
         for part in spec.split(", "):
             name = part.split(" ")[0]
-            names[SAME.get(name, name)] = text
+            names[SAME.get(name, name) if same else name] = text
     return names
 
 
@@ -96,6 +97,31 @@ def test_help_texts_name_each_concept_once(helps: dict[str, str], concept: str) 
             if name in CONCEPTS[concept]:
                 seen.setdefault(name, []).append(command)
     assert len(seen) == 1, f"the {concept} is spelled {len(seen)} ways: {seen}"
+
+
+# A flag that several subcommands take means one thing in each: its help says so in the same words.
+# (predict's --runtime meant which published tables calibrate it, its --device a list of GPUs and its --run-dir
+# a run it reads: now --tables, --gpu and RUN / --from-run.)
+MEANINGS = {
+    "--run-dir": "run directory",  # where a run is written
+    "--device": "label for the target (cpu, gpu)",
+    "--runtime": "(tensorflow, onnxruntime, openvino",  # what the target runs
+}
+
+
+@pytest.mark.parametrize("flag", sorted(MEANINGS))
+def test_a_flag_means_one_thing_in_every_subcommand(helps: dict[str, str], flag: str) -> None:
+    said = {command: _flags(text, same=False).get(flag) for command, text in helps.items()}
+    taken = {command: line for command, line in said.items() if line is not None}
+    assert len(taken) >= 2, f"{flag} is in one subcommand only: {taken}"
+    other = {command: line for command, line in taken.items() if MEANINGS[flag] not in line}
+    assert not other, f"{flag} means something else in {other}"
+
+
+def test_predict_names_its_own_concepts(helps: dict[str, str]) -> None:
+    flags = _flags(helps["predict"], same=False)
+    assert {"MODEL", "RUN", "--from-run", "--gpu", "--tables"} <= set(flags)
+    assert "run directory" in flags["RUN"] and "as RUN" in flags["--from-run"]
 
 
 def test_one_timeout_default(helps: dict[str, str]) -> None:
@@ -131,6 +157,7 @@ _REQUIRED = {
     "bench": ["grpc://h:1", "--model", "m"],
     "import-locust": ["results/locust/steps"],
     "pipeline": ["clip.mp4"],
+    "predict": ["m"],
 }
 _ALIASES = [(command, old, new) for command, names in RENAMED.items() for old, new in names.items()]
 
@@ -157,7 +184,7 @@ def test_an_old_flag_still_works_and_says_its_new_name(
 
 def test_old_flags_are_hidden_from_help(helps: dict[str, str]) -> None:
     for command, names in RENAMED.items():
-        flags = _flags(helps[command])
+        flags = _flags(helps[command], same=False)  # predict's RUN is not its old --run-dir
         for old, new in names.items():
             assert new in flags and old not in flags, (command, old)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from serve_bench.errors import Renamed, UserError
+from serve_bench.errors import UserError
 from serve_bench.export import RUNTIMES, parse_batch_sizes
 from serve_bench.load import PAYLOADS
 from serve_bench.pipeline._inprocess import RUNTIME_NAMES
@@ -20,16 +20,9 @@ __all__ = ["add_pipeline_arguments", "config_from_args", "print_summary", "run_p
 
 
 def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags of `serve-bench pipeline`."""
-    # the shared flags are spelled as every subcommand spells them (serve_bench/_cli_args.py's docstring);
-    # the old names are hidden aliases that say the new one
+    """The flags of `serve-bench pipeline` that are its own; the CLI adds the shared ones (--url, --timeout,
+    --target-name, --device, --models-dir, --run-dir) and the old names (serve_bench/_cli_args.py)."""
     parser.add_argument("video", help="a video file FFmpeg can read (mp4, avi, mkv, ...)")
-    parser.add_argument(
-        "--url",
-        metavar="URL",
-        default="grpc://localhost:8500",
-        help="grpc://host:8500 or http://host:8501 (TF Serving); v2+grpc://host:8001, v2+http://host:8000 (KServe v2)",
-    )
     parser.add_argument("--model", default="inception_v3")
     parser.add_argument("--batch-sizes", default="1,4,16,32", help="frames per request to sweep (default 1,4,16,32)")
     parser.add_argument("--max-in-flight", default="1,2,4", help="batches outstanding to sweep (default 1,2,4)")
@@ -40,27 +33,6 @@ def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--max-delay-ms", type=float, default=50.0, help="send a partial batch after this wait")
     parser.add_argument("--max-frames", type=int, default=None, help="use only the first N frames")
-    timeout = PipelineConfig.timeout_s  # bench's and the specs' default (PointSettings.timeout_s)
-    parser.add_argument(
-        "--timeout",
-        metavar="SECONDS",
-        type=float,
-        default=timeout,
-        help=f"per-request deadline in seconds (default {timeout:g})",
-    )
-    parser.add_argument(
-        "--target-name",
-        metavar="NAME",
-        default="pipeline",
-        help="target name in the results (default pipeline; the payload is appended)",
-    )
-    parser.add_argument("--device", default="cpu", help="label for the target (cpu, gpu)")
-    parser.add_argument(
-        "--models-dir",
-        metavar="DIR",
-        default="exported_models",
-        help="where the SavedModel is, for the in-process comparison",
-    )
     parser.add_argument(
         "--runtime",
         default="",
@@ -73,18 +45,8 @@ def add_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
         "--compare-frames", type=int, default=64, help="frames used by the in-process comparison (default 64)"
     )
     parser.add_argument(
-        "--run-dir", metavar="DIR", default=None, help="run directory (default results/pipeline-<time>)"
-    )
-    parser.add_argument(
         "--features", metavar="FILE", default=None, help="write the features, in frame order, to this .npy file"
     )
-    for old, new, dest in (
-        ("--target", "--url", "url"),
-        ("--name", "--target-name", "target_name"),
-        ("--results", "--run-dir", "run_dir"),
-        ("--out", "--features", "features"),
-    ):
-        parser.add_argument(old, dest=dest, action=Renamed, new=new, help=argparse.SUPPRESS)
 
 
 def config_from_args(args: argparse.Namespace) -> PipelineConfig:

@@ -97,11 +97,11 @@ class CopyCheck:
 
 @dataclass(frozen=True)
 class ExpectedError:
-    """The error to expect of a prediction for one device, precision class and runtime."""
+    """The error to expect of a prediction for one device, precision class and calibration (``--tables``)."""
 
-    runtime: str
+    tables: str
     architecture: str  # the device's
-    nearest: str  # the nearest architecture the runtime's tables cover (the device's own where covered)
+    nearest: str  # the nearest architecture the calibration's tables cover (the device's own where covered)
     held_out: tuple[str, ...]  # the tables' devices of that architecture, each left out of the fit in turn
     left_out: tuple[str, ...]  # what was left out: ("device", "model") or ("device",)
     images_per_s: Interval
@@ -111,7 +111,7 @@ class ExpectedError:
 
     @property
     def covered(self) -> bool:
-        """Whether a table of the runtime measured a device of this architecture."""
+        """Whether a table of the calibration measured a device of this architecture."""
         return self.architecture == self.nearest
 
     def lines(self) -> list[str]:
@@ -129,7 +129,7 @@ class ExpectedError:
         if not self.covered:
             out.append(f"no table of this architecture ({self.architecture}): expect more")
         if "model" not in self.left_out:
-            out.append(f"no model left out (the {self.runtime} tables have one model): expect more")
+            out.append(f"no model left out (the {self.tables} tables have one model): expect more")
         if self.out_of_sample is not None:
             o = self.out_of_sample
             out += [
@@ -154,7 +154,7 @@ class ExpectedError:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "runtime": self.runtime,
+            "runtime": self.tables,  # the file's key since it was written (report reads it)
             "architecture": self.architecture,
             "nearest_calibrated": self.nearest,
             "covered": self.covered,
@@ -176,9 +176,9 @@ def nearest_architecture(architecture: str, covered: Sequence[str]) -> str:
     return min(covered, key=lambda a: (abs(GENERATIONS[a] - GENERATIONS[architecture]), -GENERATIONS[a]))
 
 
-def _out_of_sample(device: Device, nearest: str, klass: str, runtime: str) -> OutOfSample | None:
+def _out_of_sample(device: Device, nearest: str, klass: str, tables: str) -> OutOfSample | None:
     devices = device_table()
-    scored = [s for s in score() if s.table.runtime == runtime and precision_class(s.precision) == klass]
+    scored = [s for s in score() if s.table.tables == tables and precision_class(s.precision) == klass]
     for architecture in (device.architecture, nearest):
         chosen = [s for s in scored if devices[s.device].architecture == architecture]
         if chosen:
@@ -209,23 +209,23 @@ def _copy_check(device: Device) -> CopyCheck:
     )
 
 
-def expected_error(device: Device, precision: str, runtime: str) -> ExpectedError:
-    """The held-out errors of the runtime's calibrated architecture nearest ``device``, at ``precision``'s class."""
+def expected_error(device: Device, precision: str, tables: str) -> ExpectedError:
+    """The held-out errors of the calibration's architecture nearest ``device``, at ``precision``'s class."""
     klass = precision_class(precision)
     devices = device_table()
-    tables = sorted({o.device for o in published_observations(runtime)})
-    nearest = nearest_architecture(device.architecture, sorted({devices[d].architecture for d in tables}))
-    fitted = calibration(klass, runtime)
+    measured = sorted({o.device for o in published_observations(tables)})
+    nearest = nearest_architecture(device.architecture, sorted({devices[d].architecture for d in measured}))
+    fitted = calibration(klass, tables)
     runs = [fitted.device_out, *([fitted.model_out] if fitted.model_out is not None else [])]
     held = [h for run in runs for h in run.held if devices[h.device].architecture == nearest]
     return ExpectedError(
-        runtime,
+        tables,
         device.architecture,
         nearest,
-        tuple(d for d in tables if devices[d].architecture == nearest),
+        tuple(d for d in measured if devices[d].architecture == nearest),
         tuple(run.left_out for run in runs),
         Interval.of([e for h in held for e in h.errors]),
         Interval.of([h.gain_error for h in held]),
-        _out_of_sample(device, nearest, klass, runtime),
+        _out_of_sample(device, nearest, klass, tables),
         _copy_check(device),
     )

@@ -3,7 +3,7 @@
 Rows of NVIDIA DeepLearningExamples' per-batch-size inference tables that no calibration, design
 choice or error bar of ``predict`` has seen, each with its file and line
 (data/out_of_sample.csv), predicted with the shipped fit exactly as ``serve-bench predict``
-predicts them: same graph costs, same runtime, a served request's copy then its computation.
+predicts them: same graph costs, same calibration, a served request's copy then its computation.
 Nothing here fits; ``score`` says how far each (table, device, precision) came out.
 """
 
@@ -20,27 +20,27 @@ from serve_bench.predict._model import time_per_batch
 from serve_bench.predict._published import data_text, fitted, run_by
 from serve_bench.predict._reference import reference_costs
 
-__all__ = ["OUT_OF_SAMPLE_FILE", "TABLES", "Row", "Scored", "Table", "out_of_sample_rows", "score"]
+__all__ = ["OUT_OF_SAMPLE_FILE", "OUT_OF_SAMPLE_TABLES", "Row", "Scored", "Table", "out_of_sample_rows", "score"]
 
 OUT_OF_SAMPLE_FILE = "out_of_sample.csv"
 
 
 @dataclass(frozen=True)
 class Table:
-    """One set of unused published tables: what ran it, and which of predict's runtimes stands for it."""
+    """One set of unused published tables: what ran it, and which of predict's calibrations stands for it."""
 
     name: str
-    runtime: str  # predict's runtime whose fit is scored on it
+    tables: str  # predict's calibration (``--tables``) whose fit is scored on it
     ran: str  # the software and the benchmark, as its README and scripts say
     served: bool  # each figure is of a request served with its images (the copy is inside it)
 
 
-TABLES = {
+OUT_OF_SAMPLE_TABLES = {
     # MxNet/Classification/RN50v1.5: benchmark.py --mode val runs ./runner (train.py) on the validation
     # set: MXNet's symbolic graph, op by op on cuDNN (BN+ReLU fused in float16 only: runner's
     # --fuse-bn-relu), images decoded on the GPU by DALI (--data-backend dali-gpu) in a pipeline that runs
     # ahead, so no float image crosses PCIe in the timed step. "Total IPS (data + compute time taken into
-    # account)". Closest of predict's runtimes: tensorflow (an unfused graph, kernel by kernel).
+    # account)". Closest of predict's calibrations: tensorflow (an unfused graph, kernel by kernel).
     "mxnet": Table(
         "mxnet",
         "tensorflow",
@@ -52,7 +52,7 @@ TABLES = {
     # dynamic batching), measured by run_offline_performance_test_on_triton.py: perf_client -i http -c 1 to
     # 127.0.0.1:8000, random float32 224x224x3 images, no shared memory. Each figure is batch / the mean
     # latency of one request at a time, its images sent over HTTP and copied to the GPU inside it.
-    # Closest of predict's runtimes: tensorrt, whose prediction is of such a served request.
+    # Closest of predict's calibrations: tensorrt, whose prediction is of such a served request.
     "triton-tf-trt": Table(
         "triton-tf-trt",
         "tensorrt",
@@ -155,18 +155,18 @@ def _best(batches: tuple[int, ...], images_per_s: tuple[float, ...]) -> int:
 @cache
 def score() -> tuple[Scored, ...]:
     """Each (table, model, device, precision) of the shipped rows, predicted by the shipped fit of the table's
-    runtime: images/s as ``predict`` gives them (a served request: copy, then computation)."""
+    calibration: images/s as ``predict`` gives them (a served request: copy, then computation)."""
     groups: dict[tuple[str, str, str, str], list[Row]] = {}
     for r in out_of_sample_rows():
         groups.setdefault((r.table, r.model, r.device, r.precision), []).append(r)
     scored = []
     for (name, model, device_id, precision), rows in groups.items():
-        table = TABLES[name]
+        table = OUT_OF_SAMPLE_TABLES[name]
         rows.sort(key=lambda r: r.batch_size)
         batches = tuple(r.batch_size for r in rows)
         device = get_device(device_id)
-        cost = run_by(reference_costs()[model], table.runtime)
-        eff = fitted(precision_class(precision), table.runtime)
+        cost = run_by(reference_costs()[model], table.tables)
+        eff = fitted(precision_class(precision), table.tables)
         served = tuple(time_per_batch(cost, device, precision, b, eff) for b in batches)
         alone = dataclasses.replace(device, pcie_lanes=0)  # no lanes: no copy (a CPU's reading, in _model)
         computed = tuple(time_per_batch(cost, alone, precision, b, eff) for b in batches)

@@ -24,7 +24,7 @@ from serve_bench.predict._published import (
     COPY_OVERLAPS,
     FAMILIES,
     PUBLISHED_FILES,
-    RUNTIMES,
+    TABLES,
     LeaveOneOut,
     calibration,
     data_text,
@@ -46,14 +46,14 @@ class Prediction:
 
     device: Device
     precision: str
-    runtime: str
+    tables: str
     batch_sizes: tuple[int, ...]
     latency_s: tuple[float, ...]
     images_per_s: tuple[float, ...]
     largest_batch_that_fits: int
     error: LeaveOneOut  # with the device left out
-    model_error: LeaveOneOut | None  # with the model left out (None: the runtime's tables have one model)
-    calibrated_on: tuple[str, ...]  # the devices of the runtime's tables: the error bars were measured among them
+    model_error: LeaveOneOut | None  # with the model left out (None: the calibration's tables have one model)
+    calibrated_on: tuple[str, ...]  # the devices of the calibration's tables: the error bars were measured among them
     unknown_ops: tuple[str, ...]
     efficiency: Efficiency  # the fitted parameters this prediction used
     fit: ModelVersion  # the shipped fit's name and hash (``shipped_version``)
@@ -81,7 +81,7 @@ class Prediction:
             "device": self.device.id,
             "name": self.device.name,
             "precision": self.precision,
-            "runtime": self.runtime,
+            "runtime": self.tables,  # the file's key since it was written (report reads it)
             "batch_sizes": list(self.batch_sizes),
             "latency_ms": [round(t * 1e3, 3) for t in self.latency_s],
             "images_per_s": [round(v, 1) for v in self.images_per_s],
@@ -126,34 +126,34 @@ def predict(
     device: Device,
     precision: str,
     batch_sizes: Sequence[int] = BATCH_SIZES,
-    runtime: str = "tensorflow",
+    tables: str = "tensorflow",
 ) -> Prediction:
-    """Predicted latency and images/s of ``cost``'s model on ``device`` run by ``runtime`` (raises UserError for
-    a missing precision or a runtime without tables)."""
+    """Predicted latency and images/s of ``cost``'s model on ``device`` calibrated on the published ``tables``
+    (tensorflow or tensorrt: what ran them; raises UserError for a missing precision or unknown tables)."""
     peak_flops(device, precision)  # one line if the device lacks it
-    measured = sorted({o.precision for o in published_observations(runtime)})
+    measured = sorted({o.precision for o in published_observations(tables)})
     if precision not in measured:
         raise UserError(
-            f"the {runtime} tables have no {precision} rows to calibrate on; use --precision {' or '.join(measured)}"
+            f"the {tables} tables have no {precision} rows to calibrate on; use --precision {' or '.join(measured)}"
         )
-    cost = run_by(cost, runtime)
-    fitted = calibration(precision_class(precision), runtime)
+    cost = run_by(cost, tables)
+    fitted = calibration(precision_class(precision), tables)
     times = tuple(time_per_batch(cost, device, precision, b, fitted.efficiency) for b in batch_sizes)
     return Prediction(
         device,
         precision,
-        runtime,
+        tables,
         tuple(batch_sizes),
         times,
         tuple(b / t for b, t in zip(batch_sizes, times)),
         _largest_batch(cost, device, precision),
         fitted.device_out,
         fitted.model_out,
-        tuple(sorted({o.device for o in published_observations(runtime)})),
+        tuple(sorted({o.device for o in published_observations(tables)})),
         cost.unknown,
         fitted.efficiency,
         shipped_version(),
-        expected_error(device, precision, runtime),
+        expected_error(device, precision, tables),
     )
 
 
@@ -175,15 +175,15 @@ def shipped_tables() -> dict[str, str]:
 
 
 def _probe() -> dict[str, Any]:
-    """Seconds the shipped form gives each reference model, as each runtime runs it, at batch 1 and 256 on
-    every (device, precision) of that runtime's tables, its images copied then computed as a prediction does."""
+    """Seconds the shipped form gives each reference model, as each calibration's runtime runs it, at batch 1 and 256 on
+    every (device, precision) of its tables, its images copied then computed as a prediction does."""
     devices = device_table()
     probe: dict[str, Any] = {}
-    for runtime in RUNTIMES:
-        costs = {name: run_by(cost, runtime) for name, cost in reference_costs().items()}
-        for device, precision in sorted({(o.device, o.precision) for o in published_observations(runtime)}):
-            eff = fitted(precision_class(precision), runtime)
-            probe[f"{runtime} {device} {precision}"] = {
+    for tables in TABLES:
+        costs = {name: run_by(cost, tables) for name, cost in reference_costs().items()}
+        for device, precision in sorted({(o.device, o.precision) for o in published_observations(tables)}):
+            eff = fitted(precision_class(precision), tables)
+            probe[f"{tables} {device} {precision}"] = {
                 name: [time_per_batch(cost, devices[device], precision, b, eff) for b in (1, 256)]
                 for name, cost in sorted(costs.items())
             }
@@ -192,14 +192,14 @@ def _probe() -> dict[str, Any]:
 
 def shipped_inputs(tables: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Everything the shipped version's hash is made of (``tables`` in place of ``shipped_tables()``):
-    the fitted parameters of every runtime and precision class, each table's digest, the figures of the
+    the fitted parameters of every calibration and precision class, each table's digest, the figures of the
     devices the tables measured, and the form (its constants and what it predicts for the reference models)."""
     texts = shipped_tables() if tables is None else tables
     classes = sorted({precision_class(p) for p in PRECISIONS})
-    measured = sorted({o.device for runtime in RUNTIMES for o in published_observations(runtime)})
+    measured = sorted({o.device for tables in TABLES for o in published_observations(tables)})
     inputs: dict[str, Any] = rounded(
         {
-            "fitted": {r: {k: _parameters(fitted(k, r)) for k in classes} for r in RUNTIMES},
+            "fitted": {r: {k: _parameters(fitted(k, r)) for k in classes} for r in TABLES},
             "tables": {name: text_digest(text) for name, text in sorted(texts.items())},
             "calibration_devices": {d: _figures(device_table()[d]) for d in measured},
             "form": {

@@ -1,9 +1,10 @@
 """The published tables the GPU predictions are fitted on, the fits, and their held-out errors.
 
-Each runtime (what runs the graph on the GPU) has its tables, all NVIDIA DeepLearningExamples'
-inference tables shipped in data/ with their file and lines; ``fitted`` gives the efficiencies of a
-precision class fitted on every row of them, ``calibration`` adds the errors of that fit with each
-device family, then each model, left out in turn: the held-out errors a prediction is shown with.
+Each calibration (``TABLES``: tensorflow, tensorrt, named by what ran the graph on the GPU; ``--tables``)
+has its tables, all NVIDIA DeepLearningExamples' inference tables shipped in data/ with their file and
+lines; ``fitted`` gives the efficiencies of a precision class fitted on every row of them, ``calibration``
+adds the errors of that fit with each device family, then each model, left out in turn: the held-out
+errors a prediction is shown with.
 """
 
 from __future__ import annotations
@@ -25,12 +26,12 @@ __all__ = [
     "COPY_OVERLAPS",
     "FAMILIES",
     "PUBLISHED_FILES",
-    "RUNTIMES",
+    "TABLES",
     "Calibration",
     "HeldOut",
     "LeaveOneOut",
     "calibration",
-    "check_runtime",
+    "check_tables",
     "data_text",
     "fitted",
     "leave_one_device_out",
@@ -43,7 +44,9 @@ __all__ = [
 # TensorFlow as TF Serving runs a SavedModel (the walker's graph, op by op), or TensorRT (the
 # same graph with its point-wise ops fused into the kernels that wrote their inputs: ``fuse_pointwise``).
 PUBLISHED_FILES = {"tensorflow": "published_tf1_convnets.csv", "tensorrt": "published_paddle_trt_resnet50.csv"}
-RUNTIMES = tuple(PUBLISHED_FILES)
+# predict's calibrations (``--tables``), named by what ran their tables: not the runtime a target runs
+# (export's RUNTIMES), which is a different concept
+TABLES = tuple(PUBLISHED_FILES)
 # Whether the tables' benchmark copied a batch's images while the previous one computed.
 # TensorFlow 1's inference_benchmark.sh passes --data_dir: each Estimator step takes its batch from
 # a tf.data pipeline on the host (ConvNets utils/data_utils.py get_tfrecords_input_fn, prefetched
@@ -68,12 +71,10 @@ FAMILIES = {
 }
 
 
-def check_runtime(runtime: str) -> None:
-    """One line naming the runtimes with tables, for a runtime ``predict`` has none for."""
-    if runtime not in RUNTIMES:
-        raise UserError(
-            f"no published GPU tables for runtime {runtime!r} to predict with; choose one of: {', '.join(RUNTIMES)}"
-        )
+def check_tables(tables: str) -> None:
+    """One line naming the published tables ``predict`` has, for a name it has none for."""
+    if tables not in TABLES:
+        raise UserError(f"no published GPU tables {tables!r} to predict with; choose one of: {', '.join(TABLES)}")
 
 
 def data_text(name: str) -> str:
@@ -81,15 +82,15 @@ def data_text(name: str) -> str:
 
 
 @cache
-def published_observations(runtime: str = "tensorflow") -> tuple[Observation, ...]:
-    """The shipped published figures of one runtime, all NVIDIA DeepLearningExamples' inference tables.
+def published_observations(tables: str = "tensorflow") -> tuple[Observation, ...]:
+    """The shipped published figures of one calibration, all NVIDIA DeepLearningExamples' inference tables.
 
     tensorflow: its TensorFlow 1 ConvNets (ResNet-50 v1.5, ResNeXt-101 32x4d, SE-ResNeXt-101 32x4d
     on T4, V100 16/32 GB and A100 40 GB); tensorrt: its PaddlePaddle ResNet-50 v1.5 through
     Paddle-TRT (A100 80 GB, A30, A10; TF32 and FP16). Read once per process: every prediction asks.
     """
-    check_runtime(runtime)
-    text = data_text(PUBLISHED_FILES[runtime])
+    check_tables(tables)
+    text = data_text(PUBLISHED_FILES[tables])
     return tuple(
         Observation(r["device"], r["precision"], int(r["batch_size"]), float(r["images_per_s"]), r["model"])
         for r in csv.DictReader(text.splitlines())
@@ -189,38 +190,39 @@ class Calibration:
 
     efficiency: Efficiency
     device_out: LeaveOneOut
-    model_out: LeaveOneOut | None  # None where the runtime's tables have one model
+    model_out: LeaveOneOut | None  # None where the calibration's tables have one model
 
 
-def run_by(cost: GraphCost, runtime: str) -> GraphCost:
-    """``cost`` as ``runtime`` executes it (TensorRT fuses point-wise ops; TensorFlow runs the graph as walked)."""
-    check_runtime(runtime)
-    return fuse_pointwise(cost) if runtime == "tensorrt" else cost
+def run_by(cost: GraphCost, tables: str) -> GraphCost:
+    """``cost`` as what ran ``tables`` executes it (TensorRT fuses point-wise ops; TensorFlow runs the graph
+    as walked)."""
+    check_tables(tables)
+    return fuse_pointwise(cost) if tables == "tensorrt" else cost
 
 
-def _calibration_set(klass: str, runtime: str) -> tuple[dict[str, GraphCost], list[Observation]]:
-    """The reference models' costs as ``runtime`` runs them, and its tables' rows of a precision class."""
-    costs = {name: run_by(cost, runtime) for name, cost in reference_costs().items()}
-    return costs, [o for o in published_observations(runtime) if precision_class(o.precision) == klass]
-
-
-@cache
-def fitted(klass: str, runtime: str = "tensorflow") -> Efficiency:
-    """The efficiencies fitted on every shipped table of a precision class and runtime (what predictions use)."""
-    costs, observations = _calibration_set(klass, runtime)
-    return fit(costs, observations, device_table(), COPY_OVERLAPS[runtime])
+def _calibration_set(klass: str, tables: str) -> tuple[dict[str, GraphCost], list[Observation]]:
+    """The reference models' costs as what ran ``tables`` runs them, and its tables' rows of a precision class."""
+    costs = {name: run_by(cost, tables) for name, cost in reference_costs().items()}
+    return costs, [o for o in published_observations(tables) if precision_class(o.precision) == klass]
 
 
 @cache
-def calibration(klass: str, runtime: str = "tensorflow") -> Calibration:
-    """Fit a precision class on a runtime's shipped tables, and measure its errors with a device, then a model,
+def fitted(klass: str, tables: str = "tensorflow") -> Efficiency:
+    """The efficiencies fitted on every shipped table of a precision class and calibration (what predictions use)."""
+    costs, observations = _calibration_set(klass, tables)
+    return fit(costs, observations, device_table(), COPY_OVERLAPS[tables])
+
+
+@cache
+def calibration(klass: str, tables: str = "tensorflow") -> Calibration:
+    """Fit a precision class on a calibration's shipped tables, and measure its errors with a device, then a model,
     left out."""
-    costs, observations = _calibration_set(klass, runtime)
+    costs, observations = _calibration_set(klass, tables)
     devices = device_table()
     several_models = len({o.model for o in observations}) > 1
-    overlaps = COPY_OVERLAPS[runtime]
+    overlaps = COPY_OVERLAPS[tables]
     return Calibration(
-        fitted(klass, runtime),
+        fitted(klass, tables),
         leave_one_device_out(costs, observations, devices, overlaps),
         leave_one_model_out(costs, observations, devices, overlaps) if several_models else None,
     )

@@ -25,8 +25,8 @@ __all__ = ["add_tune_arguments", "print_answer", "restart_commands", "run_tune_c
 
 
 def add_tune_arguments(p: argparse.ArgumentParser) -> None:
+    """The flags of `serve-bench tune` that are its own; the CLI adds the shared --run-dir (_cli_args.py)."""
     p.add_argument("spec", help="tune spec (TOML), e.g. loadtests/tune/local-cpu.toml")
-    p.add_argument("--run-dir", metavar="DIR", default=None, help="run directory (default results/<name>-<time>)")
     p.add_argument(
         "--resume",
         action="store_true",
