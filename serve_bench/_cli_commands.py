@@ -229,7 +229,7 @@ def predict(args: argparse.Namespace) -> int:
         parse_cpu,
     )
     from serve_bench.predict import predict as predict_on
-    from serve_bench.report import PREDICTIONS_FILE
+    from serve_bench.report import PREDICTIONS_FILE, print_predictions
 
     devices = [get_device(name) for name in args.gpu]  # an unknown GPU fails before TensorFlow loads
     check_tables(args.tables)  # and so do tables predict does not ship
@@ -250,53 +250,7 @@ def predict(args: argparse.Namespace) -> int:
     if measured is not None and spec is not None:
         target, by_batch = measured
         cpu = calibrate_cpu(cost, spec, by_batch, target=target, batch=args.calibrate_batch, call_given=call_given)
-    print(
-        f"{args.model}, predicted (not measured): {cost.flops_per_image / 1e9:.2f} GFLOPs, "
-        f"{cost.weight_elements / 1e6:.1f} M weights, {len(cost.ops)} ops"
-    )
-    if predictions:
-        print(f"  {predictions[0].fit.describe()}")  # the frozen fit these figures come from
-    if cost.unknown:
-        print(f"  ops it does not know, costed as copies: {', '.join(cost.unknown)}")
-    if cpu is not None and spec is not None:
-        target = cpu.target
-        print(f"\nthis CPU, calibrated on batch {cpu.calibrated_on} of {target} (measured in the run)")
-        print(f"  {spec.name[:76]}")
-        print(f"  {spec.cores} cores x {spec.ghz:.2f} GHz x {spec.vector_bits}-bit FMA x {spec.fma_units}")
-        print(f"  = {spec.peak_gflops:.0f} GFLOP/s fp32 peak, {spec.bw_gbs:.0f} GB/s")
-        used_ms = cpu.efficiency.per_call_s * 1e3
-        if call_given:
-            print(f"  per call {used_ms:g} ms (--cpu call_ms)")
-        else:
-            print(f"  per call {used_ms:.3g} ms ({CALL_MS_SOURCE})")
-            if used_ms < spec.call_ms:
-                print(f"  (the shipped {spec.call_ms:g} ms held to half of batch {cpu.calibrated_on}'s time)")
-        speed = cpu.efficiency.compute
-        above = " (above 1: caches beat the copy's bandwidth)" if speed > 1 else ""
-        print(f"  fitted speed: {speed:.2f}x that roofline{above}")
-        print(f"  {'batch':>5} {'measured':>9} {'predicted':>9} {'error':>7}")
-        for b, v in cpu.predicted.items():
-            seen = cpu.measured.get(b)
-            error = "calib." if b == cpu.calibrated_on else (f"{v / seen - 1:+.0%}" if seen else "")
-            print(f"  {b:>5} {f'{seen:.1f}' if seen else '-':>9} {v:>9.1f} {error:>7}")
-        if cpu.median_error is not None:
-            print(f"  median error over the other measured batch sizes: {cpu.median_error:.0%}")
-    for p in predictions:
-        print(f"\n{p.device.name}, {p.precision}, run by {p.tables}")
-        print(f"  calibrated on published tables of: {' '.join(p.calibrated_on)}")
-        for line in p.expected.lines() if p.expected is not None else []:
-            print(f"  {line}")
-        print(f"  {'batch':>5} {'latency ms':>10} {'images/s':>9}")
-        for b, t, ips in zip(p.batch_sizes, p.latency_s, p.images_per_s):
-            print(f"  {b:>5} {t * 1e3:>10.2f} {ips:>9.0f}")
-        print(f"  batching gain {p.gain:.1f}x; throughput stops growing at batch {p.saturating_batch}")
-        print(f"  largest batch that fits in {p.device.mem_gb:g} GB: at most {p.largest_batch_that_fits}")
-        print("    (an upper bound: weights and the widest op's tensors only)")
-        if p.usd_per_million_images is not None:
-            print(f"  ${p.usd_per_million_images:.4f} per million images at ${p.device.price_per_hour_usd}/h")
-        if cpu is not None:
-            best = max(cpu.measured.values())
-            print(f"  best images/s {max(p.images_per_s) / best:.0f}x this CPU's measured best ({best:.1f})")
+    print_predictions(args.model, cost, predictions, cpu, call_given=call_given, call_source=CALL_MS_SOURCE)
     record = {
         "model": args.model,
         "predictions": [p.to_json() for p in predictions],

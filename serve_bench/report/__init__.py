@@ -24,6 +24,7 @@ from serve_bench.report._cells import Cell, cells_of
 from serve_bench.report._decision import Decision, DecisionRow, decide
 from serve_bench.report._predicted import PREDICTIONS_FILE, read_predictions
 from serve_bench.report._tables import CSV_COLUMNS, print_comparison, print_summary, write_summary_csv
+from serve_bench.report._terminal import print_predictions
 
 __all__ = [
     "CSV_COLUMNS",
@@ -47,6 +48,7 @@ __all__ = [
     "fit_latency_model",
     "load_run_metadata",
     "print_comparison",
+    "print_predictions",
     "print_summary",
     "read_predictions",
     "write_summary_csv",
