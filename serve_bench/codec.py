@@ -177,31 +177,56 @@ def to_tensor_proto(array: Any, out: Any = None, *, typed_fields: bool = False) 
     return proto
 
 
+_MAX_DIMS = 254  # TensorShape::MaxDimensions()
+_NUMPY_MAX_DIMS = 64 if int(np.__version__.split(".")[0]) >= 2 else 32  # NPY_MAXDIMS (64 since numpy 2.0)
+_INT64_MAX = (1 << 63) - 1
+_INT64 = 1 << 64
+
+
 def proto_shape(proto: Any) -> tuple[int, ...]:
     """The declared shape of a TensorProto, read without touching its values.
 
     Lets a server check a request's shape against the signature before anything is allocated.
-    Raises CodecError for an unknown rank or a negative (unknown) dimension, which
-    TensorShape::IsValid refuses too.
+    Refuses, with CodecError, what Tensor::FromProto refuses through TensorShape::IsValid
+    (tensorflow/core/framework/tensor_shape.cc:77-94 at 395d450): more than 254 dimensions (MaxDimensions(),
+    tensor_shape.h:63), a negative dimension, or dimensions whose running product passes 2**63 - 1
+    (MultiplyWithoutOverflow, in the order they are declared: a zero dimension ends the count, so
+    [3, 0, 2**63 - 1] is valid). ``unknown_rank`` is ignored, as TensorShape (unlike
+    PartialTensorShape) ignores it there.
     """
-    if proto.tensor_shape.unknown_rank:
-        raise CodecError("tensor has unknown rank")
-    shape = tuple([d.size for d in proto.tensor_shape.dim])
-    if shape and min(shape) < 0:
-        raise CodecError(f"tensor shape {list(shape)} has a negative dimension")
+    dims = proto.tensor_shape.dim
+    if len(dims) > _MAX_DIMS:
+        raise CodecError(f"tensor shape has {len(dims)} dimensions, more than the {_MAX_DIMS} TensorFlow allows")
+    shape = tuple([d.size for d in dims])
+    count = 1
+    for size in shape:
+        if size < 0:
+            raise CodecError(f"tensor shape {list(shape)} has a negative dimension")
+        count *= size
+        if count > _INT64_MAX:  # IsValidShape's words (tensor_shape.cc:129-131)
+            raise CodecError(f"tensor shape {list(shape)} is too large (more than 2**63 - 1 entries)")
     return shape
-
-
-_INT64 = 1 << 64
 
 
 def element_count(shape: tuple[int, ...]) -> int:
     """The elements of ``shape`` as ``int(np.prod(shape, dtype=np.int64))`` counts them, wrapping past 2**63
-    as int64 arithmetic does, at a tenth of its cost (numpy's reduction costs ~3 µs a call, per request)."""
+    as int64 arithmetic does, at a tenth of its cost (numpy's reduction costs ~3 µs a call, per request).
+    Exact for every shape proto_shape returns, which never counts past 2**63 - 1."""
     count = math.prod(shape)
     if -(1 << 63) <= count < 1 << 63:
         return count
     return (count + (1 << 63)) % _INT64 - (1 << 63)
+
+
+def _empty(shape: tuple[int, ...], dtype: np.dtype[Any]) -> np.ndarray:
+    """A tensor of no elements. TensorFlow takes any valid shape with a zero dimension, [3, 0, 2**63 - 1]
+    too; numpy holds one only while its other dimensions' bytes stay within 2**63 - 1."""
+    if math.prod([size for size in shape if size]) * dtype.itemsize > _INT64_MAX:
+        raise CodecError(
+            f"tensor shape {list(shape)} has no elements, but its non-zero dimensions hold more than "
+            "2**63 - 1 bytes, past what numpy can represent"
+        )
+    return np.empty(shape, dtype=dtype)
 
 
 def _typed_values(proto: Any, dtype: int, np_dtype: np.dtype[Any]) -> np.ndarray:
@@ -239,6 +264,10 @@ def from_tensor_proto(
     if dtype is None:
         raise CodecError(f"unsupported tensor dtype {dtype_name(proto.dtype)}")
     shape = proto_shape(proto)
+    if len(shape) > _NUMPY_MAX_DIMS:
+        raise CodecError(
+            f"tensor shape has {len(shape)} dimensions; TensorFlow allows {_MAX_DIMS}, numpy at most {_NUMPY_MAX_DIMS}"
+        )
     count = element_count(shape)
     if max_elements is not None and count > max_elements:
         raise CodecError(f"tensor shape {list(shape)} holds {count} elements, more than the {max_elements} allowed")
@@ -255,7 +284,7 @@ def from_tensor_proto(
             )
         return np.frombuffer(content, dtype=dtype.newbyteorder("<")).reshape(shape)
     if count == 0:
-        return np.empty(shape, dtype=dtype)
+        return _empty(shape, dtype)
     values = _typed_values(proto, proto.dtype, dtype)
     if values.size >= count:
         return values[:count].reshape(shape)

@@ -10,6 +10,7 @@ oracle here: ``tf.io.parse_tensor`` runs that same C++ ``Tensor::FromProto`` on 
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -196,7 +197,7 @@ def test_strings_decode_as_object_array_of_bytes(tf):
 
 def test_bad_protos_are_refused_with_what_is_wrong():
     """Tensor::FromProto refuses a tensor_content of the wrong size (tensor.cc Helper<T>::Decode)
-    and TensorShape::IsValid a negative dimension or unknown rank; unsupported dtypes are named."""
+    and TensorShape::IsValid a negative dimension; unsupported dtypes are named."""
     short = to_tensor_proto(np.zeros((2, 3), np.float32))
     short.tensor_content = short.tensor_content[:-4]
     with pytest.raises(CodecError, match="tensor_content has 20 bytes; shape \\[2, 3\\] of DT_FLOAT needs 24"):
@@ -204,10 +205,6 @@ def test_bad_protos_are_refused_with_what_is_wrong():
     negative = _typed(1, [1.0], (-1, 2))
     with pytest.raises(CodecError, match="negative dimension"):
         from_tensor_proto(negative)
-    unknown = TensorProto(dtype=1)
-    unknown.tensor_shape.unknown_rank = True
-    with pytest.raises(CodecError, match="unknown rank"):
-        proto_shape(unknown)
     strings = TensorProto(dtype=7, tensor_content=b"\x01a")
     strings.tensor_shape.dim.add(size=1)
     with pytest.raises(CodecError, match="DT_STRING tensor in tensor_content is not supported"):
@@ -216,6 +213,62 @@ def test_bad_protos_are_refused_with_what_is_wrong():
         from_tensor_proto(TensorProto(dtype=11))
     with pytest.raises(CodecError, match="unsupported numpy dtype datetime64"):
         to_tensor_proto(np.zeros(2, "datetime64[s]"))
+
+
+_SHAPES = [
+    (2, 3),
+    # Large valid shapes end in a zero here: TensorFlow would allocate one that is not empty.
+    (2**63 - 1, 1, 0),  # the running product reaches 2**63 - 1, the most it may
+    (2**62, 2, 0),  # 2**63: one past it
+    (2**62, 4),  # 2**64, which wraps to 0
+    (9223372036854775807, 64, 64, 3),  # issue 34 item 5's request
+    (2**32, 2**32),
+    (2**63 - 1, 2, 0),  # the zero comes too late: the running product has overflowed
+    (0, 5, 7),
+    (3, 0, 2**63 - 1),  # valid to TensorFlow; numpy cannot hold it
+    (0, 2**61 - 1),  # float32: 2**63 - 4 bytes in its non-zero dimensions, which numpy holds
+    (0, 2**61),  # one more element: 2**63 bytes
+    (1,) * 254,
+    (1,) * 255,
+]
+
+
+@pytest.mark.parametrize("shape", _SHAPES, ids=[str(len(s)) + ":" + "x".join(map(str, s[:4])) for s in _SHAPES])
+def test_a_shape_is_refused_when_tensorflow_refuses_it(tf, shape):
+    """Issue 34 item 5: the shapes TensorFlow's Tensor::FromProto refuses (TensorShape::IsValid,
+    tensorflow/core/framework/tensor_shape.cc:77-94 at 395d450: more than 254 dimensions, or a running
+    product of the dimensions, in order, past 2**63 - 1) are the ones proto_shape refuses, with
+    IsValidShape's words (:129-131); tf.io.parse_tensor runs that FromProto. A valid shape with a zero
+    dimension is an empty tensor, unless numpy cannot represent it (its other dimensions' bytes past
+    2**63 - 1), which from_tensor_proto refuses on its own account, as it does more than numpy's 64 dimensions."""
+    proto = _typed(1, [1.0], shape)
+    try:
+        tf_shape = tuple(tf.io.parse_tensor(proto.SerializeToString(), out_type=tf.float32).shape)
+    except tf.errors.InvalidArgumentError:
+        tf_shape = None
+    if tf_shape is None:
+        with pytest.raises(CodecError, match=r"is too large \(more than 2\*\*63 - 1 entries\)|more than the 254"):
+            proto_shape(proto)
+        return
+    assert proto_shape(proto) == tf_shape == shape
+    if len(shape) > 64:  # numpy 2's NPY_MAXDIMS
+        with pytest.raises(CodecError, match="has 254 dimensions; TensorFlow allows 254, numpy at most 64"):
+            from_tensor_proto(proto)
+    elif 0 in shape and math.prod(d for d in shape if d) * 4 > 2**63 - 1:
+        with pytest.raises(CodecError, match="has no elements, but its non-zero dimensions hold more than"):
+            from_tensor_proto(proto)
+    elif math.prod(shape) <= 6:
+        assert from_tensor_proto(proto).shape == shape
+
+
+def test_an_unknown_rank_is_ignored_as_tensorflow_ignores_it(tf):
+    """TensorShape::IsValid refuses unknown_rank only for a PartialTensorShape (tensor_shape.cc:81, kIsPartial);
+    Tensor::FromProto builds a TensorShape, which reads the dimensions as they are."""
+    proto = _typed(1, [1.0, 2.0], (1, 2))
+    proto.tensor_shape.unknown_rank = True
+    assert tf.io.parse_tensor(proto.SerializeToString(), out_type=tf.float32).shape == (1, 2)
+    assert proto_shape(proto) == (1, 2)
+    assert from_tensor_proto(proto).tolist() == [[1.0, 2.0]]
 
 
 def test_max_elements_refuses_a_huge_declared_shape_before_allocating():

@@ -242,7 +242,7 @@ def test_both_keys_echo_the_clients_json(server):
     assert message.endswith(" Not formatted correctly expecting only one of 'inputs' or 'instances' keys to exist ")
 
 
-# --- d. negative dimension, unparseable bytes, unknown path -------------------------------
+# --- d. negative dimension, overflowing shape, unparseable bytes, unknown path ---------------
 
 
 def test_negative_dimension_is_a_tensor_parsing_error_with_its_reason(server):
@@ -256,13 +256,73 @@ def test_negative_dimension_is_a_tensor_parsing_error_with_its_reason(server):
     assert "negative dimension" in error.details()
 
 
-def test_unparseable_bytes_are_internal_as_a_cpp_grpc_server_answers(server):
-    """A C++ gRPC server (TF Serving's) that cannot parse a request answers INTERNAL with the
-    message's InitializationErrorString(), empty for a proto3 message (grpc
-    include/grpcpp/impl/generic_serialize.h GenericDeserialize); grpc.aio said UNKNOWN with a
-    Python class name."""
-    _, error = _call(server.server.ports.grpc, b"\xff\xff\xff\xff garbage", raw=True)
-    assert (error.code(), error.details()) == (grpc.StatusCode.INTERNAL, "")
+@pytest.mark.parametrize(
+    "shape",
+    [(9223372036854775807, 64, 64, 3), (2**51, 64, 64, 3), (1,) * 255],
+    ids=["issue-34-item-5", "wraps-to-0", "255-dimensions"],
+)
+def test_an_invalid_shape_is_a_tensor_parsing_error_without_batching(server, shape):
+    """Issue 34 item 5 on a server without batching (tests/test_fuzz_live.py has it with TF Serving's default
+    batching): Tensor::FromProto fails on TensorShape::IsValid (tensorflow/core/framework/tensor_shape.cc:77-94
+    at 395d450) for more than 254 dimensions or a running product of dimensions past 2**63 - 1, and
+    GetInputValues (tensorflow/cc/saved_model/util.cc:73-77) answers INVALID_ARGUMENT "tensor parsing
+    error: images". [2**51, 64, 64, 3] holds 2**64 elements, which wrapped to 0 and passed every cap."""
+    _, error = _call(server.server.ports.grpc, _broadcast_request(shape))
+    assert error is not None and error.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert error.details().startswith("tensor parsing error: images (tensor shape ")
+    assert error.details().endswith(
+        "has 255 dimensions, more than the 254 TensorFlow allows)"
+        if len(shape) == 255
+        else f"{list(shape)} is too large (more than 2**63 - 1 entries))"
+    )
+
+
+def _nested_tensors(depth: int) -> bytes:
+    """A PredictRequest whose input nests TensorProtos ``depth`` deep (variant_val.tensors), past protobuf's
+    recursion limit of 100 messages (C++ coded_stream.h default_recursion_limit_; upb's is the same)."""
+    request = _message("tensorflow.serving.PredictRequest")()
+    request.model_spec.name = "tiny"
+    tensor = request.inputs["images"]
+    for _ in range(depth):
+        tensor = tensor.variant_val.add().tensors.add()
+    return request.SerializeToString()
+
+
+_SERVICES = {
+    "Predict": PREDICT,
+    "GetModelMetadata": "/tensorflow.serving.PredictionService/GetModelMetadata",
+    "GetModelStatus": "/tensorflow.serving.ModelService/GetModelStatus",
+}
+
+
+_UNPARSEABLE = {
+    "not-protobuf": b"\xff\xff\xff\xff garbage",
+    "bad-utf8-in-a-string": b"\x0a\x03\x0a\x01\xff",  # model_spec.name = b"\xff", field 1 of each request
+}
+
+
+@pytest.mark.parametrize(
+    ("method", "body"),
+    [(method, body) for method in sorted(_SERVICES) for body in sorted(_UNPARSEABLE)]
+    + [("Predict", "nested-past-the-recursion-limit")],  # the others take no TensorProto
+)
+def test_unparseable_bytes_are_internal_with_no_message_as_a_cpp_grpc_server_answers(server, method, body):
+    """Issue 34 item 6. TF Serving's gRPC server is C++ grpc with synchronous services
+    (model_servers/prediction_service_impl.h:26, registered at model_servers/server.cc:390-391 at 9d981c5).
+    Its request is parsed by GenericDeserialize (grpc 1.51.1 include/grpcpp/impl/codegen/proto_utils.h:88-89;
+    the same code is include/grpcpp/impl/generic_serialize.h today): when ParseFromZeroCopyStream fails it
+    returns Status(StatusCode::INTERNAL, msg->InitializationErrorString()), and RpcMethodHandler::RunHandler
+    (include/grpcpp/support/method_handler.h:107-118) sends that status without calling the service.
+    InitializationErrorString lists the missing required fields (protobuf 3.21 message.h:277-279); TF
+    Serving's messages are proto3 and have none, so the answer is INTERNAL with an empty message, for every
+    method and whatever makes the parse fail (bytes that are no protobuf, a proto3 string that is not UTF-8,
+    nesting past the recursion limit). grpc.aio alone would say UNKNOWN with a Python class name."""
+    data = _UNPARSEABLE[body] if body in _UNPARSEABLE else _nested_tensors(200)
+    with grpc.insecure_channel(f"127.0.0.1:{server.server.ports.grpc}") as channel:
+        call = channel.unary_unary(_SERVICES[method], request_serializer=lambda b: b, response_deserializer=lambda b: b)
+        with pytest.raises(grpc.RpcError) as raised:
+            call(data, timeout=60)
+    assert (raised.value.code(), raised.value.details()) == (grpc.StatusCode.INTERNAL, "")
     assert _call(server.server.ports.grpc, _broadcast_request((1, 64, 64, 3)))[1] is None
 
 

@@ -226,20 +226,22 @@ class GrpcService:
         shapes: dict[str, tuple[int, ...]] = {}
         for position, alias in enumerate(sorted(request.inputs)):
             tensor = request.inputs[alias]
+            try:
+                shape = proto_shape(tensor)
+            except CodecError as exc:
+                # TF's GetInputValues (tensorflow/cc/saved_model/util.cc:73-77, called at
+                # servables/tensorflow/predict_util.cc:129) says only "tensor parsing error: <alias>" when
+                # Tensor::FromProto fails, here on TensorShape::IsValid (a dimension < 0, more than 254, or
+                # more than 2**63 - 1 elements), before the Session checks any dtype; the reason in
+                # parentheses is serve-bench's, as for the other parsing errors below.
+                message = str(exc)
+                raise ServingError("INVALID_ARGUMENT", f"tensor parsing error: {alias} ({message})") from None
             want = signature.inputs[alias].dtype
             if tensor.dtype != want:
                 raise ServingError(
                     "INVALID_ARGUMENT",
                     f"Expects arg[{position}] to be {tf_type_name(want)} but {tf_type_name(tensor.dtype)} is provided",
                 )
-            try:
-                shape = proto_shape(tensor)
-            except CodecError as exc:
-                # TF's GetInputValues (cc/saved_model/util.cc) says only "tensor parsing error: <alias>"
-                # when Tensor::FromProto fails (here: TensorShape::IsValid refuses a dimension < 0);
-                # the reason in parentheses is serve-bench's, as for the other parsing errors below.
-                message = str(exc)
-                raise ServingError("INVALID_ARGUMENT", f"tensor parsing error: {alias} ({message})") from None
             signature.check_shape(alias, shape)
             count = element_count(shape)
             if count > self.max_elements:  # the cap from_tensor_proto applies, before the budget is asked
@@ -333,9 +335,12 @@ def add_services(server: aio.Server, core: ServingCore) -> GrpcService:
     def handler(method: Any, request_name: str, response_name: str) -> grpc.RpcMethodHandler[Any, Any]:
         async def guarded(request: Any, context: aio.ServicerContext[Any, Any]) -> Any:
             if request is _UNPARSEABLE:
-                # What a C++ gRPC server (TF Serving's) answers for bytes it cannot parse: INTERNAL with
-                # the message's InitializationErrorString(), "" for proto3 messages
-                # (grpcpp/impl/generic_serialize.h GenericDeserialize). grpc.aio would say UNKNOWN.
+                # What TF Serving's C++ gRPC server answers for bytes its protobuf cannot parse (grpc 1.51.1
+                # include/grpcpp/impl/codegen/proto_utils.h:88-89 GenericDeserialize, now
+                # include/grpcpp/impl/generic_serialize.h): INTERNAL with msg->InitializationErrorString(),
+                # the missing required fields (protobuf message.h:277-279), of which proto3 has none: "".
+                # RpcMethodHandler::RunHandler (grpcpp/support/method_handler.h:107-118) sends that status
+                # without calling the service. grpc.aio would say UNKNOWN.
                 await context.abort(grpc.StatusCode.INTERNAL, "")
             return await method(request, context)
 
