@@ -6,17 +6,18 @@ import json
 
 import pytest
 
-from serve_bench.metrics import breakdown, default_metrics_url, parse
+from serve_bench.metrics import breakdown, parse
 from serve_bench.server._metrics import Metrics
-from serve_bench.stats import ServerView
+from serve_bench.stats import ServerView, parse_target
 
 
 def test_default_metrics_url_follows_tf_servings_ports():
     """REST (and the monitoring page) on the gRPC port + 1 as TF Serving's images run it; the default path
     is PrometheusExporter::kPrometheusPath (tensorflow_serving/util/prometheus_exporter.cc:156-157)."""
-    assert default_metrics_url("grpc://host:8500") == "http://host:8501/monitoring/prometheus/metrics"
-    assert default_metrics_url("grpc://host:8510") == "http://host:8511/monitoring/prometheus/metrics"
-    assert default_metrics_url("http://host:8501") == "http://host:8501/monitoring/prometheus/metrics"
+    assert parse_target("grpc://host:8500").metrics_url == "http://host:8501/monitoring/prometheus/metrics"
+    assert parse_target("grpc://host:8510").metrics_url == "http://host:8511/monitoring/prometheus/metrics"
+    assert parse_target("http://host:8501").metrics_url == "http://host:8501/monitoring/prometheus/metrics"
+    assert parse_target("http://host").metrics_url == "http://host:8501/monitoring/prometheus/metrics"
 
 
 def test_empty_page_is_a_valid_snapshot():

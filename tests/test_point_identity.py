@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from serve_bench.stats import EnergyView, LoadInfo
+from serve_bench.stats import EnergyView, LoadInfo, parse_target
 from serve_bench.stats._energy import NOT_MEASURED
-from serve_bench.stats._point import PointId, point_key, protocol_of
+from serve_bench.stats._point import PointId, point_key
 from tests._points import make_point
 
 
@@ -27,8 +27,8 @@ from tests._points import make_point
         ("v2+https://h", "v2-rest"),
     ],
 )
-def test_protocol_of_reads_the_scheme(url, protocol):
-    assert protocol_of(url) == protocol
+def test_the_protocol_is_read_from_the_scheme(url, protocol):
+    assert parse_target(url).protocol == protocol
 
 
 @pytest.mark.parametrize(

@@ -76,7 +76,8 @@ def test_a_launched_server_s_configuration_names_its_runtime():
         ('launch = "triton"\nurl = "grpc://x:1"', ["both url and launch"]),
         ('url = "grpc://x:1"\nbatching = { max_batch_size = 4 }', ["for launched targets"]),
         ('launch = "local"\nbatching = { batching_parameters_file = "nope.txt" }', ["no such file"]),
-        ('url = "ftp://x:1"', ["must start with one of", "v2+grpc://"]),
+        ('url = "ftp://x:1"', ["targets[0].url: unknown scheme", "v2+grpc://"]),
+        ('url = "grpc://:8500"', ["targets[0].url: target 'grpc://:8500' has no host"]),
     ],
 )
 def test_bad_launch_keys_are_one_line_errors(target, words):

@@ -258,11 +258,15 @@ def test_bad_url_is_one_clear_error(url, words):
 
 
 def test_parse_target_defaults():
-    assert parse_target("v2+grpc://h") == ("v2+grpc", "h", 8001)
-    assert parse_target("v2+http://h") == ("v2+http", "h", 8000)
-    assert parse_target("V2+HTTPS://h:9") == ("v2+https", "h", 9)
-    assert parse_target("grpc://h") == ("grpc", "h", 8500)  # TF Serving's unchanged
-    assert parse_target("http://h") == ("http", "h", 8501)
+    def parts(url: str) -> tuple[str, str, int]:
+        address = parse_target(url)
+        return address.scheme, address.host, address.port
+
+    assert parts("v2+grpc://h") == ("v2+grpc", "h", 8001)
+    assert parts("v2+http://h") == ("v2+http", "h", 8000)
+    assert parts("V2+HTTPS://h:9") == ("v2+https", "h", 9)
+    assert parts("grpc://h") == ("grpc", "h", 8500)  # TF Serving's unchanged
+    assert parts("http://h") == ("http", "h", 8501)
 
 
 # --- without a server ------------------------------------------------------------------------------

@@ -25,7 +25,6 @@ import pytest
 
 from serve_bench.client import server_kind
 from serve_bench.metrics import (
-    default_metrics_url,
     page_kind,
     read_server,
     read_settled,
@@ -35,7 +34,7 @@ from serve_bench.metrics import (
 from serve_bench.metrics._mlserver import MLServerSnapshot, parse_mlserver
 from serve_bench.metrics._triton import TritonSnapshot, parse_triton, parse_triton_stats, settled
 from serve_bench.server._metrics import Metrics
-from serve_bench.stats import ServerView
+from serve_bench.stats import ServerView, parse_target
 from serve_bench.stats._schema import point_from_data, point_to_data
 
 DATA = Path(__file__).parent / "data"
@@ -294,12 +293,12 @@ def test_page_kind_tells_the_servers_apart():
 def test_default_metrics_url_follows_the_v2_servers_ports():
     """Triton: HTTP 8000, gRPC 8001, metrics 8002 (server src/command_line_parser.h:194,212 and
     src/grpc/grpc_server.h:52 at v2.51.0); MLServer: 8080, 8081, 8082 (mlserver/settings.py:214-236)."""
-    assert default_metrics_url("v2+grpc://h:8001") == "http://h:8002/metrics"
-    assert default_metrics_url("v2+http://h:8000") == "http://h:8002/metrics"
-    assert default_metrics_url("v2+grpc://h:8081") == "http://h:8082/metrics"
-    assert default_metrics_url("v2+http://h:8080") == "http://h:8082/metrics"
-    assert default_metrics_url("v2+grpc://h:9001") == ""  # no default to assume: give it
-    assert default_metrics_url("grpc://h:8500") == "http://h:8501/monitoring/prometheus/metrics"
+    assert parse_target("v2+grpc://h:8001").metrics_url == "http://h:8002/metrics"
+    assert parse_target("v2+http://h:8000").metrics_url == "http://h:8002/metrics"
+    assert parse_target("v2+grpc://h:8081").metrics_url == "http://h:8082/metrics"
+    assert parse_target("v2+http://h:8080").metrics_url == "http://h:8082/metrics"
+    assert parse_target("v2+grpc://h:9001").metrics_url == ""  # no default to assume: give it
+    assert parse_target("grpc://h:8500").metrics_url == "http://h:8501/monitoring/prometheus/metrics"
 
 
 @pytest.mark.parametrize(

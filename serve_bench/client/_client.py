@@ -6,13 +6,13 @@ import time
 from collections.abc import Generator
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 import numpy as np
 
 from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo, Transport
-from serve_bench.client._errors import ConnectError, InvalidArgument, InvalidTarget, NotFound, ServeBenchError
+from serve_bench.client._errors import ConnectError, InvalidArgument, NotFound, ServeBenchError
 from serve_bench.codec import DT_STRING, DTYPE_TO_NUMPY, dtype_name
+from serve_bench.stats import parse_target
 
 __all__ = ["Client", "Response", "connect", "parse_target", "server_kind", "server_runtime"]
 
@@ -26,38 +26,6 @@ class Response:
     decode_seconds: float
     nbytes: int
     received_nbytes: int = 0  # the raw response's size (0 when the transport's raw answer is not bytes)
-
-
-# scheme -> default port: TF Serving's API, and the Open Inference Protocol (KServe v2: Triton, MLServer)
-_DEFAULT_PORTS = {"grpc": 8500, "http": 8501, "https": 443, "v2+grpc": 8001, "v2+http": 8000, "v2+https": 8000}
-_FORMS = "grpc://host:8500, http://host:8501, v2+grpc://host:8001 or v2+http://host:8000"
-
-
-def parse_target(url: str) -> tuple[str, str, int]:
-    """(scheme, host, port) from a target URL; the scheme as given, lower-cased.
-
-    ``grpc``, ``http`` and ``https`` speak TF Serving's API; ``v2+grpc``, ``v2+http`` and ``v2+https``
-    the Open Inference Protocol. Raises InvalidTarget (a UserError) with one line naming what is wrong.
-    """
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:  # a port out of range or not a number, an unclosed [IPv6]
-        raise InvalidTarget(f"target {url!r} is not a valid URL ({exc}); use {_FORMS}", url=url) from None
-    scheme = parts.scheme.lower()
-    if scheme not in _DEFAULT_PORTS:
-        raise InvalidTarget(f"unknown scheme in target {url!r}; use {_FORMS}", url=url)
-    if not parts.hostname:
-        raise InvalidTarget(
-            f"target {url!r} has no host; use e.g. {scheme}://localhost:{_DEFAULT_PORTS[scheme]}", url=url
-        )
-    if scheme.startswith("v2+") and (parts.path.strip("/") or parts.query or parts.fragment):
-        # a pasted model URL (…/v2/models/m/infer) would otherwise be silently cut to its server
-        raise InvalidTarget(
-            f"target {url!r} has a path; give the server only ({scheme}://{parts.netloc}) and the model apart",
-            url=url,
-        )
-    return scheme, parts.hostname, port or _DEFAULT_PORTS[scheme]
 
 
 # servers that name themselves "<name>/<version>" in the Open Inference Protocol's server metadata (GET /v2)
@@ -259,25 +227,26 @@ def connect(
     v2 REST: None sends tensors with the binary extension when the server lists it (Triton) and
     as JSON otherwise (MLServer, or when the metadata is not fetched); True or False forces one.
     """
-    scheme, host, port = parse_target(url)
+    address = parse_target(url)
     transport: Transport
-    if scheme == "grpc":
+    if address.protocol == "grpc":
         from serve_bench.client._grpc import GrpcTransport
 
-        transport = GrpcTransport(host, port, model, version, url)
-    elif scheme == "v2+grpc":
+        transport = GrpcTransport(address.host, address.port, model, version, url)
+    elif address.protocol == "v2-grpc":
         from serve_bench.client._v2_grpc import V2GrpcTransport
 
-        transport = V2GrpcTransport(host, port, model, version, url)
-    elif scheme.startswith("v2+"):
+        transport = V2GrpcTransport(address.host, address.port, model, version, url)
+    elif address.protocol == "v2-rest":
         from serve_bench.client._v2_rest import V2RestTransport
 
-        base = f"{scheme.removeprefix('v2+')}://{host}:{port}"
-        transport = V2RestTransport(base, model, version, url, binary=binary, connection_limit=connection_limit)
+        transport = V2RestTransport(
+            address.http_base, model, version, url, binary=binary, connection_limit=connection_limit
+        )
     else:
         from serve_bench.client._rest import RestTransport
 
         transport = RestTransport(
-            f"{scheme}://{host}:{port}", model, version, row_format=row_format, connection_limit=connection_limit
+            address.http_base, model, version, row_format=row_format, connection_limit=connection_limit
         )
     return _Connecting(Client(transport, model, signature, version, timeout), fetch_metadata)

@@ -16,9 +16,10 @@ Each carries ``status`` (the gRPC code name or the HTTP status as text) and
 ``url``; the transport's own exception is chained as ``__cause__``.
 
 A target URL that is malformed is not a network error: ``InvalidTarget`` is a
-``UserError`` (one line, exit 2), raised before any socket is opened. Where a
-network error means the user must change something (``serve-bench bench``
-against a server that is down), ``user_error`` is the one translation.
+``UserError`` (one line, exit 2), raised by the one parse of a target URL
+(``stats.parse_target``) before any socket is opened. Where a network error means
+the user must change something (``serve-bench bench`` against a server that is
+down), ``user_error`` is the one translation.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from serve_bench.errors import UserError
+from serve_bench.stats import InvalidTarget
 
 __all__ = [
     "ConnectError",
@@ -73,14 +75,6 @@ class Unavailable(ServeBenchError):
 
 class ServerError(ServeBenchError):
     pass
-
-
-class InvalidTarget(UserError):
-    """A target URL serve-bench cannot talk to as written (scheme, host, port or path): the user's to fix."""
-
-    def __init__(self, message: str, *, url: str) -> None:
-        super().__init__(message, parameter="url")
-        self.url = url
 
 
 def user_error(exc: ServeBenchError, what: str = "") -> UserError:

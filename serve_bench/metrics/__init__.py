@@ -12,7 +12,6 @@ from serve_bench.metrics._reader import (
 from serve_bench.metrics._scrape import (
     MetricsSnapshot,
     breakdown,
-    default_metrics_url,
     parse,
     scrape,
     sum_resolution,
@@ -27,7 +26,6 @@ __all__ = [
     "TelemetrySession",
     "breakdown",
     "check_endpoint",
-    "default_metrics_url",
     "energy_between",
     "page_kind",
     "parse",

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from urllib.parse import urlsplit
 
 from serve_bench.metrics import _mlserver, _scrape, _triton
 from serve_bench.metrics._exposition import fetch_text
 from serve_bench.metrics._mlserver import MLServerSnapshot
 from serve_bench.metrics._scrape import MetricsSnapshot
 from serve_bench.metrics._triton import TritonSnapshot
-from serve_bench.stats import ServerView
+from serve_bench.stats import InvalidTarget, ServerView, parse_target
 
 __all__ = ["ServerSnapshot", "page_kind", "read_server", "read_settled", "server_breakdown", "triton_stats_url"]
 
@@ -53,22 +52,18 @@ def _reader_kind(declared: str) -> str:
 
 
 def triton_stats_url(target_url: str, model: str) -> tuple[str, str]:
-    """(Triton's statistics API URL for ``model``, "") or ("", why it cannot be located).
-
-    A ``v2+http(s)://`` target is Triton's HTTP endpoint itself. A ``v2+grpc://`` target on
-    Triton's default gRPC port 8001 pairs with its default HTTP port 8000 (server
-    src/grpc/grpc_server.h:52, src/command_line_parser.h:194); on another port the HTTP port
-    cannot be known, and the per-batch-size executions are left out with a note.
-    """
-    parts = urlsplit(target_url)
-    scheme = parts.scheme.lower()
-    if scheme in ("v2+http", "v2+https"):
-        return f"{scheme[3:]}://{parts.netloc}/v2/models/{model}/stats", ""
-    if scheme == "v2+grpc" and parts.port == 8001:
-        return f"http://{parts.hostname}:8000/v2/models/{model}/stats", ""
-    if scheme == "v2+grpc":
+    """(Triton's statistics API URL for ``model``, "") or ("", why it cannot be located): the target's own
+    ``TargetUrl.statistics_url``. A ``v2+grpc://`` target off Triton's default gRPC port names no HTTP port,
+    and the per-batch-size executions are left out with a note."""
+    try:
+        address = parse_target(target_url)
+    except InvalidTarget:
+        return "", f"{target_url!r} is not a v2 target, so Triton's statistics API cannot be located"
+    if address.statistics_url(model):
+        return address.statistics_url(model), ""
+    if address.protocol == "v2-grpc":
         return "", (
-            f"Triton's statistics API is on its HTTP port, which a v2+grpc target on port {parts.port} does not "
+            f"Triton's statistics API is on its HTTP port, which a v2+grpc target on port {address.port} does not "
             "name (Triton's defaults pair gRPC 8001 with HTTP 8000); measure over v2+http:// to get them"
         )
     return "", f"{target_url} is not a v2 target, so Triton's statistics API cannot be located"

@@ -27,18 +27,13 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 from serve_bench.metrics._exposition import fetch_text, samples
 from serve_bench.stats import IMPRECISE, ServerView
 
-__all__ = ["MetricsSnapshot", "breakdown", "default_metrics_url", "parse", "scrape", "sum_resolution"]
+__all__ = ["MetricsSnapshot", "breakdown", "parse", "scrape", "sum_resolution"]
 
 PREFIX = ":tensorflow:serving:"
-DEFAULT_PATH = "/monitoring/prometheus/metrics"
-# a v2 server's port -> its metrics port, by the servers' defaults: Triton (HTTP 8000, gRPC 8001 -> 8002),
-# MLServer (HTTP 8080, gRPC 8081 -> 8082)
-_V2_METRICS_PORT = {8000: 8002, 8001: 8002, 8080: 8082, 8081: 8082}
 
 # The label that identifies the model, by metric (batching metrics carry none: they are server-wide).
 _MODEL_LABEL = {"request_count": "model_name", "request_latency": "model_name", "runtime_latency": "model_name"}
@@ -78,27 +73,6 @@ class MetricsSnapshot:
 
     def cells(self, metric: str, suffix: str = "") -> dict[tuple[str, ...], float]:
         return {labels: v for (m, s, labels), v in self.values.items() if m == metric and s == suffix}
-
-
-def default_metrics_url(target_url: str) -> str:
-    """The metrics page a target's server writes by default ("" when there is no default to assume).
-
-    TF Serving (``grpc://``, ``http://``): REST and metrics on the gRPC port + 1 (8500/8501,
-    8510/8511), at its monitoring path. Open Inference Protocol (``v2+grpc://``, ``v2+http://``):
-    the servers' own default ports, Triton's HTTP 8000 / gRPC 8001 / metrics 8002
-    (server ``src/command_line_parser.cc``) and MLServer's 8080 / 8081 / 8082
-    (``mlserver/settings.py``: http_port, grpc_port, metrics_port); on any other port the
-    metrics port cannot be guessed, so give the target's metrics URL.
-    """
-    parts = urlsplit(target_url)
-    scheme = parts.scheme.lower()
-    if scheme.startswith("v2+"):
-        port = _V2_METRICS_PORT.get(parts.port or 0)
-        return f"http://{parts.hostname}:{port}/metrics" if port else ""
-    port = parts.port or 8500
-    if scheme == "grpc":
-        port += 1
-    return f"http://{parts.hostname}:{port}{DEFAULT_PATH}"
 
 
 def parse(text: str, model: str | None) -> MetricsSnapshot:

@@ -1,4 +1,5 @@
-"""Records, latency histograms, the typed results model, the results file format and run metadata."""
+"""Records, latency histograms, the typed results model (a target, its URL parsed once), the results file format
+and run metadata."""
 
 from serve_bench.stats._answer import (
     TUNE_ANSWER_SCHEMA_VERSION,
@@ -41,7 +42,6 @@ from serve_bench.stats._point import (
     LoadInfo,
     Point,
     PointId,
-    Target,
     point_key,
 )
 from serve_bench.stats._records import OK, RequestRecord
@@ -61,6 +61,7 @@ from serve_bench.stats._results import (
 from serve_bench.stats._schema import RUN_SCHEMA_VERSION, SCHEMA_HISTORY
 from serve_bench.stats._server_view import IMPRECISE, ServerView
 from serve_bench.stats._slo import Slo
+from serve_bench.stats._target import TF_SERVING_METRICS_PATH, InvalidTarget, Target, TargetUrl, parse_target
 
 __all__ = [
     "BEST_BATCHING_FILE",
@@ -79,6 +80,7 @@ __all__ = [
     "SCHEMA_HISTORY",
     "SCHEMA_VERSION",
     "STREAM_MODE",
+    "TF_SERVING_METRICS_PATH",
     "TUNE_ANSWER_FILE",
     "TUNE_ANSWER_SCHEMA_VERSION",
     "BaselineGain",
@@ -91,6 +93,7 @@ __all__ = [
     "Figures",
     "InputSource",
     "Interval",
+    "InvalidTarget",
     "KnobRow",
     "Latency",
     "LoadInfo",
@@ -107,6 +110,7 @@ __all__ = [
     "Stability",
     "StreamFigures",
     "Target",
+    "TargetUrl",
     "Throughput",
     "TuneAnswer",
     "Window",
@@ -121,6 +125,7 @@ __all__ = [
     "independent_ratio",
     "merge",
     "new_histogram",
+    "parse_target",
     "point_key",
     "ratio",
     "ratio_text",

@@ -15,6 +15,7 @@ from serve_bench.stats._energy import EnergyView
 from serve_bench.stats._figures import ClientView, Codec, Counts, Figures, Latency, Stability, Throughput
 from serve_bench.stats._inputs import InputSource, StreamFigures
 from serve_bench.stats._server_view import ServerView
+from serve_bench.stats._target import Target
 
 __all__ = [
     "LOAD_MODES",
@@ -24,9 +25,7 @@ __all__ = [
     "LoadInfo",
     "Point",
     "PointId",
-    "Target",
     "point_key",
-    "protocol_of",
 ]
 
 SCHEMA_VERSION = 5  # history and migrations: _schema.py
@@ -35,50 +34,6 @@ SCHEMA_VERSION = 5  # history and migrations: _schema.py
 PAYLOAD_KINDS = ("float", "jpeg")  # float32 pixels (serving_default) | encoded image bytes (serving_bytes)
 STREAM_MODE = "stream"  # the video pipeline: at most N batches in flight, each sent as its frames arrive
 LOAD_MODES = ("closed", "open", "locust", STREAM_MODE)
-
-
-def protocol_of(url: str) -> str:
-    """``grpc`` / ``rest`` for TF Serving's API, ``v2-grpc`` / ``v2-rest`` for the Open Inference
-    Protocol (``v2+grpc://``, ``v2+http(s)://``), from the target URL's scheme."""
-    scheme = url.partition("://")[0].lower()
-    if scheme.startswith("v2+"):
-        return "v2-grpc" if scheme == "v2+grpc" else "v2-rest"
-    return "grpc" if scheme == "grpc" else "rest"
-
-
-@dataclass(frozen=True)
-class Target:
-    """A server to measure: a URL with a name and a device label.
-
-    In a spec ``server`` is the declared server kind (may be ""); in a point it is
-    the kind measured (``serve-bench-local`` is detected from the server itself).
-    ``metrics_url`` None means TF Serving's default for the URL; "" means none.
-    """
-
-    name: str
-    url: str
-    device: str = "cpu"
-    metrics_url: str | None = None
-    server: str = ""
-    pid: int | None = None  # a local server process whose CPU to sample
-    server_version: str = ""
-    protocol: str = ""  # grpc | rest | v2-grpc | v2-rest; "" derives it from the URL
-    price_per_hour: float | None = None  # what running this target costs per hour (None: no price given)
-    currency: str = ""  # the unit of price_per_hour (one per spec)
-    telemetry: tuple[str, ...] = ()  # Prometheus pages (dcgm-exporter, node exporter) with its energy counters
-    # the same server's v2 HTTP URL when ``url`` is its gRPC one: Triton's statistics API answers there
-    http_url: str = ""
-    # the software that runs the model: tensorflow | onnxruntime | openvino; "" not stated. A launched local
-    # server runs it (serve --runtime); for any other target it is what the spec declares
-    runtime: str = ""
-
-    def __post_init__(self) -> None:
-        if not self.protocol:
-            object.__setattr__(self, "protocol", protocol_of(self.url))
-
-    @property
-    def server_kind(self) -> str:
-        return self.server or "unknown"
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,6 @@ from serve_bench.sweep._measure import (
     measure_async,
     measure_plan,
     measure_point,
-    metrics_url_of,
     plan_point,
 )
 from serve_bench.sweep._outcome import open_point_run, point_failure
@@ -42,7 +41,6 @@ __all__ = [
     "measure_async",
     "measure_plan",
     "measure_point",
-    "metrics_url_of",
     "new_run_dir",
     "open_point_run",
     "parse_durations",

@@ -15,7 +15,6 @@ import datetime as _dt
 import os
 from dataclasses import replace
 from typing import Any
-from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -43,7 +42,7 @@ from serve_bench.load import (
     run_open_loop,
     signature_for_payload,
 )
-from serve_bench.metrics import TelemetrySession, default_metrics_url, read_server, read_settled, server_breakdown
+from serve_bench.metrics import TelemetrySession, read_server, read_settled, server_breakdown
 from serve_bench.stats import OK, LoadInfo, Point, RequestRecord, ServerView, Target
 
 __all__ = [
@@ -53,20 +52,12 @@ __all__ = [
     "measure_idle_power",
     "measure_plan",
     "measure_point",
-    "metrics_url_of",
     "open_telemetry",
     "plan_point",
     "request_cost",
 ]
 
-_LOOPBACK = ("localhost", "127.0.0.1", "::1")
 IDLE_S = 2.0  # idle power is measured over this long, once per target, before its first point
-
-
-def metrics_url_of(target: Target) -> str:
-    """The target's metrics endpoint: as given, or its server's default for its URL ("" means none;
-    ``metrics.default_metrics_url``: TF Serving's port + 1, Triton's 8002, MLServer's 8082)."""
-    return default_metrics_url(target.url) if target.metrics_url is None else target.metrics_url
 
 
 def _no_metrics_reason(target: Target) -> str:
@@ -98,7 +89,7 @@ def open_telemetry(target: Target) -> TelemetrySession | None:
     the local server's process CPU when its pid is known. Never both an endpoint and the
     local counters: a node exporter on this host reads the same RAPL counters (counted twice).
     """
-    local = urlsplit(target.url).hostname in _LOOPBACK
+    local = target.address.loopback
     if not (target.telemetry or local or target.pid):
         return None
     use_local = local and not target.telemetry
@@ -218,7 +209,7 @@ async def measure_point(
     image_size = image_size_of(client.signatures.get("serving_default"))
     prepared = client.prepare(_request_inputs(client, plan.payload, plan.batch_size, plan.seed, inputs))
     kind, version = server_kind(client, target.server)
-    metrics_url = metrics_url_of(target)
+    metrics_url = target.scrape_url
     entrypoint = _entrypoint(target)
     before, why = (
         (await read_server(metrics_url, plan.model, kind=kind, target_url=target.http_url or target.url))

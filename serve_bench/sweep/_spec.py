@@ -46,7 +46,7 @@ from serve_bench.errors import InvalidValue, UserError
 from serve_bench.export import RUNTIMES
 from serve_bench.load import PAYLOADS, PointSettings, check_load, check_settings, positive_int
 from serve_bench.metrics import check_endpoint
-from serve_bench.stats import PERCENTILE_NAMES, LoadInfo, Slo, Target
+from serve_bench.stats import PERCENTILE_NAMES, InvalidTarget, LoadInfo, Slo, Target, parse_target
 from serve_bench.sweep._launch import Launch, parse_launch, path_exists
 from serve_bench.sweep._toml import check_keys, checked, typed, typed_list
 
@@ -168,10 +168,6 @@ _TARGET = {
     "batching": dict,
     "runtime": str,  # tensorflow | onnxruntime | openvino: a launched server runs it; else a label
 }
-
-
-# TF Serving's API, and the Open Inference Protocol (KServe v2: Triton, MLServer)
-_URL_SCHEMES = ("grpc://", "http://", "https://", "v2+grpc://", "v2+http://", "v2+https://")
 
 
 def _duplicate_currency(text: str, source: str) -> None:
@@ -298,8 +294,11 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
             values["url"] = "grpc://127.0.0.1:0"  # replaced by the launched server's when it starts
         elif "protocol" in raw or "batching" in raw:
             raise UserError(f"{source}: {where}: protocol and batching are for launched targets (launch = ...)")
-        elif not values["url"].startswith(_URL_SCHEMES):
-            raise UserError(f"{source}: {where}.url {values['url']!r} must start with one of {', '.join(_URL_SCHEMES)}")
+        else:
+            try:
+                parse_target(values["url"])
+            except InvalidTarget as exc:
+                raise UserError(f"{source}: {where}.url: {exc}") from None
         if values["name"] in names:
             raise UserError(f"{source}: two targets are named {values['name']!r}")
         names.add(values["name"])
