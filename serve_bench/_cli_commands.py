@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as _dt
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -141,16 +140,11 @@ def sweep(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from serve_bench._progress import SweepProgress
-    from serve_bench.sweep import latest_run_dir, load_spec, new_run_dir, run_sweep
+    from serve_bench.stats import choose_run_dir
+    from serve_bench.sweep import load_spec, run_sweep
 
     spec = load_spec(args.spec)
-    run_dir = (
-        Path(args.run_dir)
-        if args.run_dir
-        else ((latest_run_dir(spec) or new_run_dir(spec)) if args.resume else new_run_dir(spec))
-    )
-    if run_dir.exists() and not run_dir.is_dir():
-        raise UserError(f"{run_dir} is not a directory; choose another --run-dir")
+    run_dir = choose_run_dir(args.run_dir, spec.out, spec.name, resume=args.resume)
     console = Console()
     console.print(f"sweep {spec.name}: results in {run_dir}")
     try:
@@ -275,7 +269,7 @@ def compare(args: argparse.Namespace) -> int:
 
 def import_locust(args: argparse.Namespace) -> int:
     from serve_bench.load import import_locust as read_locust
-    from serve_bench.stats import ResultsWriter, collect_run_metadata
+    from serve_bench.stats import ResultsWriter, choose_run_dir, collect_run_metadata
 
     points = read_locust(
         args.prefix,
@@ -287,7 +281,7 @@ def import_locust(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         payload=args.payload,
     )
-    out = Path(args.run_dir or f"results/locust-{_dt.datetime.now():%Y%m%d-%H%M%S}")
+    out = choose_run_dir(args.run_dir, "results", "locust")
     with ResultsWriter(out) as writer:
         for point in points:
             writer.append(point)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import math
+from pathlib import Path
 
 import pytest
 
@@ -163,3 +165,71 @@ def test_sweep_exits_1_when_points_measured_nothing_usable(tmp_path, capsys) -> 
     out = capsys.readouterr().out
     assert code == 1
     assert "1 points measured nothing usable" in out and "--resume" in out
+
+
+# --- one function names a run's directory (sweep, tune, pipeline, import-locust) ------------------------------
+
+
+class _Clock:
+    """Stands for the datetime module in stats._run_dir: its now() is 2026-01-02 03:04:05."""
+
+    class datetime:
+        @staticmethod
+        def now() -> dt.datetime:
+            return dt.datetime(2026, 1, 2, 3, 4, 5)
+
+
+@pytest.fixture
+def fixed_clock(monkeypatch: pytest.MonkeyPatch) -> str:
+    import serve_bench.stats._run_dir as run_dir
+
+    monkeypatch.setattr(run_dir, "_dt", _Clock)
+    return "20260102-030405"
+
+
+def test_sweep_tune_pipeline_and_import_locust_name_their_run_the_same_way(
+    fixed_clock: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each names a new run <root>/<name>-<time> through stats.choose_run_dir (a clock of its own would not
+    see this one stopped)."""
+    from serve_bench.stats import read_points
+    from serve_bench.sweep import new_run_dir, parse_spec
+    from serve_bench.tune import new_tune_dir, parse_tune_spec
+
+    spec = parse_spec(
+        f'name = "s"\nmodel = "m"\nbatch_sizes = [1]\nout = "{tmp_path}"\n[[targets]]\nname = "a"\nurl = "grpc://h:1"\n'
+    )
+    assert new_run_dir(spec) == tmp_path / f"s-{fixed_clock}"
+    tune = parse_tune_spec(
+        f'name = "t"\nmodel = "tiny"\nout = "{tmp_path}"\n[space]\nmax_batch_size = [4]\n[load]\nconcurrency = [4]\n'
+    )
+    assert new_tune_dir(tune) == tmp_path / f"t-{fixed_clock}"
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "locust_stats.csv").write_text(
+        "Type,Name,Request Count,Failure Count,Requests/s,Average Response Time,Max Response Time,"
+        "50%,90%,95%,99%,99.9%,100%\n"
+        "grpc,predict tiny b1,200,0,40.0,24.1,60,23,30,33,41,60,60\n"
+        ",Aggregated,200,0,40.0,24.1,60,23,30,33,41,60,60\n"
+    )
+    assert main(["import-locust", str(tmp_path / "locust")]) == 0, capsys.readouterr().err
+    assert len(read_points(tmp_path / "results" / f"locust-{fixed_clock}")) == 1
+
+
+def test_choose_run_dir_takes_the_asked_one_the_latest_when_resuming_or_a_new_one(
+    fixed_clock: str, tmp_path: Path
+) -> None:
+    from serve_bench.errors import UserError
+    from serve_bench.stats import choose_run_dir
+
+    assert choose_run_dir(None, tmp_path, "p") == tmp_path / f"p-{fixed_clock}"
+    assert choose_run_dir(None, tmp_path, "p", resume=True) == tmp_path / f"p-{fixed_clock}"  # none yet: new
+    assert choose_run_dir(str(tmp_path / "mine"), tmp_path, "p", resume=True) == tmp_path / "mine"
+    for stamp in ("20250101-000000", "20250102-000000"):
+        (tmp_path / f"p-{stamp}").mkdir()
+    (tmp_path / "p-20250101-000000" / "configs.jsonl").write_text("")
+    assert choose_run_dir(None, tmp_path, "p", resume=True) == tmp_path / "p-20250102-000000"
+    held = choose_run_dir(None, tmp_path, "p", resume=True, holding="configs.jsonl")
+    assert held == tmp_path / "p-20250101-000000"  # tune resumes a run that began a tune
+    (tmp_path / "file").write_text("")
+    with pytest.raises(UserError, match="is not a directory; choose another --run-dir"):
+        choose_run_dir(tmp_path / "file", tmp_path, "p")

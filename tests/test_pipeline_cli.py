@@ -322,6 +322,18 @@ def test_bad_videos(server, tmp_path):
             assert not run.exists()
 
 
+def test_without_run_dir_the_run_goes_where_every_command_puts_a_new_run(server, tmp_path, monkeypatch):
+    """results/pipeline-<time>, named by stats.choose_run_dir as sweep's, tune's and import-locust's are."""
+    import serve_bench.stats._run_dir as run_dir
+
+    monkeypatch.setattr(run_dir, "stamped_run_dir", lambda root, name: Path(root) / f"{name}-now")
+    monkeypatch.chdir(tmp_path)
+    clip = write_clip(tmp_path / "clip.mp4", frames=4, size=(64, 48))
+    argv = ["--url", server.grpc_url, "--model", "tiny", "--no-inprocess", "--batch-sizes", "2", "--max-in-flight", "1"]
+    assert pipeline([str(clip), *argv]) == 0
+    assert len(read_points(tmp_path / "results" / "pipeline-now")) == 1
+
+
 def test_unknown_model_is_a_user_error(server, tmp_path):
     clip = write_clip(tmp_path / "clip.mp4", frames=2, size=(64, 48))
     with pytest.raises(UserError, match="nope"):

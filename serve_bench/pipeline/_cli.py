@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as _dt
 import sys
 from pathlib import Path
 
@@ -94,14 +93,14 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
 def run_pipeline_command(args: argparse.Namespace) -> int:
     """Run `serve-bench pipeline`; UserError for bad input (the CLI prints it, exit 2)."""
     from serve_bench.media import probe_video
-    from serve_bench.stats import ResultsWriter, collect_run_metadata
+    from serve_bench.stats import ResultsWriter, choose_run_dir, collect_run_metadata
 
     config = config_from_args(args)
     probe_video(config.video)  # a missing or non-video file fails before a results directory is made
     out = Path(args.features) if args.features else None
     if out is not None and not out.parent.exists():
         raise UserError(f"--features {out}: directory {out.parent} does not exist")
-    run_dir = Path(args.run_dir or f"results/pipeline-{_dt.datetime.now():%Y%m%d-%H%M%S}")
+    run_dir = choose_run_dir(args.run_dir, "results", "pipeline")
     with ResultsWriter(run_dir) as writer:
         writer.write_run(collect_run_metadata(str(vars(args)), command="pipeline"))
         outcome = asyncio.run(

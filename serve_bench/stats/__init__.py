@@ -58,6 +58,7 @@ from serve_bench.stats._results import (
     read_points,
     read_run,
 )
+from serve_bench.stats._run_dir import RUN_STAMP, choose_run_dir, latest_stamped_run_dir, stamped_run_dir
 from serve_bench.stats._schema import RUN_SCHEMA_VERSION, SCHEMA_HISTORY
 from serve_bench.stats._server_view import IMPRECISE, ServerView
 from serve_bench.stats._slo import Slo
@@ -77,6 +78,7 @@ __all__ = [
     "POINTS_FILE",
     "RUN_FILE",
     "RUN_SCHEMA_VERSION",
+    "RUN_STAMP",
     "SCHEMA_HISTORY",
     "SCHEMA_VERSION",
     "STREAM_MODE",
@@ -114,6 +116,7 @@ __all__ = [
     "Throughput",
     "TuneAnswer",
     "Window",
+    "choose_run_dir",
     "collect_run_metadata",
     "config_hash",
     "cpu_model",
@@ -123,6 +126,7 @@ __all__ = [
     "gpu_names",
     "histogram_of",
     "independent_ratio",
+    "latest_stamped_run_dir",
     "merge",
     "new_histogram",
     "parse_target",
@@ -132,4 +136,5 @@ __all__ = [
     "read_points",
     "read_run",
     "read_tune_answer",
+    "stamped_run_dir",
 ]

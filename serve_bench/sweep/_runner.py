@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import datetime as _dt
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,7 +28,16 @@ from serve_bench.load import (
     signature_for_payload,
 )
 from serve_bench.metrics import TelemetrySession
-from serve_bench.stats import LoadInfo, Point, ResultsWriter, Target, collect_run_metadata, read_points
+from serve_bench.stats import (
+    LoadInfo,
+    Point,
+    ResultsWriter,
+    Target,
+    collect_run_metadata,
+    latest_stamped_run_dir,
+    read_points,
+    stamped_run_dir,
+)
 from serve_bench.sweep._launch import launched_targets
 from serve_bench.sweep._measure import check_bounds, measure_idle_power, measure_point, open_telemetry, request_cost
 from serve_bench.sweep._spec import SweepSpec
@@ -75,14 +83,12 @@ def plan_points(spec: SweepSpec) -> list[PointPlan]:
 
 
 def new_run_dir(spec: SweepSpec) -> Path:
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path(spec.out) / f"{spec.name}-{stamp}"
+    """A new run directory of the spec: ``<out>/<name>-<time>`` (stats.stamped_run_dir)."""
+    return stamped_run_dir(spec.out, spec.name)
 
 
 def latest_run_dir(spec: SweepSpec) -> Path | None:
-    root = Path(spec.out)
-    runs = sorted(root.glob(f"{spec.name}-*")) if root.is_dir() else []
-    return runs[-1] if runs else None
+    return latest_stamped_run_dir(spec.out, spec.name)
 
 
 def _model_facts(models_dir: Path | None, model: str) -> dict[str, Any] | None:

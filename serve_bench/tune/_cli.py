@@ -7,17 +7,17 @@ import asyncio
 import dataclasses
 from pathlib import Path
 
-from serve_bench.errors import UserError
 from serve_bench.stats import (
     BEST_BATCHING_FILE,
     BEST_MLSERVER_SERVER_SETTINGS_FILE,
     BEST_MLSERVER_SETTINGS_FILE,
     BEST_TRITON_CONFIG_FILE,
     TuneAnswer,
+    choose_run_dir,
 )
 from serve_bench.tune._config import TuneConfig
 from serve_bench.tune._restart import CommandRestarter, ComposeRestarter, LocalRestarter
-from serve_bench.tune._run import TuneEvent, latest_tune_dir, new_tune_dir, planned_configs, run_tune
+from serve_bench.tune._run import CONFIGS_FILE, TuneEvent, planned_configs, run_tune
 from serve_bench.tune._spec import METHODS, TuneSpec, load_tune_spec
 from serve_bench.tune._started import MLServerRestarter, TritonRestarter
 
@@ -140,7 +140,7 @@ def run_tune_command(args: argparse.Namespace) -> int:
     if args.input_data:
         spec = dataclasses.replace(spec, input_data=args.input_data)
     if args.dry_run:
-        work = Path(args.run_dir) if args.run_dir else new_tune_dir(spec)
+        work = choose_run_dir(args.run_dir, spec.out, spec.name)
         for config_id, command in restart_commands(spec, work):
             print(f"{config_id}: {command}")
         print(
@@ -149,14 +149,8 @@ def run_tune_command(args: argparse.Namespace) -> int:
             "nothing was run"
         )
         return 0
-    if args.run_dir:
-        run_dir = Path(args.run_dir)
-    elif args.resume:
-        run_dir = latest_tune_dir(spec) or new_tune_dir(spec)
-    else:
-        run_dir = new_tune_dir(spec)
-    if run_dir.exists() and not run_dir.is_dir():
-        raise UserError(f"{run_dir} is not a directory; choose another --run-dir")
+    # resuming: the newest run of the spec that began a tune
+    run_dir = choose_run_dir(args.run_dir, spec.out, spec.name, resume=args.resume, holding=CONFIGS_FILE)
     print(
         f"tune {spec.name}: {len(spec.configs)} configurations in the space, the {spec.method} search measures "
         f"about {planned_configs(spec)} (baselines included); results in {run_dir}",

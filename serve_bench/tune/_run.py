@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import datetime as _dt
 import json
 import time
 from collections.abc import Callable
@@ -35,7 +34,9 @@ from serve_bench.stats import (
     Score,
     TuneAnswer,
     collect_run_metadata,
+    latest_stamped_run_dir,
     read_points,
+    stamped_run_dir,
 )
 from serve_bench.sweep import measure_point
 from serve_bench.tune._answer import answer, config_id_of, score_config
@@ -86,13 +87,13 @@ class TuneOutcome:
 
 
 def new_tune_dir(spec: TuneSpec) -> Path:
-    return Path(spec.out) / f"{spec.name}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    """A new run directory of the spec: ``<out>/<name>-<time>`` (stats.stamped_run_dir)."""
+    return stamped_run_dir(spec.out, spec.name)
 
 
 def latest_tune_dir(spec: TuneSpec) -> Path | None:
-    root = Path(spec.out)
-    runs = sorted(p for p in root.glob(f"{spec.name}-*") if (p / CONFIGS_FILE).exists()) if root.is_dir() else []
-    return runs[-1] if runs else None
+    """The newest run of the spec that began a tune (holds configs.jsonl)."""
+    return latest_stamped_run_dir(spec.out, spec.name, holding=CONFIGS_FILE)
 
 
 def workload_levels(spec: TuneSpec) -> list[LoadInfo]:

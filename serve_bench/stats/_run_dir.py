@@ -1,0 +1,47 @@
+"""Where a run writes: results/<name>-<time>, named in one place for sweep, tune, pipeline and import-locust.
+
+``choose_run_dir`` is what a command calls: the directory the user gave (``--run-dir``), else, resuming,
+the newest run of that name, else a new one stamped with the time. It only names the directory;
+``ResultsWriter`` (or tune) makes it when the first thing is written, so a command refused before then
+leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+
+from serve_bench.errors import UserError
+
+__all__ = ["RUN_STAMP", "choose_run_dir", "latest_stamped_run_dir", "stamped_run_dir"]
+
+RUN_STAMP = "%Y%m%d-%H%M%S"  # a run's directory is <name>-<stamp>: sorted by name, the newest is last
+
+
+def stamped_run_dir(root: str | Path, name: str) -> Path:
+    """``root/<name>-<YYYYmmdd-HHMMSS>``: the directory of a run of ``name`` started now."""
+    return Path(root) / f"{name}-{_dt.datetime.now().strftime(RUN_STAMP)}"
+
+
+def latest_stamped_run_dir(root: str | Path, name: str, *, holding: str = "") -> Path | None:
+    """The newest ``root/<name>-*`` (only those holding the file ``holding``, when given), or None."""
+    folder = Path(root)
+    if not folder.is_dir():
+        return None
+    runs = sorted(p for p in folder.glob(f"{name}-*") if not holding or (p / holding).exists())
+    return runs[-1] if runs else None
+
+
+def choose_run_dir(
+    asked: str | Path | None, root: str | Path, name: str, *, resume: bool = False, holding: str = ""
+) -> Path:
+    """The directory a run of ``name`` writes to: ``asked`` when given; else, with ``resume``, the newest under
+    ``root`` (``latest_stamped_run_dir``) or a new one if there is none; else a new one (``stamped_run_dir``).
+    UserError (one line) when that path is there and is not a directory."""
+    if asked:
+        run_dir = Path(asked)
+    else:
+        run_dir = (resume and latest_stamped_run_dir(root, name, holding=holding)) or stamped_run_dir(root, name)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise UserError(f"{run_dir} is not a directory; choose another --run-dir")
+    return run_dir
