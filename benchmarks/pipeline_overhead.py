@@ -91,7 +91,7 @@ def main() -> None:
     parser.add_argument("--max-in-flight", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    from serve_bench.export import get_spec
+    from serve_bench.catalogue import get_spec
     from serve_bench.media import decode_video
 
     spec = get_spec(args.model)

@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from benchmarks.server_vs_inprocess import served
-from serve_bench.export import RUNTIMES, RuntimeSettings, converted_model_path, export_model, open_runner
+from serve_bench.export import converted_model_path, export_model
+from serve_bench.runtimes import RUNTIMES, RuntimeSettings, open_runner
 from serve_bench.servers import LocalServerProcess
 
 BATCHES = (1, 8)

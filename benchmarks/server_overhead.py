@@ -95,8 +95,9 @@ def _floor_child(args: argparse.Namespace) -> None:
 
 def _open_runner(args: argparse.Namespace) -> tuple[Any, tuple[int, ...]]:
     """The runner the server would run (the runtime's copy), or TensorFlow's SavedModel signature."""
-    from serve_bench.export import RuntimeSettings, converted_files, get_spec, list_versions, open_runner
-    from serve_bench.runtimes import JAX
+    from serve_bench.catalogue import get_spec
+    from serve_bench.export import converted_files, list_versions
+    from serve_bench.runtimes import JAX, RuntimeSettings, open_runner
 
     models_dir = Path(args.models_dir)
     # the jax copy may stand alone (no SavedModel beside it, as on the GPU host): its versions are its own
@@ -222,7 +223,7 @@ def _record_answers(server: Any, model: str, sizes: tuple[int, ...], folder: Pat
 
 
 def _image_size(model: str) -> tuple[int, int]:
-    from serve_bench.export import get_spec
+    from serve_bench.catalogue import get_spec
 
     height, width, _ = get_spec(model).input_shape
     return height, width
@@ -419,8 +420,8 @@ def _stub_child(args: argparse.Namespace, serve_args: list[str]) -> int:
     import numpy as np
 
     import serve_bench.server._runtime as runtime_module
+    from serve_bench.catalogue import get_spec
     from serve_bench.cli import main as cli_main
-    from serve_bench.export import get_spec
 
     features = get_spec(args.model).feature_size
     answers: dict[int, dict[str, np.ndarray]] = {}

@@ -26,13 +26,14 @@ def export(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from serve_bench import export as library
+    from serve_bench.catalogue import CATALOGUE, get_spec
 
     if args.list:
         Console().print(library.catalogue_table())
         return 0
     if not args.model:
-        raise UserError(f"name a model to export ({', '.join(library.CATALOGUE)}) or pass --list")
-    library.get_spec(args.model)  # fail on a bad name before TensorFlow starts
+        raise UserError(f"name a model to export ({', '.join(CATALOGUE)}) or pass --list")
+    get_spec(args.model)  # fail on a bad name before TensorFlow starts
     sizes = library.parse_batch_sizes(args.warmup_batch_sizes)
     runtimes = library.parse_runtimes(args.runtimes) if args.runtimes is not None else None
     asked = {part.strip() for part in (args.runtimes or "").split(",")}

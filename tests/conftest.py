@@ -21,10 +21,10 @@ def require(component: str, how: str) -> NoReturn:
 
 
 def require_runtime(runtime: str) -> None:
-    from serve_bench.export import RUNTIMES_EXTRA, missing_runtime
+    from serve_bench.runtimes import record
 
-    if missing_runtime(runtime):
-        require(runtime, f"{RUNTIMES_EXTRA} (make test installs it)")
+    if record(runtime).missing():
+        require(runtime, f"{record(runtime).extra} (make test installs it)")
 
 
 def _servers_env_or_skip() -> None:

@@ -464,7 +464,8 @@ def test_the_openvino_model_server_service(compose):
     assert json.loads(flags["plugin_config"]) == {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"}
     assert f"/v1/models/{flags['model_name']}" in " ".join(service["healthcheck"]["test"])
     assert "../exported_models:/models:ro" in service["volumes"]
-    from serve_bench.export import RuntimeSettings, converted_model_path
+    from serve_bench.export import converted_model_path
+    from serve_bench.runtimes import RuntimeSettings
 
     local = RuntimeSettings("openvino")
     assert (local.openvino_hint, local.openvino_precision) == ("LATENCY", "f32")

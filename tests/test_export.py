@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from serve_bench import export
+from serve_bench.catalogue import CATALOGUE, get_spec
 from serve_bench.cli import main
 
 
@@ -23,7 +24,7 @@ def _png(image: np.ndarray) -> bytes:
 @pytest.mark.parametrize("model_fixture, name", [("models_dir", "tiny"), ("inception_dir", "inception_v3")])
 def test_exported_model_loads_and_signatures_agree(request, tf, model_fixture, name):
     out: Path = request.getfixturevalue(model_fixture)
-    spec = export.get_spec(name)
+    spec = get_spec(name)
     version_dir = out / name / "1"
     assert (version_dir / "saved_model.pb").exists() and (version_dir / "variables").is_dir()
 
@@ -178,7 +179,7 @@ def test_missing_weights_file(tmp_path, capsys):
 
 
 def test_weights_file_round_trip(tmp_path, tf):
-    spec = export.get_spec("tiny")
+    spec = get_spec("tiny")
     model = spec.build(tf.keras, None)
     path = tmp_path / "tiny.weights.h5"
     model.save_weights(str(path))
@@ -199,14 +200,14 @@ def test_bad_warmup_batch_size(tmp_path, capsys, sizes):
 def test_imagenet_download_failure_suggests_random(tmp_path, capsys, monkeypatch):
     # No network in CI: make the failure immediate and deterministic rather than
     # depending on how this machine's resolver fails.
-    spec = export.get_spec("mobilenet_v2")
+    spec = get_spec("mobilenet_v2")
 
     def offline_build(keras, weights):
         if weights == "imagenet":
             raise OSError("URL fetch failure on https://storage.googleapis.com/...: [Errno -3] name resolution")
         return spec.build(keras, weights)
 
-    monkeypatch.setitem(export.CATALOGUE, "mobilenet_v2", spec.__class__(**{**spec.__dict__, "build": offline_build}))
+    monkeypatch.setitem(CATALOGUE, "mobilenet_v2", spec.__class__(**{**spec.__dict__, "build": offline_build}))
     assert main(["export", "mobilenet_v2", "--weights", "imagenet", "--models-dir", str(tmp_path)]) == 2
     err = _one_line_error(capsys)
     assert "ImageNet" in err and "random weights" in err and "(--weights)" in err

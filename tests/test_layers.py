@@ -31,18 +31,22 @@ ALLOWED: dict[str, set[str]] = {
     "client": {"codec", "stats"},
     "load": {"client", "stats", "media"},  # media: --input-data reads images and videos
     "metrics": {"client", "stats"},
+    # the models serve-bench knows (Keras definitions and preprocessing, no TensorFlow): what export writes, what
+    # a runtime builds where it runs without a SavedModel, and what the local server describes then
+    "catalogue": set(),
     # runtimes: each runtime's record (layout, packages, converter) that export writes copies for
-    "export": {"_tf", "runtimes"},
-    # export: the catalogue's model definitions a runtime builds, and the layout of versions (only inside
-    # functions: export imports the records at module level, so the catalogue's move out of export ends this)
-    "runtimes": {"export"},
+    "export": {"_tf", "runtimes", "catalogue"},
+    # catalogue: the model a runtime builds where it runs without a SavedModel (jax); runtimes sit below export
+    "runtimes": {"catalogue"},
     # export: the SavedModel layout and warm-up records it serves; runtimes: the record of what runs the model
-    "server": {"codec", "export", "_tf", "runtimes"},
+    "server": {"codec", "export", "_tf", "runtimes", "catalogue"},
     # export: the model's facts for run.json; servers: a target the spec asks serve-bench to start (launch = ...)
-    "sweep": {"load", "metrics", "client", "stats", "export", "servers"},
-    "tune": {"sweep", "load", "metrics", "client", "stats", "export", "servers"},
-    # one way to start, wait for and stop a server (local, Triton, MLServer); export: the model files it serves
-    "servers": {"export"},
+    # runtimes: the runtime a target names is checked against the runtimes' registry
+    "sweep": {"load", "metrics", "client", "stats", "export", "servers", "runtimes"},
+    "tune": {"sweep", "load", "metrics", "client", "stats", "export", "servers", "runtimes"},
+    # one way to start, wait for and stop a server (local, Triton, MLServer); export: the model files it serves;
+    # runtimes: which package a runtime needs in the servers' environment
+    "servers": {"export", "runtimes"},
     # the pipeline decodes videos (media) and runs the model in-process (_tf, lazily) for its comparison;
     # it measures through the one engine (load: the recorder, the analysis, the payloads) and reads
     # batch-size lists as export does (export)

@@ -205,7 +205,7 @@ def test_compare_reads_two_pipeline_runs(server, tmp_path):
 def test_in_process_on_another_runtime_runs_its_exported_copy(models_dir, tf):
     """--runtime onnxruntime|openvino: the in-process side runs that runtime's copy (bit for bit what the
     runtime gives, and not TensorFlow's numbers), so a served runtime is compared with itself."""
-    from serve_bench import export
+    from serve_bench import export, runtimes
     from serve_bench.pipeline._inprocess import InProcessModel
     from tests.conftest import require_runtime
 
@@ -214,7 +214,8 @@ def test_in_process_on_another_runtime_runs_its_exported_copy(models_dir, tf):
     for runtime in ("onnxruntime", "openvino"):  # the jax runtime needs a process of its own (Keras on JAX)
         require_runtime(runtime)
         path = export.converted_model_path(models_dir, runtime, "tiny", 1)
-        expected = export.open_runner(runtime, path, export.RuntimeSettings(runtime))({"images": frames})["features"]
+        runner = runtimes.open_runner(runtime, path, runtimes.RuntimeSettings(runtime))
+        expected = runner({"images": frames})["features"]
         got = InProcessModel(models_dir / "tiny" / "1", runtime).load().features(frames, 6)
         np.testing.assert_array_equal(got, expected)
         assert not np.array_equal(got, on_tensorflow), runtime

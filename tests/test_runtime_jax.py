@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from serve_bench import export
+from serve_bench.catalogue import get_spec
 from serve_bench.cli import main
 from serve_bench.client import InvalidArgument, connect
 from serve_bench.errors import UserError
@@ -256,7 +257,7 @@ def test_every_catalogue_models_jax_copy_answers_as_tensorflow(model, tf, tmp_pa
     result = export.export_model(model, weights="random", out=tmp_path, warmup_batch_sizes=(1,), runtimes=("jax",))
     (conversion,) = result.conversions
     assert conversion.ok, conversion.reason
-    spec = export.get_spec(model)
+    spec = get_spec(model)
     images = _images(2, seed=45, size=spec.height)
     expected = {"features": _tensorflow(tf, tmp_path, images, model)}
     got = {"features": features_in_child(conversion.path, images)}  # type: ignore[arg-type]

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from serve_bench import export
+from serve_bench import export, runtimes
 from serve_bench.cli import main
 from serve_bench.client import connect
 from serve_bench.runtimes import RECORDS
@@ -22,7 +22,7 @@ from tests.conftest import require_runtime
 
 # the converted runtimes that run in this process beside TensorFlow (the jax runtime needs Keras on JAX, a
 # process of its own: tests/test_runtime_jax.py)
-CONVERTED = tuple(r for r in export.CONVERTED_RUNTIMES if r not in RECORDS)
+CONVERTED = tuple(r for r in runtimes.CONVERTED_RUNTIMES if RECORDS[r].runner is not None)
 
 
 def _images(n: int, seed: int) -> np.ndarray:
@@ -67,7 +67,7 @@ def test_every_runtime_answers_as_tensorflow(models_dir, tf, runtime):
     images = _images(8, seed=31)
     signature = tf.saved_model.load(str(models_dir / "tiny" / "1")).signatures["serving_default"]
     expected = {"features": signature(images=tf.constant(images))["features"].numpy()}
-    runner = export.open_runner(runtime, path, export.RuntimeSettings(runtime))
+    runner = runtimes.open_runner(runtime, path, runtimes.RuntimeSettings(runtime))
     got = runner({"images": images})
     assert got["features"].shape == (8, 32) and got["features"].dtype == np.float32
     assert export.relative_difference(expected, got) <= tolerance
@@ -145,7 +145,7 @@ async def test_served_on_each_runtime_over_grpc_and_rest(models_dir, runtime):
     require_runtime(runtime)
     images = _images(3, seed=5)
     path = export.converted_model_path(models_dir, runtime, "tiny", 1)
-    in_process = export.open_runner(runtime, path, export.RuntimeSettings(runtime))({"images": images})["features"]
+    in_process = runtimes.open_runner(runtime, path, runtimes.RuntimeSettings(runtime))({"images": images})["features"]
     with LocalServerProcess(models_dir, "tiny", extra_flags=(f"--runtime={runtime}",)) as server:
         served = {}
         for url in (server.grpc_url, server.http_url):
@@ -350,7 +350,7 @@ def test_onnx_runtimes_thread_count_is_what_its_pool_really_holds(models_dir, as
     import onnxruntime  # noqa: F401  (its import starts nothing; counted before the session)
 
     before = _threads()
-    runner = export.open_runner("onnxruntime", path, export.RuntimeSettings("onnxruntime", intra_op_threads=asked))
+    runner = runtimes.open_runner("onnxruntime", path, runtimes.RuntimeSettings("onnxruntime", intra_op_threads=asked))
     started = _threads() - before
     stated = int(runner.in_effect["intra_op_threads"].split()[0])
     assert started == stated - 1, (runner.in_effect, started)  # the count stated is the pool ORT made

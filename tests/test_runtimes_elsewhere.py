@@ -19,13 +19,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from serve_bench import export
+from serve_bench import export, runtimes
 from serve_bench.client import connect
 from serve_bench.errors import UserError
 from serve_bench.runtimes import RECORDS
 from tests.conftest import _servers_env_or_skip, require_runtime
 
-CONVERTED = tuple(r for r in export.CONVERTED_RUNTIMES if r not in RECORDS)  # jax runs behind the local server only
+CONVERTED = tuple(r for r in runtimes.CONVERTED_RUNTIMES if RECORDS[r].runner is not None)  # jax: local server only
 
 
 def _tolerance(models_dir: Path) -> float:
@@ -65,7 +65,7 @@ async def test_triton_and_mlserver_serve_each_runtime_with_tensorflows_answers(
     if kind == "triton":
         files = {p.name for p in (server.repository / "tiny" / "1").iterdir()} - {"__pycache__"}
         expected = {"model.onnx"} if runtime == "onnxruntime" else {"model.xml", "model.bin"}
-        assert files == {"model.py", *expected}
+        assert files == {"model.py", "serve_bench_runners.py", *expected}
         assert (
             'key: "runtime" value: { string_value: "' + runtime + '" }'
             in (server.repository / "tiny" / "config.pbtxt").read_text()

@@ -9,18 +9,12 @@ from serve_bench.export._batching import (
     BatchingParams,
     batching_parameters_text,
 )
-from serve_bench.export._catalogue import CATALOGUE, ModelSpec, get_spec
 from serve_bench.export._config import models_config_text, write_models_config
 from serve_bench.export._convert import (
-    CONVERTED_RUNTIMES,
-    RUNTIMES,
-    RUNTIMES_EXTRA,
     Conversion,
     converted_files,
     converted_model_path,
     feature_tolerance,
-    installed_runtimes,
-    missing_runtime,
     parse_runtimes,
     relative_difference,
 )
@@ -52,20 +46,13 @@ from serve_bench.export._repos import (
     write_mlserver_model,
     write_triton_model,
 )
-from serve_bench.export._runners import OPENVINO_HINTS, OPENVINO_PRECISIONS, Runner, RuntimeSettings, open_runner
 from serve_bench.export._warmup import read_warmup_records, warmup_requests
 
 __all__ = [
     "BATCHING_FIELDS",
-    "CATALOGUE",
-    "CONVERTED_RUNTIMES",
     "DEFAULT_WARMUP_BATCH_SIZES",
     "METADATA_FILE",
     "MLSERVER_RUNTIME",
-    "OPENVINO_HINTS",
-    "OPENVINO_PRECISIONS",
-    "RUNTIMES",
-    "RUNTIMES_EXTRA",
     "WARMUP_FILE",
     "BatchingParametersError",
     "BatchingParams",
@@ -73,9 +60,6 @@ __all__ = [
     "ExportResult",
     "MLServerBatching",
     "ModelFacts",
-    "ModelSpec",
-    "Runner",
-    "RuntimeSettings",
     "TritonBatching",
     "batching_parameters_text",
     "catalogue_table",
@@ -85,16 +69,12 @@ __all__ = [
     "export_model",
     "export_without_tensorflow",
     "feature_tolerance",
-    "get_spec",
-    "installed_runtimes",
     "latest_metadata",
     "list_models",
     "list_versions",
-    "missing_runtime",
     "mlserver_settings",
     "model_facts",
     "models_config_text",
-    "open_runner",
     "parse_batch_sizes",
     "parse_runtimes",
     "read_metadata",

@@ -1,22 +1,14 @@
-"""The same SavedModel for other runtimes: ONNX (ONNX Runtime) and OpenVINO IR, checked equal.
+"""The same SavedModel for other runtimes: each runtime's copy, converted and checked equal.
 
-    exported_models/onnx/<model>/<version>/model.onnx            (Triton's onnxruntime backend layout)
-    exported_models/onnx/<model>/<version>/conversion.json
-    exported_models/openvino/<model>/<version>/model.xml, .bin   (OpenVINO Model Server's layout)
-    exported_models/openvino/<model>/<version>/conversion.json
+    exported_models/<directory>/<model>/<version>/<model file>   (the runtime's record says which)
+    exported_models/<directory>/<model>/<version>/conversion.json
 
-Both are converted from the exported SavedModel's ``serving_default`` signature (float pixels
-in, features out, the preprocessing inside), so they carry the same input and output names.
-``serving_bytes`` is not converted: JPEG decoding is a TensorFlow op that neither format
-carries, so that payload is served by TensorFlow only. Converters, tried on the catalogue with
-TensorFlow 2.21 (see benchmarks/README.md, "Runtimes"):
-
-* ONNX: tf2onnx 1.17 (``convert.from_function`` on the signature; Keras 3's own
-  ``export(format="onnx")`` calls the same function, on the Keras model without preprocessing);
-* OpenVINO: ``openvino.convert_model`` on the loaded signature. Given the SavedModel's
-  directory instead it fails on MobileNetV2 and InceptionV3 ("VarHandleOp ... Cannot find
-  requested variable"); the IR is saved with ``compress_to_fp16=False`` (its default halves the
-  weights, which moved InceptionV3's features by 5e-4 of their range).
+Each copy is converted from the exported SavedModel's ``serving_default`` signature (float pixels
+in, features out, the preprocessing inside) by the runtime's own converter (its record, in
+``serve_bench.runtimes``), so it carries the same input and output names. ``serving_bytes`` is not
+converted: JPEG decoding is a TensorFlow op that no other format carries, so that payload is served
+by TensorFlow only. Converters tried on the catalogue with TensorFlow 2.21: benchmarks/README.md,
+"Runtimes".
 
 Each conversion is checked before it is kept: the converted model and TensorFlow answer the
 same seeded images, and the largest difference must stay within ``feature_tolerance`` (float32
@@ -27,7 +19,6 @@ error, and removed.
 from __future__ import annotations
 
 import importlib.metadata
-import importlib.util
 import json
 import math
 import os
@@ -44,39 +35,22 @@ import numpy as np
 
 from serve_bench.errors import InvalidValue, UserError, first_line
 from serve_bench.export._layout import discard_staging, read_metadata
-from serve_bench.runtimes import RECORDS, record
+from serve_bench.runtimes import CONVERTED_RUNTIMES, RUNTIMES, record
 
 __all__ = [
     "CONVERSION_FILE",
-    "CONVERTED_RUNTIMES",
-    "RUNTIMES",
-    "RUNTIMES_EXTRA",
     "Conversion",
     "convert_saved_model",
     "converted_files",
     "converted_model_path",
     "feature_tolerance",
-    "installed_runtimes",
-    "missing_runtime",
     "parse_runtimes",
     "relative_difference",
     "require_runtimes",
     "summation_profile",
 ]
 
-# the runtimes that keep their facts here, then those with a record of their own (serve_bench.runtimes)
-RUNTIMES = ("tensorflow", "onnxruntime", "openvino", *RECORDS)
-CONVERTED_RUNTIMES = RUNTIMES[1:]
-RUNTIMES_EXTRA = "pip install 'serve-bench[runtimes]'"
-ONNX_OPSET = 17  # within what Triton 2.51's ONNX Runtime (1.19) and ONNX Runtime 1.31 both run
 CONVERSION_FILE = "conversion.json"
-# repository directory, model file, the packages each runtime needs (to convert and to run)
-_LAYOUT = {
-    "onnxruntime": ("onnx", "model.onnx"),
-    "openvino": ("openvino", "model.xml"),
-    **{r.name: (r.directory, r.model_file) for r in RECORDS.values()},
-}
-_PACKAGES = {"onnxruntime": ("tf2onnx", "onnx", "onnxruntime"), "openvino": ("openvino",)}
 # the unit roundoff of float32: every sum of products is exact to within this, relative, per term
 FLOAT32_ROUNDOFF = 2.0**-24
 # rounding errors of many terms of either sign add up like a random walk; the largest of a few
@@ -111,25 +85,9 @@ def parse_runtimes(text: str) -> tuple[str, ...]:
     return ("tensorflow", *(name for name in CONVERTED_RUNTIMES if name in names))
 
 
-def missing_runtime(runtime: str) -> str | None:
-    """One line naming what to install when ``runtime``'s packages are not here, else None."""
-    kept = record(runtime)
-    if kept is not None:
-        return kept.missing()
-    absent = [package for package in _PACKAGES.get(runtime, ()) if importlib.util.find_spec(package) is None]
-    if not absent:
-        return None
-    return f"{runtime} needs {', '.join(absent)}, which is not installed: {RUNTIMES_EXTRA}"
-
-
-def installed_runtimes() -> tuple[str, ...]:
-    return tuple(runtime for runtime in RUNTIMES if missing_runtime(runtime) is None)
-
-
 def converted_model_path(models_dir: Path, runtime: str, model: str, version: int) -> Path:
     """Where ``runtime``'s copy of ``model`` ``version`` lives under ``models_dir``."""
-    directory, filename = _LAYOUT[runtime]
-    return models_dir / directory / model / str(version) / filename
+    return record(runtime).copy_files(models_dir, model, version)[0]
 
 
 def converted_files(models_dir: Path, runtime: str, model: str, version: int) -> list[Path]:
@@ -138,8 +96,7 @@ def converted_files(models_dir: Path, runtime: str, model: str, version: int) ->
     with the weights that version was exported with."""
     if runtime not in CONVERTED_RUNTIMES:
         raise InvalidValue("runtime", runtime, " | ".join(CONVERTED_RUNTIMES))
-    path = converted_model_path(models_dir, runtime, model, version)
-    files = [path, path.with_suffix(".bin")] if runtime == "openvino" else [path]
+    files = record(runtime).copy_files(models_dir, model, version)
     absent = next((f for f in files if not f.is_file()), None)
     if absent is not None:
         weights = (read_metadata(models_dir / model / str(version)) or {}).get("weights")
@@ -201,34 +158,6 @@ def _version(package: str) -> str:
         return "?"
 
 
-def _to_onnx(tf: Any, signature: Any, destination: Path) -> str:
-    import tf2onnx
-
-    specs = signature.structured_input_signature[1]
-    input_signature = [tf.TensorSpec(spec.shape, spec.dtype, name=name) for name, spec in sorted(specs.items())]
-    names = [name for name, _ in sorted(specs.items())]
-
-    def forward(*tensors: Any) -> Any:
-        return signature(**dict(zip(names, tensors)))
-
-    tf2onnx.convert.from_function(
-        tf.function(forward), input_signature=input_signature, opset=ONNX_OPSET, output_path=str(destination)
-    )
-    return f"tf2onnx {_version('tf2onnx')} (opset {ONNX_OPSET})"
-
-
-def _to_openvino(tf: Any, signature: Any, destination: Path) -> str:
-    import openvino
-
-    model = openvino.convert_model(signature)
-    openvino.save_model(model, str(destination), compress_to_fp16=False)
-    return f"openvino.convert_model {_version('openvino')} (float32 weights)"
-
-
-_CONVERTERS: dict[str, Callable[[Any, Any, Path], str]] = {"onnxruntime": _to_onnx, "openvino": _to_openvino}
-_CONVERTER_NAMES = {"onnxruntime": "tf2onnx", "openvino": "openvino.convert_model"}
-
-
 def _check_images(signature: Any) -> dict[str, np.ndarray]:
     specs = signature.structured_input_signature[1]
     rng = np.random.default_rng(20)
@@ -282,13 +211,13 @@ def convert_saved_model(
     staging = Path(tempfile.mkdtemp(prefix=f"{version}-", dir=staging_root))
     started = time.perf_counter()
     kept = record(runtime)
-    converter = kept.converter if kept is not None else _CONVERTER_NAMES[runtime]
+    converter = kept.converter
     try:
         try:
-            if kept is not None and kept.write is not None:
+            if kept.write is not None:
                 kept.write(keras_model, model, staging, str(saved_model))
-            else:
-                converter = _CONVERTERS[runtime](tf, signature, staging / destination.name)
+            elif kept.convert is not None:
+                converter = kept.convert(tf, signature, staging / destination.name)
         except Exception as exc:  # each converter raises its own kinds; the reason is what matters
             reason = _reason(exc)
             return Conversion(runtime, None, converter, time.perf_counter() - started, reason=reason)
@@ -297,7 +226,7 @@ def convert_saved_model(
         expected = {name: tensor.numpy() for name, tensor in signature(**images).items()}
         try:
             copy = staging / destination.name
-            answered = kept.answer(copy, images) if kept is not None and kept.answer else run(runtime, copy, images)
+            answered = kept.answer(copy, images) if kept.answer else run(runtime, copy, images)
             error = relative_difference(expected, answered)
         except Exception as exc:  # converted, but it does not load or run in the runtime, or names other outputs
             reason = f"the converted model does not run in {runtime}: {_reason(exc)}"
@@ -315,7 +244,7 @@ def convert_saved_model(
             )
         conversion = Conversion(runtime, destination, converter, seconds, error, tolerance)
         facts = {**asdict(conversion), "path": str(destination), "source": str(saved_model)}
-        facts["runtime_version"] = _version((kept.packages if kept is not None else _PACKAGES[runtime])[-1])
+        facts["runtime_version"] = _version(kept.packages[-1])
         written = staging / CONVERSION_FILE  # a copy may keep its own facts there (the jax runtime's model)
         earlier = json.loads(written.read_text()) if written.is_file() else {}
         written.write_text(json.dumps({**earlier, **facts}, indent=2) + "\n")
@@ -326,8 +255,9 @@ def convert_saved_model(
 
 
 def require_runtimes(runtimes: tuple[str, ...]) -> None:
-    """UserError naming the extra when a runtime asked for by name is not installed."""
+    """UserError naming the extra when a runtime asked for by name is not installed (TensorFlow, the source,
+    is export's own need: it says so when it is imported)."""
     for runtime in runtimes:
-        line = missing_runtime(runtime)
+        line = record(runtime).missing() if runtime in CONVERTED_RUNTIMES else None
         if line:
             raise UserError(line, parameter="runtimes")

@@ -16,22 +16,25 @@ from pathlib import Path
 from typing import Any
 
 from serve_bench._tf import import_tensorflow
+from serve_bench.catalogue import ModelSpec, get_spec
 from serve_bench.errors import InvalidValue, UserError
-from serve_bench.export._catalogue import ModelSpec, get_spec
 from serve_bench.export._config import write_models_config
 from serve_bench.export._convert import (
-    CONVERTED_RUNTIMES,
-    RUNTIMES,
     Conversion,
     convert_saved_model,
     converted_model_path,
     feature_tolerance,
-    missing_runtime,
     require_runtimes,
     summation_profile,
 )
 from serve_bench.export._layout import METADATA_FILE, WARMUP_FILE, discard_staging, list_versions
-from serve_bench.runtimes import record, write_random_copy
+from serve_bench.runtimes import (
+    CONVERTED_RUNTIMES,
+    RuntimeSettings,
+    check_runtime,
+    open_runner,
+    record,
+)
 
 __all__ = [
     "ExportResult",
@@ -206,13 +209,18 @@ def export_without_tensorflow(
     """What a host without TensorFlow can export: for each runtime that builds the catalogue model itself
     (the jax runtime), a copy with random weights; UserError naming the extra for anything else."""
     get_spec(name)
-    others = [r for r in runtimes if r != "tensorflow" and not getattr(record(r), "standalone", False)]
-    if others or weights != "random" or not [r for r in runtimes if r != "tensorflow"]:
+    copies = [record(r) for r in runtimes if record(r).converted]
+    if any(kept.write_random is None for kept in copies) or weights != "random" or not copies:
         import_tensorflow()  # the one-line error naming the extra
     if version is not None and version <= 0:
         raise InvalidValue("version", version, "a whole number >= 1")
     _check_writable(Path(out))
-    return [write_random_copy(Path(out), name, version) for r in runtimes if r != "tensorflow"]
+    written = []
+    for kept in copies:
+        if kept.write_random is not None:
+            existing = list_versions(converted_model_path(Path(out), kept.name, name, 1).parent.parent)
+            written.append(kept.write_random(Path(out), name, version or ((existing[-1] + 1) if existing else 1)))
+    return written
 
 
 def tensorflow_installed() -> bool:
@@ -248,8 +256,7 @@ def export_model(
     spec = get_spec(name)
     if runtimes is not None:
         for runtime in runtimes:
-            if runtime not in RUNTIMES:
-                raise InvalidValue("runtimes", runtime, ", ".join(RUNTIMES))
+            check_runtime(runtime, name="runtimes")
         require_runtimes(runtimes)
     if version is not None and version <= 0:
         raise InvalidValue("version", version, "a whole number >= 1")
@@ -336,8 +343,7 @@ def export_model(
 
 
 def _by_default(runtime: str) -> bool:
-    kept = record(runtime)
-    return kept is None or kept.converted_by_default
+    return record(runtime).converted_by_default
 
 
 def _convert(
@@ -350,8 +356,6 @@ def _convert(
     runtimes: tuple[str, ...] | None,
     keras_model: Any,
 ) -> tuple[tuple[Conversion, ...], tuple[str, ...]]:
-    from serve_bench.export._runners import RuntimeSettings, open_runner
-
     def run(runtime: str, path: Path, inputs: dict[str, Any]) -> dict[str, Any]:
         return open_runner(runtime, path, RuntimeSettings(runtime)).__call__(inputs)
 
@@ -360,8 +364,8 @@ def _convert(
     defaults = [r for r in CONVERTED_RUNTIMES if _by_default(r)]
     wanted = [r for r in CONVERTED_RUNTIMES if (r in runtimes if runtimes is not None else r in defaults)]
     if runtimes is None:
-        wanted = [r for r in wanted if not missing_runtime(r)]
-    notices = [f"not converted for {missing_runtime(r)}" for r in defaults if runtimes is None and r not in wanted]
+        wanted = [r for r in wanted if not record(r).missing()]
+    notices = [f"not converted for {record(r).missing()}" for r in defaults if runtimes is None and r not in wanted]
     if not wanted:
         return (), tuple(notices)
     loaded = tf.saved_model.load(str(saved_model))  # loaded once for every runtime; held: the signature needs it

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from serve_bench.export._catalogue import CATALOGUE
+from serve_bench.catalogue import CATALOGUE
 from serve_bench.export._convert import Conversion
 from serve_bench.export._export import ExportResult, model_facts
 from serve_bench.runtimes import record
@@ -68,12 +68,8 @@ def _conversion_line(conversion: Conversion) -> str:
     error = f"{conversion.max_error:.1g}" if conversion.max_error is not None else "?"
     tolerance = f"{conversion.tolerance:.1g}" if conversion.tolerance is not None else "?"
     # a runtime that serves without TensorFlow (jax) does not serve serving_bytes at all
-    kept = record(conversion.runtime)
-    bytes_note = (
-        "serving_bytes is TensorFlow's alone"
-        if kept is not None and kept.standalone
-        else ("serving_bytes stays on TensorFlow")
-    )
+    standalone = record(conversion.runtime).standalone
+    bytes_note = "serving_bytes is TensorFlow's alone" if standalone else "serving_bytes stays on TensorFlow"
     return (
         f"  {conversion.runtime}: {conversion.path} ({conversion.converter}, {conversion.seconds:.1f} s; "
         f"features within {error} of TensorFlow's, float32 allows {tolerance}; {bytes_note})"

@@ -1,11 +1,17 @@
 """Model repositories for the servers nobody here wrote: Triton's and MLServer's own file formats.
 
     exported_models/triton/<model>/config.pbtxt
-    exported_models/triton/<model>/<version>/model.py          (runtimes/triton_model.py)
+    exported_models/triton/<model>/<version>/model.py          (adapters/triton_model.py)
+    exported_models/triton/<model>/<version>/serve_bench_runners.py   (serve_bench/runtimes/_runners.py)
     exported_models/triton/<model>/<version>/model.savedmodel/ (the SavedModel, hard-linked)
-    .../<version>/model.onnx or model.xml + model.bin            (runtime onnxruntime / openvino instead)
+    .../<version>/model.onnx or model.xml + model.bin            (another runtime's copy instead)
     exported_models/mlserver/<model>/model-settings.json
-    exported_models/mlserver/<model>/serve_bench_runtime.py    (runtimes/mlserver_runtime.py)
+    exported_models/mlserver/<model>/serve_bench_runtime.py    (adapters/mlserver_runtime.py)
+    exported_models/mlserver/<model>/serve_bench_runners.py    (serve_bench/runtimes/_runners.py)
+
+The servers run in an environment of their own (their containers, ``.venv-servers``) that has
+no serve-bench: a repository carries the runners' one file beside its adapter, as a container
+mounting ``exported_models/`` needs.
 
 ``model.savedmodel`` is the name Triton's TensorFlow backend expects too, so the same
 version directory serves from the Python backend (what runs here) or the TF backend
@@ -25,11 +31,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from serve_bench.catalogue import get_spec
 from serve_bench.errors import InvalidValue, UserError
-from serve_bench.export._catalogue import get_spec
-from serve_bench.export._convert import RUNTIMES, converted_files
+from serve_bench.export._convert import converted_files
 from serve_bench.export._layout import list_versions, read_metadata
-from serve_bench.runtimes import record
+from serve_bench.runtimes import RUNNERS_FILE, RuntimeRecord, record_in_servers
 
 __all__ = [
     "MLSERVER_RUNTIME",
@@ -41,7 +47,8 @@ __all__ = [
     "write_triton_model",
 ]
 
-_RUNTIMES = Path(__file__).resolve().parent / "runtimes"
+_ADAPTERS = Path(__file__).resolve().parent / "adapters"
+_RUNNERS_AS = "serve_bench_runners.py"  # the name the adapters import the runners by
 MLSERVER_RUNTIME = "serve_bench_runtime.TFSavedModelRuntime"
 
 
@@ -170,17 +177,18 @@ def triton_config_text(
     return "\n".join(lines) + "\n"
 
 
-def _converted_files(models_dir: Path, runtime: str, model: str, version: int) -> list[Path]:
-    """What a repository links beside the SavedModel: nothing for TensorFlow, else ``runtime``'s copy
-    (``export --runtimes``; one line saying how when absent)."""
-    if runtime not in RUNTIMES:
-        raise InvalidValue("runtime", runtime, " | ".join(RUNTIMES))
-    if record(runtime) is not None:
-        raise UserError(
-            f"the {runtime} runtime runs behind the local server only (serve --runtime {runtime}); "
-            "Triton's and MLServer's models here run tensorflow, onnxruntime or openvino"
-        )
-    return [] if runtime == "tensorflow" else converted_files(models_dir, runtime, model, version)
+def _converted_files(models_dir: Path, runtime: str, model: str, version: int) -> tuple[RuntimeRecord, list[Path]]:
+    """``runtime``'s record, and what a repository links beside the SavedModel: nothing for TensorFlow, else
+    ``runtime``'s copy (``export --runtimes``; one line saying how when absent)."""
+    kept = record_in_servers(runtime)
+    return kept, (converted_files(models_dir, runtime, model, version) if kept.converted else [])
+
+
+def _runner_names(kept: RuntimeRecord) -> dict[str, str]:
+    """What an adapter reads to make ``kept``'s runner (nothing for TensorFlow, the adapters' default)."""
+    if not kept.converted or kept.runner is None:
+        return {}
+    return {"runtime": kept.name, "runner": kept.runner.__name__}
 
 
 def _link_tree(source: Path, destination: Path) -> None:
@@ -211,20 +219,21 @@ def write_triton_model(
     """Write ``<repository>/<model>/`` for Triton from the exported model; return that directory.
 
     ``runtime`` picks what the Python backend runs: the SavedModel (TensorFlow) or the copy
-    ``export --runtimes`` converted for ONNX Runtime or OpenVINO (UserError when there is none).
+    ``export --runtimes`` converted for another runtime with a runner there (UserError when there is none).
     ``symlink`` points at the export instead of linking its files (the launcher's throw-away
     repositories); ``parameters`` become ``config.pbtxt`` parameters (``EXECUTION_ENV_PATH``
     for the Python backend's environment, ``intra_op_threads``).
     """
     facts = _facts(Path(models_dir), model, version)
-    converted = _converted_files(Path(models_dir), runtime, model, facts.version)
+    kept, converted = _converted_files(Path(models_dir), runtime, model, facts.version)
     batching = batching or TritonBatching()
     model_dir = Path(repository) / model
     if model_dir.exists():
         shutil.rmtree(model_dir)
     version_dir = model_dir / str(facts.version)
     version_dir.mkdir(parents=True)
-    shutil.copy2(_RUNTIMES / "triton_model.py", version_dir / "model.py")
+    shutil.copy2(_ADAPTERS / "triton_model.py", version_dir / "model.py")
+    shutil.copy2(RUNNERS_FILE, version_dir / _RUNNERS_AS)
     for source in converted:
         destination = version_dir / source.name
         if symlink:
@@ -236,7 +245,7 @@ def write_triton_model(
     elif not converted:
         _link_tree(facts.path, version_dir / "model.savedmodel")
     if converted:
-        parameters = {**(parameters or {}), "runtime": runtime}
+        parameters = {**(parameters or {}), **_runner_names(kept), "model_file": kept.model_file}
     text = triton_config_text(model, facts.input_shape, facts.feature_size, batching, parameters)
     (model_dir / "config.pbtxt").write_text(text)
     return model_dir
@@ -275,21 +284,22 @@ def write_mlserver_model(
     The settings point at the SavedModel by a path relative to the folder (MLServer resolves
     it so, ``mlserver/utils.py`` ``get_model_uri``), which holds inside a container that
     mounts the whole ``exported_models/``; ``absolute_uri`` for repositories written elsewhere.
-    ``runtime`` onnxruntime or openvino runs the copy ``export --runtimes`` converted (named
-    in ``extra.converted`` the same way); the SavedModel's signature still describes the model.
+    Another ``runtime`` runs the copy ``export --runtimes`` converted (named in ``extra.converted``
+    the same way, its runner in ``extra.runner``); the SavedModel's signature still describes the model.
     """
     facts = _facts(Path(models_dir), model, version)
-    converted = _converted_files(Path(models_dir), runtime, model, facts.version)
+    kept, converted = _converted_files(Path(models_dir), runtime, model, facts.version)
     model_dir = Path(repository) / model
     model_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copy2(_RUNTIMES / "mlserver_runtime.py", model_dir / "serve_bench_runtime.py")
+    shutil.copy2(_ADAPTERS / "mlserver_runtime.py", model_dir / "serve_bench_runtime.py")
+    shutil.copy2(RUNNERS_FILE, model_dir / _RUNNERS_AS)
 
     def where(path: Path) -> str:
         return str(path.resolve()) if absolute_uri else os.path.relpath(path.resolve(), model_dir.resolve())
 
     uri = where(facts.path)
     if converted:
-        extra = {**(extra or {}), "runtime": runtime, "converted": where(converted[0])}
+        extra = {**(extra or {}), **_runner_names(kept), "converted": where(converted[0])}
     settings = mlserver_settings(model, facts.version, uri, batching or MLServerBatching(), extra)
     (model_dir / "model-settings.json").write_text(json.dumps(settings, indent=2) + "\n")
     return model_dir

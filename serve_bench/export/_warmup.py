@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from serve_bench import _protos
-from serve_bench.export._catalogue import ModelSpec
+from serve_bench.catalogue import ModelSpec
 
 __all__ = ["read_warmup_records", "warmup_requests", "write_warmup_records"]
 

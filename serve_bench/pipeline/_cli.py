@@ -10,10 +10,11 @@ from pathlib import Path
 import numpy as np
 
 from serve_bench.errors import UserError
-from serve_bench.export import RUNTIMES, parse_batch_sizes
+from serve_bench.export import parse_batch_sizes
 from serve_bench.load import PAYLOADS
 from serve_bench.pipeline._inprocess import RUNTIME_NAMES
 from serve_bench.pipeline._run import PipelineConfig, PipelineOutcome, run_pipeline
+from serve_bench.runtimes import RUNTIMES
 
 __all__ = ["add_pipeline_arguments", "config_from_args", "print_summary", "run_pipeline_command"]
 

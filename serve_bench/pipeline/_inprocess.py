@@ -1,7 +1,7 @@
 """The model in process on the same frames: no server, no network, no encoding.
 
-TensorFlow runs the SavedModel; ONNX Runtime or OpenVINO run the copy ``serve-bench export``
-converted for them (``--runtime``), so a served runtime is compared with itself. The runtime
+TensorFlow runs the SavedModel; another runtime runs the copy ``serve-bench export`` converted
+for it (``--runtime``), so a served runtime is compared with itself. The runtime
 is imported only when this runs, and only if it is installed.
 """
 
@@ -16,16 +16,11 @@ from typing import Any
 import numpy as np
 
 from serve_bench.export import tensorflow_installed
-from serve_bench.runtimes import RECORDS
+from serve_bench.runtimes import RECORDS, record
 
 __all__ = ["RUNTIME_NAMES", "InProcessModel", "find_saved_model", "tensorflow_installed"]
 
-RUNTIME_NAMES = {
-    "tensorflow": "TensorFlow",
-    "onnxruntime": "ONNX Runtime",
-    "openvino": "OpenVINO",
-    **{kept.name: kept.display for kept in RECORDS.values()},
-}
+RUNTIME_NAMES = {kept.name: kept.display for kept in RECORDS.values()}
 
 
 def find_saved_model(models_dir: Path, model: str) -> Path | None:
@@ -52,7 +47,7 @@ class InProcessModel:
         return dict(getattr(self._loaded, "in_effect", {}))
 
     def load(self) -> InProcessModel:
-        if self.runtime != "tensorflow":
+        if record(self.runtime).converted:
             return self._load_converted()
         from serve_bench._tf import import_tensorflow
 
@@ -71,7 +66,8 @@ class InProcessModel:
         return self
 
     def _load_converted(self) -> InProcessModel:
-        from serve_bench.export import RuntimeSettings, converted_files, open_runner
+        from serve_bench.export import converted_files
+        from serve_bench.runtimes import RuntimeSettings, open_runner
 
         version = int(self.path.name)
         converted, *_ = converted_files(self.path.parent.parent, self.runtime, self.path.parent.name, version)

@@ -12,7 +12,6 @@ import numpy as np
 
 from serve_bench.client import Client, ServeBenchError, connect, server_kind
 from serve_bench.errors import InvalidValue, UserError, first_line
-from serve_bench.export import missing_runtime
 from serve_bench.load import (
     PAYLOADS,
     Declared,
@@ -27,6 +26,7 @@ from serve_bench.pipeline._inprocess import RUNTIME_NAMES, InProcessModel, find_
 from serve_bench.pipeline._points import stream_point
 from serve_bench.pipeline._stream import StreamRun, run_stream
 from serve_bench.pipeline._verdict import batching_answer, limit_of
+from serve_bench.runtimes import missing_runtime
 from serve_bench.stats import InputSource, LoadInfo, Point, Target
 
 __all__ = ["PipelineConfig", "PipelineOutcome", "check_stream_bounds", "run_pipeline", "video_features"]

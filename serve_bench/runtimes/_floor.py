@@ -125,26 +125,35 @@ def measure_floor(
     return lines
 
 
+def _batch_sizes(text: str) -> tuple[int, ...]:
+    """``--batch-sizes 1,8,32``: positive whole numbers (the floor is measured below export, with no catalogue)."""
+    try:
+        sizes = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        sizes = ()
+    if not sizes or min(sizes) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: positive whole numbers separated by commas, e.g. 1,8,32")
+    return sizes
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m serve_bench.runtimes._floor", description=__doc__)
     parser.add_argument("copy", type=Path, help="the runtime's copy (exported_models/jax/<model>/<v>/conversion.json)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--precision", default="fp32")
-    parser.add_argument("--batch-sizes", default="1,8,32")
+    parser.add_argument("--batch-sizes", type=_batch_sizes, default=(1, 8, 32))
     parser.add_argument("--min-seconds", type=float, default=1.0)
     parser.add_argument("--min-calls", type=int, default=5)
     parser.add_argument("--beyond", type=int, default=0, help="doublings past the last size while throughput grows")
     parser.add_argument("--growth", type=float, default=0.03)
     parser.add_argument("--max-seconds", type=float, default=None, help="start no size past this (compiling too)")
     args = parser.parse_args(argv)
-    from serve_bench.export import parse_batch_sizes
-
     try:
         measure_floor(
             args.copy,
             args.device,
             args.precision,
-            parse_batch_sizes(args.batch_sizes, "batch_sizes"),
+            args.batch_sizes,
             min_seconds=args.min_seconds,
             min_calls=args.min_calls,
             beyond=args.beyond,

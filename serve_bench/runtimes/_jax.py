@@ -35,12 +35,15 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from serve_bench.errors import UserError, first_line
 from serve_bench.runtimes._record import RuntimeRecord
+
+if TYPE_CHECKING:  # the registry's RuntimeSettings validates against the records: no import at run time
+    from serve_bench.runtimes._settings import Runner, RuntimeSettings
 
 log = logging.getLogger("serve_bench.runtimes")
 
@@ -53,6 +56,7 @@ __all__ = [
     "write_random_copy",
 ]
 
+DIRECTORY = "jax"  # its copies: exported_models/jax/<model>/<version>/
 WEIGHTS_FILE = "model.weights.npz"
 RANDOM_SEED = 1234  # numpy's seed for the random weights of a copy without a weights file
 # XLA's precision for float32 dots and convolutions (jax.default_matmul_precision), by --precision:
@@ -124,7 +128,7 @@ class JaxRunner:
             model_name = str(facts["model"])
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise UserError(f"{copy} is not a jax copy's conversion.json ({first_line(exc)})") from None
-        from serve_bench.export import get_spec
+        from serve_bench.catalogue import get_spec
 
         # only the platform asked for: probing the others costs seconds (a TPU probe waits on a cloud metadata
         # server), and a CPU measurement on a GPU host must leave the GPU alone
@@ -269,17 +273,13 @@ def write_copy(keras_model: Any, model: str, directory: Path, source: str) -> Pa
     return conversion
 
 
-def write_random_copy(models_dir: Path, model: str, version: int | None = None) -> Path:
-    """A jax copy with no weights file, for a host without TensorFlow (weights over what can travel):
-    the runner builds ``model`` with random weights (timing does not depend on weight values)."""
-    from serve_bench.export import get_spec, list_versions
+def write_random_copy(models_dir: Path, model: str, version: int) -> Path:
+    """A jax copy of ``model`` ``version`` with no weights file, for a host without TensorFlow (weights over what
+    can travel): the runner builds ``model`` with random weights (timing does not depend on weight values)."""
+    from serve_bench.catalogue import get_spec
 
     get_spec(model)
-    base = models_dir / JAX.directory / model
-    if version is None:
-        existing = list_versions(base)
-        version = (existing[-1] + 1) if existing else 1
-    directory = base / str(version)
+    directory = models_dir / DIRECTORY / model / str(version)
     directory.mkdir(parents=True, exist_ok=True)
     conversion = directory / JAX.model_file
     record = {
@@ -318,10 +318,14 @@ def _answer(copy: Path, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {"features": features_in_child(copy, inputs["images"])}
 
 
+def _open(copy: Path, settings: RuntimeSettings) -> Runner:
+    return JaxRunner(copy, settings.device, settings.precision)
+
+
 JAX = RuntimeRecord(
     name="jax",
     display="Keras on JAX (XLA)",
-    directory="jax",
+    directory=DIRECTORY,
     model_file="conversion.json",
     packages=("keras", "jax"),
     extra="pip install 'serve-bench[jax]'",
@@ -333,4 +337,6 @@ JAX = RuntimeRecord(
     converted_by_default=False,  # its check needs a child process with Keras on JAX: asked for by name only
     write=lambda keras_model, model, directory, source: write_copy(keras_model, model, directory, source),
     answer=_answer,
+    write_random=lambda models_dir, model, version: write_random_copy(models_dir, model, version),
+    open=_open,  # behind the local server only: no runner for Triton's and MLServer's models
 )

@@ -3,12 +3,12 @@
 A runtime is what executes the model's ``serving_default`` behind the local server, in process,
 and (where its package runs there) inside Triton's and MLServer's models. A record holds its
 names, its copy's layout under ``exported_models/``, the packages and the pip extra it needs,
-what it accepts for the device and the precision, and how it behaves as a server runtime
-(whether it compiles one program per batch shape, whether it can serve without the SavedModel).
-The runner and converter live beside the record, in the runtime's own module.
-
-TensorFlow, ONNX Runtime and OpenVINO still keep their facts in ``export/_convert.py`` and
-``export/_runners.py``; new runtimes start here.
+its converter, how the local server opens its runner and which runner Triton's and MLServer's
+models make, what it accepts for the device and the precision, and how it behaves as a server
+runtime (whether it compiles one program per batch shape, whether it can serve without the
+SavedModel). The record lives in the runtime's own module, beside its converter; the runners
+that also run inside Triton and MLServer are in ``_runners.py``, the one file those servers'
+model repositories carry.
 """
 
 from __future__ import annotations
@@ -17,11 +17,14 @@ import importlib.util
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from serve_bench.errors import InvalidValue, UserError
+
+if TYPE_CHECKING:  # RuntimeSettings validates against the records: no import at run time
+    from serve_bench.runtimes._settings import Runner, RuntimeSettings
 
 __all__ = ["RuntimeRecord"]
 
@@ -30,11 +33,14 @@ __all__ = ["RuntimeRecord"]
 class RuntimeRecord:
     name: str  # as flags and results spell it
     display: str  # as a report prints it
-    directory: str  # its copies: exported_models/<directory>/<model>/<version>/
+    # its copies: exported_models/<directory>/<model>/<version>/; None: it runs the SavedModel export writes
+    directory: str | None
     model_file: str  # the file in that directory the runner loads
-    packages: tuple[str, ...]  # modules that must import for it to run
+    packages: tuple[str, ...]  # modules that must import for it to convert and run (the one that runs it last)
     extra: str  # the pip command that installs them
     converter: str  # what makes its copy from an export
+    companions: tuple[str, ...] = ()  # suffixes of files beside model_file that belong to it (OpenVINO's .bin)
+    short: str = ""  # its tag in tune's configuration ids ("" leaves it out)
     devices: tuple[str, ...] = ("cpu",)  # --device values it accepts, the default first
     precisions: tuple[str, ...] = ("fp32",)  # --precision values it accepts, the default first
     # it builds one program per input shape (XLA): warm-up compiles every batch size the server can form
@@ -43,10 +49,34 @@ class RuntimeRecord:
     standalone: bool = False
     # `serve-bench export` without --runtimes converts for it when it is installed
     converted_by_default: bool = True
+    # export on a host without TensorFlow (standalone runtimes): write a copy with random weights of
+    # (models directory, catalogue name, version), its model file's path
+    write_random: Callable[[Path, str, int], Path] | None = None
     # export: write the copy of (Keras model, catalogue name) into a directory, naming its source
     write: Callable[[Any, str, Path, str], Path] | None = None
+    # export: convert the loaded serving_default signature (TensorFlow module, signature) into a file; the
+    # converter as the copy's conversion.json names it (with its version)
+    convert: Callable[[Any, Any, Path], str] | None = None
     # export's check: the copy's outputs for {input name: images}, computed however the runtime must
+    # (None: in this process, with the runner ``open`` makes)
     answer: Callable[[Path, dict[str, np.ndarray]], dict[str, np.ndarray]] | None = None
+    # the local server and in-process runs: its runner on the copy's model file (None: TensorFlow, which the
+    # local server runs with TF Serving's semantics itself)
+    open: Callable[[Path, RuntimeSettings], Runner] | None = None
+    # the class of _runners.py that Triton's and MLServer's models make (None: it runs behind the local server only)
+    runner: type | None = None
+
+    @property
+    def converted(self) -> bool:
+        """It runs a copy export converts from the SavedModel (not the SavedModel itself)."""
+        return self.directory is not None
+
+    def copy_files(self, models_dir: Path, model: str, version: int) -> list[Path]:
+        """The files of ``model`` ``version``'s copy under ``models_dir``, the model file first."""
+        if self.directory is None:
+            raise UserError(f"the {self.name} runtime runs the SavedModel itself: it has no copy of its own")
+        path = models_dir / self.directory / model / str(version) / self.model_file
+        return [path, *(path.with_suffix(suffix) for suffix in self.companions)]
 
     def missing(self) -> str | None:
         """One line naming what to install when this runtime's packages are absent, else None."""

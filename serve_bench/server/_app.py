@@ -53,8 +53,8 @@ class LocalServer:
         self._runner: web.AppRunner | None = None
 
     def load(self) -> ModelRegistry:
-        # a runtime with a record of its own (jax) runs without TensorFlow: a GPU host may have none
-        tf = None if record(self.config.runtime.runtime) is not None else import_tensorflow()
+        # a standalone runtime (jax) runs without TensorFlow: a GPU host may have none
+        tf = None if record(self.config.runtime.runtime).standalone else import_tensorflow()
         if tf is not None and self.config.intra_op_threads:
             tf.config.threading.set_intra_op_parallelism_threads(self.config.intra_op_threads)
         if tf is not None and self.config.inter_op_threads:

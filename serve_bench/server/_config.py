@@ -12,16 +12,12 @@ from google.protobuf import text_format
 from serve_bench import _protos
 from serve_bench.errors import UserError
 from serve_bench.export import (
-    OPENVINO_HINTS,
-    OPENVINO_PRECISIONS,
-    RUNTIMES,
     BatchingParametersError,
     BatchingParams,
-    RuntimeSettings,
     parse_batch_sizes,
     read_metadata,
 )
-from serve_bench.runtimes import record
+from serve_bench.runtimes import OPENVINO, OPENVINO_HINTS, OPENVINO_PRECISIONS, RUNTIMES, RuntimeSettings, record
 
 __all__ = [
     "BatchingParametersError",
@@ -81,8 +77,7 @@ def compile_sizes(config: ServerConfig, servable: Any) -> tuple[int, ...]:
     --compile_batch_sizes; else the batcher's allowed_batch_sizes (it pads to them, as TF Serving does);
     else every size it can form, up to MAX_FORMED_SIZES (past that, powers of two and its largest);
     else the sizes of the export's warm-up records (what TF Serving replays at load), else 1."""
-    kept = record(config.runtime.runtime)
-    if kept is None or not kept.compiles_per_shape:
+    if not record(config.runtime.runtime).compiles_per_shape:
         return ()
     if config.compile_batch_sizes:
         return config.compile_batch_sizes
@@ -148,7 +143,7 @@ def _resolve_base_path(base_path: str, models_dir: Path, name: str, runtime: str
     if path.is_dir():
         return path
     kept = record(runtime)
-    if kept is not None and kept.standalone:
+    if kept.standalone and kept.directory is not None:
         # a host without TensorFlow has the runtime's own copy only: exported_models/<directory>/<model>
         for candidate in (path, models_dir.joinpath(*path.parts[2:]) if path.parts[:2] == ("/", "models") else path):
             if (candidate.parent / kept.directory / candidate.name).is_dir():
@@ -388,7 +383,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         raise UserError("metrics are served on the REST port: --monitoring_config_file needs --rest_api_port")
     ignored = tuple(name for name in _ACCEPTED_IGNORED if getattr(args, name) is not None)
     intra, inter = _parallelism(args)
-    if args.runtime != "openvino":
+    if args.runtime != OPENVINO.name:
         given = [f"--{name}" for name, default in _OPENVINO_DEFAULTS.items() if getattr(args, name) != default]
         if given:
             notices.append(
@@ -396,7 +391,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
                 "(add --runtime openvino to serve the OpenVINO copy)"
             )
     kept = record(args.runtime)
-    if kept is not None and kept.compiles_per_shape and batching is not None and not args.compile_batch_sizes:
+    if kept.compiles_per_shape and batching is not None and not args.compile_batch_sizes:
         if not batching.allowed_batch_sizes and batching.execution_batch_size > MAX_FORMED_SIZES:
             notices.append(
                 f"the {args.runtime} runtime compiles one program per batch size: without allowed_batch_sizes the "
@@ -404,7 +399,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
                 "(powers of two and the largest are) compile on first use, seconds inside a request; set "
                 "allowed_batch_sizes or --compile_batch_sizes"
             )
-    if kept is None and args.compile_batch_sizes:
+    if not kept.compiles_per_shape and args.compile_batch_sizes:
         notices.append(f"--compile_batch_sizes is for runtimes that compile per shape; {args.runtime} does not")
     return ServerConfig(
         models=tuple(entries),

@@ -15,15 +15,12 @@ from serve_bench.codec import DT_STRING, DTYPE_TO_NUMPY, NUMPY_TO_DTYPE, dtype_n
 from serve_bench.errors import UserError, first_line
 from serve_bench.export import (
     WARMUP_FILE,
-    Runner,
-    RuntimeSettings,
     converted_files,
     converted_model_path,
     list_versions,
-    open_runner,
     read_warmup_records,
 )
-from serve_bench.runtimes import record
+from serve_bench.runtimes import Runner, RuntimeSettings, open_runner, record
 from serve_bench.server._config import ModelEntry
 from serve_bench.server._errors import CODE_NAMES, ServingError, invalid, not_found
 
@@ -182,7 +179,7 @@ class Servable:
         self._tf = tf
         self.runtime = runtime or RuntimeSettings()
         kept = record(self.runtime.runtime)
-        standalone = kept is not None and kept.standalone and not (path / "saved_model.pb").is_file()
+        standalone = kept.standalone and not (path / "saved_model.pb").is_file()
         self.signature_defs = _catalogue_signature_defs(path.parent.name) if standalone else _read_signature_defs(path)
         self.warmup_replayed = 0
         self.signatures: dict[str, Signature] = {}
@@ -205,7 +202,7 @@ class Servable:
                 function=loaded_signatures.get(key),
                 feed_names={alias: info.name for alias, info in sig_def.inputs.items()},
             )
-        if self.runtime.runtime != "tensorflow":
+        if kept.open is not None:  # TensorFlow is run by this server itself, every signature
             self._open_runner(self.runtime)
 
     def _open_runner(self, runtime: RuntimeSettings) -> None:
@@ -330,7 +327,7 @@ def _spec(alias: str, info: Any) -> TensorSpec:
 def _catalogue_signature_defs(model: str) -> dict[str, Any]:
     """serving_default as export writes it for catalogue ``model`` (images float32 [-1, H, W, 3] -> features
     float32 [-1, D]), for a standalone runtime's version that has no SavedModel beside it."""
-    from serve_bench.export import get_spec
+    from serve_bench.catalogue import get_spec
 
     try:
         spec = get_spec(model)
@@ -377,7 +374,7 @@ class Model:
         versions = list_versions(entry.base_path)
         kept = record((runtime or RuntimeSettings()).runtime)
         base_path = entry.base_path
-        if not versions and kept is not None and kept.standalone:
+        if not versions and kept.standalone:
             # no SavedModel here (a host without TensorFlow): the versions of the runtime's own copy
             copies = converted_model_path(entry.base_path.parent, kept.name, entry.base_path.name, 1).parent.parent
             versions = list_versions(copies)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from serve_bench.errors import UserError
+from serve_bench.runtimes import record_in_servers
 
 __all__ = ["ENV_VARIABLE", "ServersEnv", "require_runtime_package", "servers_env"]
 
@@ -58,9 +59,10 @@ class ServersEnv:
 
 
 def require_runtime_package(env: ServersEnv, runtime: str) -> None:
-    """A model in the servers' environment on ``runtime`` needs its package there: one line saying how."""
-    package = {"onnxruntime": "onnxruntime", "openvino": "openvino"}.get(runtime)
-    if package and not (env.site_packages / package).is_dir():
+    """A model in the servers' environment on ``runtime`` needs a runner there and the package that runs it
+    (the last its record names): one line saying how."""
+    package = record_in_servers(runtime).packages[-1]
+    if not (env.site_packages / package).is_dir():
         raise UserError(f"{env.root} has no {package} for runtime {runtime}; {_INSTALL}")
 
 

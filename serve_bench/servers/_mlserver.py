@@ -5,8 +5,8 @@
 
 ``mlserver start <folder>`` reads ``settings.json`` (server-wide: host, ports) and each
 model's ``model-settings.json`` from the folder (``mlserver/cli/serve.py``
-``load_settings``); the model runs serve-bench's runtime (``export/runtimes/mlserver_runtime.py``)
-with TensorFlow (or ONNX Runtime or OpenVINO, ``runtime``) from the servers' environment.
+``load_settings``); the model runs serve-bench's adapter (``export/adapters/mlserver_runtime.py``)
+with the runner of its ``runtime`` (``runtimes/_runners.py``), in the servers' environment.
 """
 
 from __future__ import annotations

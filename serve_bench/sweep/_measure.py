@@ -20,7 +20,6 @@ import numpy as np
 
 from serve_bench.client import Client, connect, server_kind, server_runtime
 from serve_bench.errors import InvalidValue
-from serve_bench.export import RUNTIMES
 from serve_bench.load import (
     ArrivalSchedule,
     Declared,
@@ -43,6 +42,7 @@ from serve_bench.load import (
     signature_for_payload,
 )
 from serve_bench.metrics import TelemetrySession, read_server, read_settled, server_breakdown
+from serve_bench.runtimes import RUNTIMES
 from serve_bench.stats import OK, LoadInfo, Point, RequestRecord, ServerView, Target
 
 __all__ = [

@@ -43,9 +43,9 @@ from pathlib import Path
 from typing import Any
 
 from serve_bench.errors import InvalidValue, UserError
-from serve_bench.export import RUNTIMES
 from serve_bench.load import PAYLOADS, PointSettings, check_load, check_settings, positive_int
 from serve_bench.metrics import check_endpoint
+from serve_bench.runtimes import RUNTIMES
 from serve_bench.stats import PERCENTILE_NAMES, InvalidTarget, LoadInfo, Slo, Target, parse_target
 from serve_bench.sweep._launch import Launch, parse_launch, path_exists
 from serve_bench.sweep._toml import check_keys, checked, typed, typed_list

@@ -14,7 +14,8 @@ from dataclasses import Field, dataclass, fields, replace
 from typing import Any, ClassVar, Protocol
 
 from serve_bench.errors import UserError
-from serve_bench.export import RUNTIMES, BatchingParams, batching_parameters_text
+from serve_bench.export import BatchingParams, batching_parameters_text
+from serve_bench.runtimes import RECORDS, check_runtime
 
 __all__ = [
     "BATCHING_KNOBS",
@@ -24,7 +25,6 @@ __all__ = [
     "RUNTIME_SHORT",
     "ServerConfig",
     "TuneConfig",
-    "check_runtime",
     "config_of",
 ]
 
@@ -40,12 +40,7 @@ BATCHING_KNOBS = (
 FLAG_KNOBS = ("tensorflow_intra_op_parallelism", "tensorflow_inter_op_parallelism")
 # what runs the model (the local server's --runtime; Triton's and MLServer's Python models likewise)
 KNOBS = ("batching", *BATCHING_KNOBS, *FLAG_KNOBS, "runtime")
-RUNTIME_SHORT = {"tensorflow": "", "onnxruntime": "ort", "openvino": "ov"}
-
-
-def check_runtime(runtime: str, where: str) -> None:
-    if runtime not in RUNTIMES:
-        raise UserError(f"{where}: runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
+RUNTIME_SHORT = {r.name: r.short for r in RECORDS.values()}  # a runtime's tag in a configuration's id
 
 
 class ServerConfig(Protocol):

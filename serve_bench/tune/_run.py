@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from serve_bench.client import Client, ServeBenchError, connect
-from serve_bench.export import RUNTIMES
 from serve_bench.load import InputSet, PointPlan, image_size_of, load_input_data, signature_for_payload
+from serve_bench.runtimes import RUNTIMES
 from serve_bench.stats import (
     BEST_MLSERVER_SERVER_SETTINGS_FILE,
     TUNE_ANSWER_FILE,

@@ -78,8 +78,9 @@ from pathlib import Path
 from typing import Any
 
 from serve_bench.errors import InvalidValue, UserError, say_renamed
-from serve_bench.export import converted_files, list_versions, missing_runtime
+from serve_bench.export import converted_files, list_versions
 from serve_bench.load import ARRIVALS, PAYLOADS, PointSettings, check_batch_size, check_load
+from serve_bench.runtimes import record
 from serve_bench.servers import require_runtime_package, servers_env
 from serve_bench.stats import LoadInfo, Slo
 from serve_bench.sweep import check_keys as _check_keys
@@ -337,17 +338,18 @@ def _check_runtimes(runtimes: list[str], server: ServerSpec, payload: str, model
     if payload == "jpeg":
         raise UserError(f'{named}: the jpeg payload (serving_bytes) always runs on TensorFlow; use payload = "float"')
     for runtime in runtimes:
+        kept = record(runtime)
         if server.kind == "local":
-            line = missing_runtime(runtime)
+            line = kept.missing()
             if line:
                 raise UserError(f"{source}: space.runtime: {line}")
-        elif runtime != "tensorflow":  # Triton's and MLServer's models run in the servers' environment
+        else:  # Triton's and MLServer's models run in the servers' environment
             try:
                 require_runtime_package(servers_env(), runtime)
             except UserError as exc:
                 raise UserError(f"{source}: space.runtime {runtime!r}: {exc}") from None
         versions = list_versions(Path(server.models_dir) / model)
-        if versions and runtime != "tensorflow":
+        if versions and kept.converted:
             try:
                 converted_files(Path(server.models_dir), runtime, model, versions[-1])
             except UserError as exc:

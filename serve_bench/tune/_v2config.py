@@ -39,7 +39,8 @@ from typing import Any
 
 from serve_bench.errors import UserError
 from serve_bench.export import MLServerBatching, TritonBatching
-from serve_bench.tune._config import RUNTIME_SHORT, check_runtime
+from serve_bench.runtimes import check_runtime
+from serve_bench.tune._config import RUNTIME_SHORT
 
 __all__ = [
     "MLSERVER_KNOBS",

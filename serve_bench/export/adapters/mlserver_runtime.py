@@ -1,6 +1,7 @@
 """MLServer runtime: one signature of an exported SavedModel, behind the Open Inference Protocol.
 
-Copied by ``serve-bench export`` to ``mlserver/<model>/serve_bench_runtime.py``.
+Copied by ``serve-bench export`` to ``mlserver/<model>/serve_bench_runtime.py``, with serve-bench's
+runners beside it (``serve_bench_runners.py``: MLServer's environment has no serve-bench).
 
 Runs inside MLServer's own environment (mlserver 1.7.1, TensorFlow, numpy<2), never inside
 serve-bench's. A model folder holds ``model-settings.json``:
@@ -24,12 +25,14 @@ What it does that a bare ``NumpyCodec.decode_input`` runtime does not:
   mlserver/grpc/utils.py STATUS_CODE_MAPPING). Any other exception would reach the client as
   HTTP 500 / gRPC INTERNAL, which a benchmark cannot tell from a server crash.
 - versions: the served version (``parameters.version``) is listed in the metadata's ``versions``.
-- runtimes: ``extra.runtime`` onnxruntime or openvino runs the copy ``serve-bench export
-  --runtimes`` converted (``extra.converted``, resolved as MLServer resolves ``uri``); the
-  SavedModel's signature still gives the metadata and the checks. What runs is printed once
-  at load into MLServer's log.
+- runtimes: ``extra.runner`` names the runner of another runtime (``extra.runtime``), which
+  runs the copy ``serve-bench export --runtimes`` converted (``extra.converted``, resolved as
+  MLServer resolves ``uri``); the SavedModel's signature still gives the metadata and the
+  checks. What runs is printed once at load into MLServer's log.
 """
 
+import os
+import sys
 from typing import Any
 
 import numpy as np
@@ -39,6 +42,9 @@ from mlserver.codecs import NumpyCodec
 from mlserver.errors import InferenceError
 from mlserver.types import InferenceRequest, InferenceResponse, MetadataTensor
 from mlserver.utils import get_model_uri, to_absolute_path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # serve_bench_runners.py, copied beside this file
+import serve_bench_runners as runners
 
 # TensorFlow dtype -> Open Inference Protocol datatype (the ones a SavedModel signature may use)
 _DATATYPES = {
@@ -63,39 +69,6 @@ def _name(datatype: Any) -> str:
     return str(getattr(datatype, "value", datatype))
 
 
-def _onnxruntime(path: str, threads: int) -> tuple[Any, str]:
-    import onnxruntime
-
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.log_severity_level = 3  # errors only
-    session = onnxruntime.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-    names = [output.name for output in session.get_outputs()]
-
-    def run(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return dict(zip(names, session.run(names, feeds)))
-
-    return run, f"onnxruntime {onnxruntime.__version__} ({session.get_providers()[0]})"
-
-
-def _openvino(path: str, threads: int) -> tuple[Any, str]:
-    import openvino
-
-    # LATENCY: one stream, MLServer batches; f32: OpenVINO's own default on an AVX512-BF16 CPU is bf16
-    config: dict[str, Any] = {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32"}
-    if threads:
-        config["INFERENCE_NUM_THREADS"] = threads
-    compiled = openvino.Core().compile_model(path, "CPU", config)
-    request = compiled.create_infer_request()  # predict runs one batch at a time in its worker
-    names = [output.get_any_name() for output in compiled.outputs]
-
-    def run(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        results = request.infer(feeds)
-        return {name: np.array(results[name]) for name in names}  # copies: the request is reused
-
-    return run, f"openvino {openvino.get_version()}"
-
-
 def _metadata(name: str, spec: Any) -> MetadataTensor:
     shape = [-1 if d is None else int(d) for d in spec.shape.as_list()]
     return MetadataTensor(name=name, datatype=_DATATYPES[spec.dtype], shape=shape)
@@ -105,20 +78,15 @@ class TFSavedModelRuntime(MLModel):
     async def load(self) -> bool:
         extra: dict[str, Any] = (self.settings.parameters.extra or {}) if self.settings.parameters else {}
         threads = int(extra.get("intra_op_threads") or 0)
-        if threads:
-            tf.config.threading.set_intra_op_parallelism_threads(threads)
         path = await get_model_uri(self.settings)
-        self._signature = tf.saved_model.load(path).signatures[extra.get("signature") or "serving_default"]
-        runtime = extra.get("runtime") or "tensorflow"
-        if runtime == "tensorflow":
-            self._run = self._tensorflow
-            what = f"tensorflow {tf.__version__}"
-        elif runtime in ("onnxruntime", "openvino"):
-            opener = _onnxruntime if runtime == "onnxruntime" else _openvino
-            self._run, what = opener(to_absolute_path(self.settings, extra["converted"]), threads)
+        signature = extra.get("signature") or "serving_default"
+        source = runners.TensorFlowRunner(path, threads, tf=tf, signature=signature)
+        self._signature = source.signature  # describes and checks the model whichever runtime runs it
+        if extra.get("runner"):
+            self._run = getattr(runners, extra["runner"])(to_absolute_path(self.settings, extra["converted"]), threads)
         else:
-            raise ValueError(f"extra.runtime is {runtime!r}; it takes tensorflow, onnxruntime or openvino")
-        line = f"serve-bench: {self.name} version {self.version} runs on {what}"
+            self._run = source
+        line = f"serve-bench: {self.name} version {self.version} runs on {self._run.in_effect['runtime']}"
         print(f"{line}, intra_op_threads={threads or 'the runtime default'}", flush=True)
         specs = self._signature.structured_input_signature[1]
         self._specs = {name: _metadata(name, spec) for name, spec in specs.items()}
@@ -129,10 +97,6 @@ class TFSavedModelRuntime(MLModel):
             # list the version being served so clients can tell which one answers
             self.settings.versions = [self.version]
         return True
-
-    def _tensorflow(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        outputs = self._signature(**{k: tf.constant(v) for k, v in feeds.items()})
-        return {k: v.numpy() for k, v in outputs.items()}
 
     def _check(self, payload: InferenceRequest) -> dict[str, np.ndarray]:
         given = {i.name: i for i in payload.inputs}
