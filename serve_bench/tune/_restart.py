@@ -1,6 +1,6 @@
 """Restart the measured server with a configuration and wait until its model is AVAILABLE.
 
-Five ways, one interface (``Restarter``):
+Five ways, one interface (``Restarter``, _restarter.py):
 - ``LocalRestarter``: the local server as a subprocess (``python -m serve_bench serve``) on free ports;
 - ``ComposeRestarter``: ``docker compose ... up -d --force-recreate --no-deps SERVICE`` with an override
   file that mounts the configuration's batching_parameters.txt and sets the server's flags;
@@ -21,14 +21,15 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
 
 from serve_bench.client import ServeBenchError, connect
 from serve_bench.servers import LocalServerProcess, log_tail
 from serve_bench.stats import Target
 from serve_bench.sweep import launched_target
 from serve_bench.tune._config import ServerConfig, TuneConfig
+from serve_bench.tune._restarter import Restarter, StartFailed
 from serve_bench.tune._spec import ServerSpec
+from serve_bench.tune._started import MLServerRestarter, TritonRestarter
 
 __all__ = [
     "CommandRestarter",
@@ -39,15 +40,6 @@ __all__ = [
     "make_restarter",
     "wait_available",
 ]
-
-
-class StartFailed(Exception):
-    """The server did not come up with a configuration: why, and the last lines of its log."""
-
-    def __init__(self, why: str, log_tail: tuple[str, ...] = ()) -> None:
-        super().__init__(why)
-        self.why = why
-        self.log_tail = log_tail
 
 
 def _rest_state(status_url: str) -> str:
@@ -85,24 +77,6 @@ async def wait_available(
         await asyncio.sleep(0.25)
     last = f" (last state {state})" if state else " (it never answered)"
     raise StartFailed(f"model {model!r} did not become AVAILABLE within {timeout_s:g} s{last}")
-
-
-class Restarter(Protocol):
-    async def start(self, config: ServerConfig, batching_file: Path, log_path: Path) -> Target:
-        """Bring the server up with ``config``; return the target to measure once AVAILABLE (or raise StartFailed).
-
-        ``batching_file`` is the configuration's file in ``configs/<id>/``: TF Serving's, written by the
-        tune before the call; Triton's config.pbtxt and MLServer's model-settings.json, written by ``start``.
-        """
-        ...
-
-    async def stop(self) -> None:
-        """Stop what ``start`` started (a no-op where the next start replaces it)."""
-        ...
-
-    async def close(self) -> None:
-        """After the last configuration: leave the server as it was configured before the tune."""
-        ...
 
 
 class LocalRestarter:
@@ -314,8 +288,6 @@ def _tf_serving(config: ServerConfig) -> TuneConfig:
 
 
 def make_restarter(spec: ServerSpec, model: str, work_dir: Path) -> Restarter:
-    from serve_bench.tune._started import MLServerRestarter, TritonRestarter  # they import StartFailed from here
-
     kinds: dict[str, Callable[[ServerSpec, str, Path], Restarter]] = {
         "local": LocalRestarter,
         "compose": ComposeRestarter,

@@ -1,5 +1,5 @@
-"""Restart real Triton and MLServer per configuration (``serve_bench.servers`` starts them; _restart.py
-has the ``Restarter`` interface and TF Serving's ways).
+"""Restart real Triton and MLServer per configuration (``serve_bench.servers`` starts them; _restarter.py
+has the ``Restarter`` interface, _restart.py TF Serving's ways).
 
 Each configuration gets a fresh process whose model repository lives in ``configs/<id>/server/``. The
 configuration's file -- config.pbtxt, or model-settings.json and MLServer's settings.json -- is written
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from serve_bench.stats import Target
 from serve_bench.sweep import launched_target
 from serve_bench.tune._config import ServerConfig
-from serve_bench.tune._restart import StartFailed
+from serve_bench.tune._restarter import StartFailed
 from serve_bench.tune._spec import ServerSpec
 from serve_bench.tune._v2config import MLServerConfig, TritonConfig
 
