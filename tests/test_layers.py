@@ -1,11 +1,11 @@
-"""The layout DESIGN.md draws, checked on the source: no import cycle, dependencies one way.
+"""The layout docs/architecture.md draws, checked on the source: no import cycle, dependencies one way.
 
-DESIGN.md: cli -> tune -> sweep -> {load, metrics} -> client -> stats; cli -> pipeline -> client;
-cli -> report -> stats (report never imports load, client or server); the server shares only the
-public tensor codec with the client; only client/ and server/ import gRPC or aiohttp; only export/
-and server/ import TensorFlow. Every import counts, including those inside functions (a lazy
-import is still a dependency), except that cycles are looked for among module-level imports
-(the only ones Python runs while a module is being imported).
+docs/architecture.md ("Who may import whom"): cli -> tune -> sweep -> {load, metrics} -> client -> stats;
+cli -> pipeline -> client; cli -> report -> stats (report never imports load, client or server); the server
+shares only the public tensor codec with the client; only client/ and server/ import gRPC or aiohttp; only
+export/ and server/ import TensorFlow. Every import counts, including those inside functions (a lazy import is
+still a dependency, and a cycle through one is still a cycle: two modules that need each other), except those
+under ``if TYPE_CHECKING:``, which never run and do not make a cycle.
 """
 
 from __future__ import annotations
@@ -79,27 +79,33 @@ def _module(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imports(tree: ast.AST, *, top_level_only: bool) -> Iterator[str]:
-    """Absolute names imported (``from a.b import c`` yields a.b and a.b.c)."""
-    nodes = ast.iter_child_nodes(tree) if top_level_only else ast.walk(tree)
-    for node in nodes:
-        if top_level_only and isinstance(node, ast.If):  # `if TYPE_CHECKING:` imports run no code
-            continue
-        if top_level_only and isinstance(node, ast.Try):
-            yield from (n for child in node.body for n in _imports(ast.Module([child], []), top_level_only=True))
-            continue
+def _type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(tree: ast.AST, *, type_checking: bool = True) -> Iterator[str]:
+    """Absolute names imported anywhere, inside functions too (``from a.b import c`` yields a.b and a.b.c);
+    without ``type_checking``, none of those under ``if TYPE_CHECKING:``."""
+    for node in ast.iter_child_nodes(tree):
         if isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            yield node.module
-            yield from (f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.module and node.level == 0:
+                yield node.module
+                yield from (f"{node.module}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.If) and _type_checking(node.test) and not type_checking:
+            yield from _imports(ast.Module(node.orelse, []), type_checking=False)
+        else:
+            yield from _imports(node, type_checking=type_checking)
 
 
 def _sources() -> list[Path]:
     return sorted(PACKAGE.rglob("*.py"))
 
 
-def test_dependencies_point_the_way_design_md_draws() -> None:
+def test_dependencies_point_the_way_the_architecture_draws() -> None:
     wrong = []
     for path in _sources():
         source = _part(path)
@@ -107,7 +113,7 @@ def test_dependencies_point_the_way_design_md_draws() -> None:
             continue
         assert source in ALLOWED or source in _LEAVES, f"{source}: a new part of serve_bench; add it to ALLOWED"
         allowed = ALLOWED.get(source, set()) | _LEAVES | {source}
-        for name in _imports(ast.parse(path.read_text()), top_level_only=False):
+        for name in _imports(ast.parse(path.read_text())):
             if not name.startswith("serve_bench."):
                 continue
             target = name.split(".")[1]
@@ -123,7 +129,7 @@ def test_third_party_libraries_stay_in_their_rooms() -> None:
     wrong = []
     for path in _sources():
         source = _part(path)
-        for name in _imports(ast.parse(path.read_text()), top_level_only=False):
+        for name in _imports(ast.parse(path.read_text())):
             library = name.split(".")[0]
             if library in THIRD_PARTY and source not in THIRD_PARTY[library]:
                 wrong.append(f"{path.relative_to(PACKAGE.parent)} imports {library}")
@@ -135,7 +141,7 @@ def test_no_part_imports_another_parts_private_modules() -> None:
     wrong = []
     for path in _sources():
         source = _part(path)
-        for name in _imports(ast.parse(path.read_text()), top_level_only=False):
+        for name in _imports(ast.parse(path.read_text())):
             parts = name.split(".")
             if (
                 len(parts) >= 3
@@ -149,13 +155,17 @@ def test_no_part_imports_another_parts_private_modules() -> None:
 
 
 def _module_graph() -> dict[str, set[str]]:
-    modules = {_module(p): p for p in _sources()}
+    return _graph({_module(p): ast.parse(p.read_text()) for p in _sources()})
+
+
+def _graph(trees: dict[str, ast.AST]) -> dict[str, set[str]]:
+    """Which of ``trees``' modules each one imports, at any time (type-checking imports aside)."""
     graph: dict[str, set[str]] = {}
-    for module, path in modules.items():
+    for module, tree in trees.items():
         edges = set()
-        for name in _imports(ast.parse(path.read_text()), top_level_only=True):
+        for name in _imports(tree, type_checking=False):
             # the longest imported prefix that is a module of ours (`from pkg import name` -> pkg)
-            while name and name not in modules:
+            while name and name not in trees:
                 name = name.rpartition(".")[0]
             if name and name != module:
                 edges.add(name)
@@ -215,17 +225,42 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": set()}) == []
 
 
+def test_a_cycle_through_an_import_inside_a_function_is_a_cycle() -> None:
+    """Two modules that need each other, one of them only once a function runs, are found; an import that only
+    type-checking runs is no edge."""
+    lazy = {
+        "p.a": ast.parse("from p.b import g\n"),
+        "p.b": ast.parse("def g():\n    from p.a import f\n"),
+    }
+    assert _cycle_ignoring_package_parents(_graph(lazy)) == ["p.a", "p.b", "p.a"]
+    typed = {**lazy, "p.b": ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from p.a import f\n")}
+    assert _cycle_ignoring_package_parents(_graph(typed)) == []
+
+
 @pytest.mark.parametrize(
-    "code, expected",
+    "code, type_checking, expected",
     [
-        ("import serve_bench.client\n", ["serve_bench.client"]),
-        ("from serve_bench.stats import Point\n", ["serve_bench.stats", "serve_bench.stats.Point"]),
-        ("def f():\n    from serve_bench import load\n", []),  # lazy: not run at import time
+        ("import serve_bench.client\n", False, ["serve_bench.client"]),
+        ("from serve_bench.stats import Point\n", False, ["serve_bench.stats", "serve_bench.stats.Point"]),
+        ("def f():\n    from serve_bench import load\n", False, ["serve_bench", "serve_bench.load"]),
+        ("class C:\n    async def f(self):\n        import serve_bench.load\n", False, ["serve_bench.load"]),
+        ("try:\n    import serve_bench.load\nexcept ImportError:\n    pass\n", False, ["serve_bench.load"]),
         (
             "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import serve_bench.load\n",
+            False,
             ["typing", "typing.TYPE_CHECKING"],
+        ),
+        (
+            "import typing\nif typing.TYPE_CHECKING:\n    import serve_bench.load\nelse:\n    import os\n",
+            False,
+            ["typing", "os"],
+        ),
+        (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import serve_bench.load\n",
+            True,
+            ["typing", "typing.TYPE_CHECKING", "serve_bench.load"],
         ),
     ],
 )
-def test_module_level_imports_are_read_as_python_runs_them(code: str, expected: list[str]) -> None:
-    assert list(_imports(ast.parse(code), top_level_only=True)) == expected
+def test_imports_are_read_wherever_they_are(code: str, type_checking: bool, expected: list[str]) -> None:
+    assert list(_imports(ast.parse(code), type_checking=type_checking)) == expected
