@@ -147,6 +147,14 @@ def test_values_tf_serving_refuses_are_errors_naming_the_knob(space: str, messag
         (spec_with(extra='[server]\nkind = "compose"\nurl = "grpc://localhost:8510"'), "server.service"),
         (spec_with(extra='[server]\nkind = "command"\nurl = "grpc://h:1"'), "server.restart"),
         (spec_with(extra='[server]\nkind = "command"\nrestart = "true"'), "server.url"),
+        (
+            spec_with(extra='[server]\nkind = "command"\nrestart = "true"\nurl = "grpc://:8500"'),
+            "server.url: .* no host",
+        ),
+        (
+            spec_with(extra='[server]\nkind = "compose"\nurl = "v2+grpc://h:8001"'),
+            "server.url must be .* grpc:// or http://",
+        ),
         (spec_with(extra="[slo]\nat_rate = 7"), "at_rate 7 must be one of load.rates"),
         (spec_with(extra='[search]\nmethod = "annealing"'), "search.method"),
         (spec_with(extra='[search]\nbaselines = ["tf_defaults"]'), "'tf_defaults' is not one of"),

@@ -82,7 +82,7 @@ from serve_bench.export import converted_files, list_versions
 from serve_bench.load import ARRIVALS, PAYLOADS, PointSettings, check_batch_size, check_load
 from serve_bench.runtimes import record
 from serve_bench.servers import require_runtime_package, servers_env
-from serve_bench.stats import LoadInfo, Slo
+from serve_bench.stats import InvalidTarget, LoadInfo, Slo, parse_target
 from serve_bench.sweep import check_keys as _check_keys
 from serve_bench.sweep import parse_durations, target_pricing, target_telemetry
 from serve_bench.sweep import typed as _typed
@@ -300,7 +300,11 @@ def _parse_server(raw: dict[str, Any], source: str, currency: str) -> ServerSpec
                 f"itself from models_dir (keys: {', '.join(sorted(_STARTED_HERE_KEYS))})"
             )
     elif spec.kind != "local":
-        if not spec.url.startswith(("grpc://", "http://", "https://")):
+        try:
+            address = parse_target(spec.url) if spec.url else None
+        except InvalidTarget as exc:
+            raise UserError(f"{source}: server.url: {exc}") from None
+        if address is None or address.v2:
             raise UserError(
                 f"{source}: server.url must be the measured server's grpc:// or http:// URL "
                 f"(needed for kind {spec.kind!r})"
