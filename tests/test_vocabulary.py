@@ -4,7 +4,7 @@ The help texts are what a user reads, so they are what is checked: each subcomma
 ``serve-bench <cmd> --help`` is run and its flags collected; a concept (the run directory, the
 models directory, the target, the target's name, the per-request timeout) spelled two ways across
 them fails, as does a second default for the timeout. ``serve`` is left out on purpose: it takes
-``tensorflow_model_server``'s flags (README, "Flags and spec keys").
+``tensorflow_model_server``'s flags (docs/cli.md, "Flags and spec keys").
 """
 
 from __future__ import annotations
@@ -231,16 +231,18 @@ def test_sweep_and_tune_specs_share_their_sections() -> None:
 
 
 def test_shipped_specs_and_docs_use_the_new_names() -> None:
-    shipped = [*ROOT.glob("loadtests/**/*.toml"), ROOT / "README.md", *ROOT.glob("examples/*.py")]
+    docs = [ROOT / "README.md", *ROOT.glob("docs/*.md")]
+    shipped = [*ROOT.glob("loadtests/**/*.toml"), *docs, *ROOT.glob("examples/*.py")]
     for path in shipped:
         text = path.read_text()
         assert "[workload]" not in text.replace("`[workload]`", ""), path
-    readme = (ROOT / "README.md").read_text()
-    for command, names in RENAMED.items():
-        for old in names:
-            # a command line in the README uses no old flag of its command
-            for line in re.findall(rf"serve-bench {command} [^\n`]*", readme):
-                assert not re.search(rf"(?<![\w-]){re.escape(old)}(?![\w-])", line), line
+    for page in docs:
+        text = page.read_text()
+        for command, names in RENAMED.items():
+            for old in names:
+                # a command line in the README or docs/ uses no old flag of its command
+                for line in re.findall(rf"serve-bench {command} [^\n`]*", text):
+                    assert not re.search(rf"(?<![\w-]){re.escape(old)}(?![\w-])", line), (page.name, line)
 
 
 def test_the_alias_action_is_argparse_compatible() -> None:
