@@ -154,7 +154,7 @@ def test_parse_budget_answers_503_then_413_with_json(models_dir):
     """Bodies waiting to be parsed share one memory budget: past it a request is answered 503
     (try again), and one that could never fit 413, each with {"error": ...} as TF Serving's REST
     errors are written (util/json_tensor.cc:1129 MakeJsonFromStatus); 503/413 themselves are
-    serve-bench's own rule (TF Serving has no such bound; see README, local server)."""
+    serve-bench's own rule (TF Serving has no such bound; see docs/local-server.md)."""
     from serve_bench.server._rest import PARSE_BUDGET
     from tests._servers import local_server
 

@@ -177,7 +177,7 @@ def test_tensorflow_errors_give_the_cause(server, tf):
 def test_huge_declared_shape_is_refused_before_allocating(server, tf):
     """A ~40-byte request declaring 300M floats in a shape the signature accepts is refused from
     its declared size alone; TF Serving would allocate and zero-fill it (Tensor::FromProto pads
-    missing values), serve-bench does not (README, local server). The server's process (this
+    missing values), serve-bench does not (docs/local-server.md). The server's process (this
     one) does not grow by the 1.2 GB such a tensor would take."""
     from tensorflow_serving.apis import predict_pb2
 

@@ -166,7 +166,7 @@ def test_b64_values(server):
         "INVALID_ARGUMENT: JSON object: does not have named input: b64",
     )
     code, answer = _predict(server, {**sig, "inputs": {"b64": good}})  # a plain b64 value as the single input
-    assert code == 400 and "shape []" in answer["error"]  # a scalar: serve-bench's own shape check (README)
+    assert code == 400 and "shape []" in answer["error"]  # a scalar: serve-bench's own check (docs/local-server.md)
 
 
 def test_all_four_ways_of_naming_a_single_input_agree(server, reference):
@@ -330,7 +330,7 @@ def test_metadata_json_as_tf_serving_prints_it(server, models_dir):
 
 
 def test_nesting_past_the_parsers_limit_is_a_parse_error(server):
-    """serve-bench's documented difference (README, local server): rapidjson parses iteratively
+    """serve-bench's documented difference (docs/local-server.md): rapidjson parses iteratively
     (util/json_tensor.cc:480 kParseIterativeFlag) and has no depth limit; the local server's
     parser stops at 1024 levels, which answers 400 "JSON Parse error: ...", never 500."""
     body = b'{"instances": ' + b"[" * 1100 + b"1" + b"]" * 1100 + b"}"
