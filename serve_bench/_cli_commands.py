@@ -93,9 +93,9 @@ def _point_settings(args: argparse.Namespace) -> PointSettings:
 
 
 def bench(args: argparse.Namespace) -> int:
-    from serve_bench.client import ServeBenchError, parse_target, user_error
+    from serve_bench.client import ServeBenchError, user_error
     from serve_bench.load import check_schedule, check_settings, positive_number
-    from serve_bench.stats import LoadInfo
+    from serve_bench.stats import LoadInfo, parse_target
     from serve_bench.sweep import measure_plan, open_point_run, plan_point, point_failure
 
     if args.rate is not None:

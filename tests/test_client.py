@@ -13,13 +13,13 @@ import pytest
 from serve_bench.client import (
     ConnectError,
     InvalidArgument,
-    InvalidTarget,
     NotFound,
     connect,
     connect_sync,
     predict_stream,
 )
 from serve_bench.client._pipeline import StreamStats
+from serve_bench.stats import InvalidTarget
 from tests._servers import local_server
 from tests.conftest import free_port
 

@@ -19,7 +19,6 @@ import pytest
 from serve_bench.client import (
     ConnectError,
     InvalidArgument,
-    InvalidTarget,
     NotFound,
     ServeBenchError,
     ServerError,
@@ -27,7 +26,6 @@ from serve_bench.client import (
     TensorInfo,
     Unavailable,
     connect,
-    parse_target,
 )
 from serve_bench.client._errors import error_for_grpc, error_for_http
 from serve_bench.client._v2_codec import (
@@ -43,7 +41,7 @@ from serve_bench.client._v2_codec import (
 from serve_bench.client._v2_grpc import decode_infer_response, encode_infer_request, message
 from serve_bench.codec import CodecError, dtype_name
 from serve_bench.errors import UserError
-from serve_bench.stats import Target
+from serve_bench.stats import InvalidTarget, Target, parse_target
 from tests.conftest import _servers_env_or_skip, free_port
 
 TINY = {

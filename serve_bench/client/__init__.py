@@ -11,11 +11,10 @@ Importing this package does not import TensorFlow.
 """
 
 from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo, TensorInfo, Transport
-from serve_bench.client._client import Client, Response, connect, parse_target, server_kind, server_runtime
+from serve_bench.client._client import Client, Response, connect, server_kind, server_runtime
 from serve_bench.client._errors import (
     ConnectError,
     InvalidArgument,
-    InvalidTarget,
     NotFound,
     RequestTimeout,
     ServeBenchError,
@@ -34,7 +33,6 @@ __all__ = [
     "ConnectError",
     "FakeTransport",
     "InvalidArgument",
-    "InvalidTarget",
     "ModelStatus",
     "NotFound",
     "PreparedRequest",
@@ -51,7 +49,6 @@ __all__ = [
     "connect",
     "connect_sync",
     "fake_client",
-    "parse_target",
     "predict_stream",
     "server_kind",
     "server_runtime",

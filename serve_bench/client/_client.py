@@ -14,7 +14,7 @@ from serve_bench.client._errors import ConnectError, InvalidArgument, NotFound, 
 from serve_bench.codec import DT_STRING, DTYPE_TO_NUMPY, dtype_name
 from serve_bench.stats import parse_target
 
-__all__ = ["Client", "Response", "connect", "parse_target", "server_kind", "server_runtime"]
+__all__ = ["Client", "Response", "connect", "server_kind", "server_runtime"]
 
 DEFAULT_TIMEOUT = 30.0
 

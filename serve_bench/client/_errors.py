@@ -27,12 +27,10 @@ from __future__ import annotations
 from typing import Any
 
 from serve_bench.errors import UserError
-from serve_bench.stats import InvalidTarget
 
 __all__ = [
     "ConnectError",
     "InvalidArgument",
-    "InvalidTarget",
     "NotFound",
     "RequestTimeout",
     "ServeBenchError",

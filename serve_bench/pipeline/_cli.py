@@ -65,11 +65,11 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         )
     if args.timeout <= 0 or args.max_delay_ms < 0 or args.compare_frames < 1:
         raise UserError("--timeout and --compare-frames must be positive and --max-delay-ms >= 0")
-    from serve_bench.client import ServeBenchError, parse_target
+    from serve_bench.stats import InvalidTarget, parse_target
 
     try:
         parse_target(args.url)
-    except ServeBenchError as exc:
+    except InvalidTarget as exc:
         raise UserError(f"--url: {exc}") from None
     return PipelineConfig(
         video=Path(args.video),
