@@ -209,3 +209,41 @@ async def test_failed_connect_releases_its_transport(server):
     with pytest.raises(NotFound):
         await Client(transport, "no_such_model").open()
     assert transport._session.closed
+
+
+async def test_a_grpc_target_on_an_ipv6_host_reaches_it():
+    """``grpc://[::1]:PORT`` reaches a server listening on ::1: the channel gets the bracketed authority
+    the target's parse gives (``host:port`` from an unbracketed ``::1`` is no address gRPC can resolve).
+    The server is a bare grpc.aio server that answers every method NOT_FOUND with a word of its own, so
+    the word coming back proves the request got there, for TF Serving's API and the Open Inference
+    Protocol alike."""
+    import socket
+
+    import grpc
+    from grpc import aio
+
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        pytest.skip("this machine has no IPv6 loopback (::1) to listen on")
+
+    class AnswerEverything(grpc.GenericRpcHandler):
+        def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler:
+            async def answer(request: bytes, context: aio.ServicerContext) -> bytes:
+                await context.abort(grpc.StatusCode.NOT_FOUND, "reached over ipv6")
+                return b""
+
+            return grpc.unary_unary_rpc_method_handler(answer)
+
+    server = aio.server()
+    server.add_generic_rpc_handlers((AnswerEverything(),))
+    port = server.add_insecure_port("[::1]:0")
+    await server.start()
+    try:
+        for scheme in ("grpc", "v2+grpc"):
+            async with connect(f"{scheme}://[::1]:{port}", "tiny", fetch_metadata=False, timeout=10) as client:
+                with pytest.raises(NotFound, match="reached over ipv6"):
+                    await client.status()
+    finally:
+        await server.stop(None)

@@ -220,14 +220,10 @@ def test_the_readme_links_every_docs_page_and_its_plot_is_small() -> None:
     assert (ROOT / image).stat().st_size < 200_000
 
 
-# A page another session owns, with the numbers it still holds: a new one there fails too.
-LEFT_FOR_ITS_OWNER = {"bounds.md": {"issue 34"}}
-
-
 @pytest.mark.parametrize("page", USER_DOCS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_no_issue_numbers_in_user_facing_docs(page: Path) -> None:
     found = {m.group(0) for m in ISSUE_NUMBER.finditer(page.read_text())}
-    assert found <= LEFT_FOR_ITS_OWNER.get(page.name, set()), f"{page.name}: {sorted(found)}"
+    assert not found, f"{page.name}: {sorted(found)}"
 
 
 def test_the_issue_number_pattern() -> None:

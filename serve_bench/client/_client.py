@@ -232,11 +232,11 @@ def connect(
     if address.protocol == "grpc":
         from serve_bench.client._grpc import GrpcTransport
 
-        transport = GrpcTransport(address.host, address.port, model, version, url)
+        transport = GrpcTransport(address.authority, model, version, url)
     elif address.protocol == "v2-grpc":
         from serve_bench.client._v2_grpc import V2GrpcTransport
 
-        transport = V2GrpcTransport(address.host, address.port, model, version, url)
+        transport = V2GrpcTransport(address.authority, model, version, url)
     elif address.protocol == "v2-rest":
         from serve_bench.client._v2_rest import V2RestTransport
 

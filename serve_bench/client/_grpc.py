@@ -64,12 +64,13 @@ def decode_predict_response(raw: bytes) -> dict[str, np.ndarray]:
 
 class GrpcTransport:
     def __init__(
-        self, host: str, port: int, model: str, version: int | None, url: str, channel: aio.Channel | None = None
+        self, authority: str, model: str, version: int | None, url: str, channel: aio.Channel | None = None
     ) -> None:
+        # authority: ``host:port`` as the target's parse gives it (an IPv6 host in brackets, as gRPC wants)
         self.url = url
         self.model = model
         self.version = version
-        self._channel = channel or aio.insecure_channel(f"{host}:{port}", options=CHANNEL_OPTIONS)
+        self._channel = channel or aio.insecure_channel(authority, options=CHANNEL_OPTIONS)
         # No serializers: requests are bytes already, responses are decoded apart from the call.
         self._predict: Any = self._channel.unary_unary(_PREDICT)
         self._metadata: Any = self._channel.unary_unary(_METADATA)

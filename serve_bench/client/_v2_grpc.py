@@ -125,12 +125,13 @@ class V2GrpcTransport:
     """``v2+grpc://host:port``: ModelInfer, ModelMetadata, ModelReady, ServerMetadata, ServerLive."""
 
     def __init__(
-        self, host: str, port: int, model: str, version: int | None, url: str, channel: aio.Channel | None = None
+        self, authority: str, model: str, version: int | None, url: str, channel: aio.Channel | None = None
     ) -> None:
+        # authority: ``host:port`` as the target's parse gives it (an IPv6 host in brackets, as gRPC wants)
         self.url = url
         self.model = model
         self.version = version
-        self._channel = channel or aio.insecure_channel(f"{host}:{port}", options=V2_CHANNEL_OPTIONS)
+        self._channel = channel or aio.insecure_channel(authority, options=V2_CHANNEL_OPTIONS)
         # No serializers: requests are bytes already, responses are decoded apart from the call.
         self._infer: Any = self._channel.unary_unary(_SERVICE + "ModelInfer")
         self.server_identity = ""  # "triton/2.51.0", "mlserver/1.7.1": from ServerMetadata when the client opens
