@@ -3,7 +3,8 @@
     outcome = asyncio.run(run_pipeline(PipelineConfig(Path("clip.mp4"), "grpc://localhost:8500", "inception_v3")))
     print(outcome.answer)  # "batching 16 frames per request: N fps vs M fps unbatched (×R); the … is the limit"
 
-`serve-bench pipeline` is ``add_pipeline_arguments`` + ``run_pipeline_command``. Importing this
+`serve-bench pipeline` is ``add_pipeline_arguments`` (its own flags; the shared ones are the CLI's,
+``_cli_args.pipeline_args``) + ``run_pipeline_command``. Importing this
 package imports neither TensorFlow nor the server; the in-process comparison imports
 TensorFlow when it runs, if it is installed.
 """
