@@ -129,7 +129,7 @@ def _triton(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
     from serve_bench.servers import TritonServer
 
     # no queue delay: at batch 1 the client's cost is measured, not Triton's batching wait
-    server = TritonServer(args.models_dir, "tiny", TritonBatching(max_queue_delay_us=0))
+    server = TritonServer(args.models_dir, "tiny", TritonBatching(max_batch_size=32, max_queue_delay_us=0))
     with server:
         yield f"127.0.0.1:{server.http_port}", f"127.0.0.1:{server.grpc_port}"
 

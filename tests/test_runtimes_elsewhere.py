@@ -107,7 +107,8 @@ async def test_a_sweep_launches_triton_on_another_runtime_and_records_it(models_
     from serve_bench.sweep import parse_spec, run_sweep
 
     targets = "".join(
-        f'[[targets]]\nname = "{r}"\nlaunch = "triton"\nruntime = "{r}"\n' for r in ("tensorflow", "onnxruntime")
+        f'[[targets]]\nname = "{r}"\nlaunch = "triton"\nruntime = "{r}"\nbatching = {{ max_batch_size = 32 }}\n'
+        for r in ("tensorflow", "onnxruntime")
     )
     spec = parse_spec(
         f"""

@@ -24,7 +24,9 @@ def _successes(stats_url: str) -> int:
 def test_triton_killed_mid_point_cuts_the_point_off_with_what_it_measured(models_dir, tmp_path):
     """kill -9 of tritonserver while 4 requests are in flight: the point ends at once, is marked cut off
     (the target stopped accepting connections), and keeps every answer received before."""
-    server = TritonServer(models_dir, "tiny", TritonBatching(max_queue_delay_us=0), work_dir=tmp_path)
+    server = TritonServer(
+        models_dir, "tiny", TritonBatching(max_batch_size=32, max_queue_delay_us=0), work_dir=tmp_path
+    )
     server.start()
     try:
         killed = threading.Event()

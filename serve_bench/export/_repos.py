@@ -54,14 +54,15 @@ MLSERVER_RUNTIME = "serve_bench_runtime.TFSavedModelRuntime"
 
 @dataclass(frozen=True)
 class TritonBatching:
-    """The batching knobs of a Triton ``config.pbtxt``.
+    """The batching knobs of a Triton ``config.pbtxt``; every default is Triton's own (cited in
+    ``servers/_triton.py``'s knob table, which reads them from here).
 
     ``dynamic_batching`` False leaves the block out: Triton then runs each request as it
     comes (batches only what one request carries). ``max_queue_delay_us`` 0 and no
     preferred sizes are Triton's own defaults for ``dynamic_batching { }``.
     """
 
-    max_batch_size: int = 32
+    max_batch_size: int = 4
     dynamic_batching: bool = True
     max_queue_delay_us: int = 0
     preferred_batch_sizes: tuple[int, ...] = ()
@@ -76,7 +77,7 @@ class TritonBatching:
         if self.instance_count < 1:
             raise InvalidValue("instance_count", self.instance_count, "a whole number >= 1")
         if self.kind not in ("KIND_CPU", "KIND_GPU"):
-            raise InvalidValue("kind", self.kind, "KIND_CPU or KIND_GPU")
+            raise InvalidValue("instance_kind", self.kind, "KIND_CPU or KIND_GPU")
         for size in self.preferred_batch_sizes:
             # core/src/dynamic_batch_scheduler.cc refuses a preferred size above max_batch_size at load
             if not 1 <= size <= self.max_batch_size:
@@ -98,16 +99,17 @@ class TritonBatching:
 
 @dataclass(frozen=True)
 class MLServerBatching:
-    """MLServer's adaptive batching (``ModelSettings.max_batch_size`` / ``max_batch_time``).
+    """MLServer's adaptive batching (``ModelSettings.max_batch_size`` / ``max_batch_time``) and its worker
+    pool; every default is MLServer's own (cited in ``servers/_mlserver.py``'s knob table).
 
     ``max_batch_size`` 1 (or 0) turns it off: MLServer only batches when it is above 1
     (``mlserver/batching/hooks.py``: ``_get_batching_settings``).
     """
 
-    max_batch_size: int = 32
-    max_batch_time_s: float = 0.002
-    # server-wide (settings.json): MLServer 1.7.1 ignores a model's own count unless it is <= 0; None: its default
-    parallel_workers: int | None = None
+    max_batch_size: int = 0
+    max_batch_time_s: float = 0.0
+    # server-wide (settings.json): MLServer 1.7.1 ignores a model's own count unless it is <= 0; None: not written
+    parallel_workers: int | None = 1
 
     def __post_init__(self) -> None:
         if self.max_batch_size < 0:
@@ -177,6 +179,12 @@ def triton_config_text(
     return "\n".join(lines) + "\n"
 
 
+# what ``serve-bench export`` writes into exported_models/triton and /mlserver for the containers (docker/):
+# batches of up to 32, as before the launchers took each server's own defaults, so the images serve what they did
+EXPORTED_TRITON = TritonBatching(max_batch_size=32)
+EXPORTED_MLSERVER = MLServerBatching(max_batch_size=32, max_batch_time_s=0.002, parallel_workers=None)
+
+
 def _converted_files(models_dir: Path, runtime: str, model: str, version: int) -> tuple[RuntimeRecord, list[Path]]:
     """``runtime``'s record, and what a repository links beside the SavedModel: nothing for TensorFlow, else
     ``runtime``'s copy (``export --runtimes``; one line saying how when absent)."""
@@ -209,7 +217,7 @@ def write_triton_model(
     models_dir: str | os.PathLike[str],
     model: str,
     repository: str | os.PathLike[str],
-    batching: TritonBatching | None = None,
+    batching: TritonBatching | None = None,  # None: EXPORTED_TRITON
     *,
     version: int | None = None,
     parameters: dict[str, str] | None = None,
@@ -226,7 +234,7 @@ def write_triton_model(
     """
     facts = _facts(Path(models_dir), model, version)
     kept, converted = _converted_files(Path(models_dir), runtime, model, facts.version)
-    batching = batching or TritonBatching()
+    batching = batching or EXPORTED_TRITON
     model_dir = Path(repository) / model
     if model_dir.exists():
         shutil.rmtree(model_dir)
@@ -272,7 +280,7 @@ def write_mlserver_model(
     models_dir: str | os.PathLike[str],
     model: str,
     repository: str | os.PathLike[str],
-    batching: MLServerBatching | None = None,
+    batching: MLServerBatching | None = None,  # None: EXPORTED_MLSERVER
     *,
     version: int | None = None,
     extra: dict[str, str] | None = None,
@@ -300,6 +308,6 @@ def write_mlserver_model(
     uri = where(facts.path)
     if converted:
         extra = {**(extra or {}), **_runner_names(kept), "converted": where(converted[0])}
-    settings = mlserver_settings(model, facts.version, uri, batching or MLServerBatching(), extra)
+    settings = mlserver_settings(model, facts.version, uri, batching or EXPORTED_MLSERVER, extra)
     (model_dir / "model-settings.json").write_text(json.dumps(settings, indent=2) + "\n")
     return model_dir

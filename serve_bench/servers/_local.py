@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
+from serve_bench.servers._kind import Knob, ServerKind
 from serve_bench.servers._ports import free_port
 from serve_bench.servers._process import ServerProcess
 
-__all__ = ["METRICS_PATH", "LocalServerProcess"]
+__all__ = ["LOCAL", "METRICS_PATH", "LocalServerProcess"]
 
 METRICS_PATH = "/monitoring/prometheus/metrics"
 
@@ -87,3 +90,33 @@ class LocalServerProcess(ServerProcess):
 
     def ready_urls(self) -> list[str]:
         return [f"{self.http_base}/v1/models/{self.model}"]
+
+
+def _start(
+    values: Mapping[str, Any], models_dir: Path, model: str, runtime: str, work_dir: Path, startup_timeout_s: float
+) -> ServerProcess:
+    LOCAL.config(values)
+    return LocalServerProcess(
+        models_dir,
+        model,
+        batching_file=values.get("batching_parameters_file") or None,
+        extra_flags=(f"--runtime={runtime}",),
+        work_dir=work_dir,
+        startup_timeout_s=startup_timeout_s,
+    )
+
+
+LOCAL = ServerKind(
+    "local",
+    "the local server",
+    (
+        Knob(
+            "batching_parameters_file",
+            str,
+            "",
+            "none: batching off, as tensorflow_model_server without --enable_batching (main.cc, enable_batching false)",
+        ),
+    ),
+    None,
+    _start,
+)

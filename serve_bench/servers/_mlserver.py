@@ -13,13 +13,42 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from serve_bench.export import MLServerBatching, write_mlserver_model
 from serve_bench.servers._env import require_runtime_package, servers_env
-from serve_bench.servers._process import V2ServerProcess
+from serve_bench.servers._kind import Knob, ServerKind
+from serve_bench.servers._process import ServerProcess, V2ServerProcess
 
-__all__ = ["MLServerServer"]
+__all__ = ["MLSERVER", "MLServerServer"]
+
+_OWN = MLServerBatching()  # MLServer's own defaults (the type's), cited below (tag 1.7.1)
+_KNOBS = (
+    Knob(
+        "max_batch_size",
+        int,
+        _OWN.max_batch_size,
+        "ModelSettings' default (settings.py:457-462); batching only above 1 with a time (batching/hooks.py:82-86)",
+    ),
+    Knob("max_batch_time", float, _OWN.max_batch_time_s, "seconds; ModelSettings' default (settings.py:457-462)"),
+    Knob(
+        "parallel_workers",
+        int,
+        _OWN.parallel_workers,
+        "the server's setting (settings.py:37, read at settings.py:170; the model's is deprecated, "
+        "parallel/registry.py:196-215); 0 runs inference in the main process",
+    ),
+)
+
+
+def _configure(values: Mapping[str, Any]) -> MLServerBatching:
+    return MLServerBatching(
+        max_batch_size=values["max_batch_size"],
+        max_batch_time_s=float(values["max_batch_time"]),
+        parallel_workers=values["parallel_workers"],
+    )
 
 
 class MLServerServer(V2ServerProcess):
@@ -77,3 +106,19 @@ class MLServerServer(V2ServerProcess):
 
     def knobs(self) -> dict[str, str]:
         return self.batching.knobs()
+
+    def config_files(self) -> tuple[Path, ...]:
+        """The files that hold the configuration, as the server reads them: the model's, then the server's."""
+        return (self.repository / self.model / "model-settings.json", self.repository / "settings.json")
+
+
+def _start(
+    values: Mapping[str, Any], models_dir: Path, model: str, runtime: str, work_dir: Path, startup_timeout_s: float
+) -> ServerProcess:
+    batching = MLSERVER.config(values)
+    return MLServerServer(
+        models_dir, model, batching, runtime=runtime, work_dir=work_dir, startup_timeout_s=startup_timeout_s
+    )
+
+
+MLSERVER = ServerKind("mlserver", "MLServer", _KNOBS, _configure, _start, max_batch_knob="", v2=True)

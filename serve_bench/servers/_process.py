@@ -81,6 +81,10 @@ class ServerProcess:
     def ready_urls(self) -> list[str]:
         raise NotImplementedError
 
+    def config_files(self) -> tuple[Path, ...]:
+        """The files that hold the server's configuration as it reads them (none for a server given flags)."""
+        return ()
+
     def failure_lines(self, log: tuple[str, ...]) -> tuple[str, ...]:
         """The log lines that say why a start failed, from the whole start-up log (its tail by default)."""
         return log[-LOG_TAIL_LINES:]

@@ -22,13 +22,64 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from serve_bench.export import TritonBatching, write_triton_model
 from serve_bench.servers._env import ServersEnv, require_runtime_package, servers_env
-from serve_bench.servers._process import V2ServerProcess
+from serve_bench.servers._kind import SIZES, Knob, ServerKind
+from serve_bench.servers._process import ServerProcess, V2ServerProcess
 
-__all__ = ["TritonServer"]
+__all__ = ["TRITON", "TritonServer"]
+
+_OWN = TritonBatching()  # Triton's own defaults (the type's), cited below
+# Triton core r24.10 (tritonserver 2.51); line numbers move on newer branches, the rules hold
+_KNOBS = (
+    Knob(
+        "dynamic_batching",
+        bool,
+        _OWN.dynamic_batching,
+        "what auto-complete gives a batchable model, with max_batch_size 4 (docs/user_guide/model_configuration.md, "
+        '"Default Max Batch Size"); off, the default scheduler runs each request alone (backend_model.cc:835-845)',
+    ),
+    Knob(
+        "max_batch_size",
+        int,
+        _OWN.max_batch_size,
+        "backend_model.cc:481, --backend-config default-max-batch-size; a request's batch above it is refused",
+    ),
+    Knob(
+        "max_queue_delay_microseconds",
+        int,
+        _OWN.max_queue_delay_us,
+        "dynamic_batching { } without a delay: dynamic_batch_scheduler.cc:619 sends what is queued at once",
+    ),
+    Knob(
+        "preferred_batch_size",
+        SIZES,
+        _OWN.preferred_batch_sizes,
+        "none: Triton prefers max_batch_size (NormalizeModelConfig, model_config_utils.cc:734-745)",
+    ),
+    Knob(
+        "instance_count",
+        int,
+        _OWN.instance_count,
+        "the Python backend's default count (SetDefaultInstanceCount, model_config_utils.cc:991-1008)",
+    ),
+    Knob("instance_kind", str, _OWN.kind, "KIND_CPU, what the launcher writes; KIND_GPU on a GPU host"),
+)
+
+
+def _configure(values: Mapping[str, Any]) -> TritonBatching:
+    return TritonBatching(
+        max_batch_size=values["max_batch_size"],
+        dynamic_batching=values["dynamic_batching"],
+        max_queue_delay_us=values["max_queue_delay_microseconds"],
+        preferred_batch_sizes=tuple(values["preferred_batch_size"]),
+        instance_count=values["instance_count"],
+        kind=values["instance_kind"],
+    )
 
 
 def _backend_dir(env: ServersEnv) -> Path:
@@ -109,3 +160,19 @@ class TritonServer(V2ServerProcess):
 
     def knobs(self) -> dict[str, str]:
         return self.batching.knobs()
+
+    def config_files(self) -> tuple[Path, ...]:
+        """The files that hold the configuration, as the server reads them."""
+        return (self.repository / self.model / "config.pbtxt",)
+
+
+def _start(
+    values: Mapping[str, Any], models_dir: Path, model: str, runtime: str, work_dir: Path, startup_timeout_s: float
+) -> ServerProcess:
+    batching = TRITON.config(values)
+    return TritonServer(
+        models_dir, model, batching, runtime=runtime, work_dir=work_dir, startup_timeout_s=startup_timeout_s
+    )
+
+
+TRITON = ServerKind("triton", "Triton", _KNOBS, _configure, _start, max_batch_knob="max_batch_size", v2=True)

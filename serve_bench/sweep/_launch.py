@@ -12,13 +12,11 @@
 
 Each launched server serves the spec's model from ``models_dir`` (top level, default
 ``exported_models``), is started before the first point and stopped after the last, and
-its URL, metrics endpoint and pid replace the target's. The batching tables take:
-
-* local: ``batching_parameters_file`` (TF Serving's file; none: batching off);
-* triton: ``max_batch_size``, ``max_queue_delay_microseconds``, ``preferred_batch_size``,
-  ``instance_count``, ``dynamic_batching`` (config.pbtxt's names);
-* mlserver: ``max_batch_size``, ``max_batch_time`` (seconds), ``parallel_workers``
-  (model-settings.json's names).
+its URL, metrics endpoint and pid replace the target's. The batching table takes the kind's knobs
+(``servers.kind(name).knobs``, in the server's own names), and a knob left out is the server's own
+default, as tune's is: Triton batches at most 4 images a request unless ``max_batch_size`` says more (a
+spec whose ``batch_sizes`` go higher is refused when it is read), MLServer does not batch unless
+``max_batch_size`` and ``max_batch_time`` say so.
 """
 
 from __future__ import annotations
@@ -30,25 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from serve_bench.errors import InvalidValue, UserError
-from serve_bench.export import MLServerBatching, TritonBatching
-from serve_bench.servers import LocalServerProcess, MLServerServer, ServerProcess, TritonServer
+from serve_bench import servers
+from serve_bench.errors import UserError
+from serve_bench.servers import ServerProcess
 from serve_bench.stats import Target
 
 __all__ = ["LAUNCH_KINDS", "Launch", "launched_target", "launched_targets", "parse_launch"]
 
-LAUNCH_KINDS = ("local", "triton", "mlserver")
-_KNOBS: dict[str, dict[str, Any]] = {
-    "local": {"batching_parameters_file": str},
-    "triton": {
-        "max_batch_size": int,
-        "max_queue_delay_microseconds": int,
-        "preferred_batch_size": list,
-        "instance_count": int,
-        "dynamic_batching": bool,
-    },
-    "mlserver": {"max_batch_size": int, "max_batch_time": (int, float), "parallel_workers": int},
-}
+LAUNCH_KINDS = servers.LAUNCHABLE  # the kinds serve-bench starts itself; each kind's knobs are in servers/
 _SERVER_KIND = {"local": "serve-bench-local", "triton": "triton", "mlserver": "mlserver"}
 
 
@@ -82,81 +69,49 @@ def path_exists(path: str) -> bool:
         return False
 
 
-def parse_launch(raw: dict[str, Any], where: str, source: str) -> Launch:
-    """The launch keys of one ``[[targets]]`` table (``launch``, ``protocol``, ``batching``)."""
-    kind = raw["launch"]
-    if kind not in LAUNCH_KINDS:
-        raise UserError(f"{source}: {where}.launch must be one of {', '.join(LAUNCH_KINDS)}, got {kind!r}")
+def parse_launch(raw: dict[str, Any], where: str, source: str, batch_sizes: tuple[int, ...] = ()) -> Launch:
+    """The launch keys of one ``[[targets]]`` table (``launch``, ``protocol``, ``batching``), checked against
+    the kind's knobs; ``batch_sizes`` above what the launched server takes in one request are refused."""
+    try:
+        kind = servers.kind(raw["launch"], LAUNCH_KINDS)
+    except servers.UnknownKind:
+        raise UserError(
+            f"{source}: {where}.launch must be one of {', '.join(LAUNCH_KINDS)}, got {raw['launch']!r}"
+        ) from None
     protocol = raw.get("protocol", "grpc")
     if protocol not in ("grpc", "rest"):
         raise UserError(f"{source}: {where}.protocol must be grpc or rest, got {protocol!r}")
     table = raw.get("batching", {})
     if not isinstance(table, dict):
-        raise UserError(f"{source}: {where}.batching must be a table of {kind}'s knobs")
-    known = _KNOBS[kind]
-    for key, value in table.items():
-        if key not in known:
-            raise UserError(f"{source}: {where}.batching.{key} is not a {kind} knob; it takes {', '.join(known)}")
-        wanted = known[key]
-        if (isinstance(value, bool) and wanted is not bool) or not isinstance(value, wanted):
-            raise UserError(f"{source}: {where}.batching.{key} has the wrong type ({type(value).__name__})")
-    launch = Launch(kind, protocol, tuple(sorted(table.items())), runtime=raw.get("runtime", "tensorflow"))
+        raise UserError(f"{source}: {where}.batching must be a table of {kind.name}'s knobs")
     try:
-        _server_batching(launch)
-    except InvalidValue as exc:
+        for key in table:
+            servers.kind_knob(kind, key)
+        kind.config(table)
+    except UserError as exc:
         raise UserError(f"{source}: {where}.batching: {exc}") from None
-    if kind == "local" and "batching_parameters_file" in table and not path_exists(table["batching_parameters_file"]):
+    launch = Launch(kind.name, protocol, tuple(sorted(table.items())), runtime=raw.get("runtime", "tensorflow"))
+    largest = kind.max_batch_size(table)
+    if largest is not None and batch_sizes and max(batch_sizes) > largest:
+        own = "" if kind.max_batch_knob in table else f", {kind.label}'s default"
+        raise UserError(
+            f"{source}: {where}: batch_sizes go up to {max(batch_sizes)} but {where}.batching.{kind.max_batch_knob} "
+            f"is {largest}{own}, and {kind.label} refuses a larger request; raise it: "
+            f"batching = {{ {kind.max_batch_knob} = {max(batch_sizes)} }}"
+        )
+    if (
+        kind.name == "local"
+        and table.get("batching_parameters_file")
+        and not path_exists(table["batching_parameters_file"])
+    ):
         raise UserError(f"{source}: {where}.batching.batching_parameters_file: no such file")
     return launch
 
 
-def _server_batching(launch: Launch) -> TritonBatching | MLServerBatching | None:
-    knobs = dict(launch.knobs)
-    if launch.kind == "triton":
-        return TritonBatching(
-            max_batch_size=knobs.get("max_batch_size", 32),
-            dynamic_batching=knobs.get("dynamic_batching", True),
-            max_queue_delay_us=knobs.get("max_queue_delay_microseconds", 0),
-            preferred_batch_sizes=tuple(knobs.get("preferred_batch_size", ())),
-            instance_count=knobs.get("instance_count", 1),
-        )
-    if launch.kind == "mlserver":
-        return MLServerBatching(
-            max_batch_size=knobs.get("max_batch_size", 32),
-            max_batch_time_s=float(knobs.get("max_batch_time", 0.002)),
-            parallel_workers=knobs.get("parallel_workers"),
-        )
-    return None
-
-
 def _process(launch: Launch, models_dir: Path, model: str, work_dir: Path) -> ServerProcess:
-    batching = _server_batching(launch)
-    if isinstance(batching, TritonBatching):
-        return TritonServer(
-            models_dir,
-            model,
-            batching,
-            runtime=launch.runtime,
-            work_dir=work_dir,
-            startup_timeout_s=launch.startup_timeout_s,
-        )
-    if isinstance(batching, MLServerBatching):
-        return MLServerServer(
-            models_dir,
-            model,
-            batching,
-            runtime=launch.runtime,
-            work_dir=work_dir,
-            startup_timeout_s=launch.startup_timeout_s,
-        )
-    return LocalServerProcess(
-        models_dir,
-        model,
-        batching_file=dict(launch.knobs).get("batching_parameters_file"),
-        extra_flags=(f"--runtime={launch.runtime}",),
-        work_dir=work_dir,
-        startup_timeout_s=launch.startup_timeout_s,
-    )
+    start = servers.kind(launch.kind).start
+    assert start is not None  # a launch's kind is one of LAUNCH_KINDS
+    return start(dict(launch.knobs), models_dir, model, launch.runtime, work_dir, launch.startup_timeout_s)
 
 
 def launched_target(target: Target, server: ServerProcess, kind: str, protocol: str) -> Target:
@@ -171,7 +126,7 @@ def launched_target(target: Target, server: ServerProcess, kind: str, protocol: 
         metrics_url=server.metrics_url,
         server=_SERVER_KIND[kind],
         pid=server.pid,
-        http_url=server.http_url if kind != "local" else "",
+        http_url=server.http_url if servers.kind(kind).v2 else "",
     )
 
 

@@ -290,7 +290,7 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
         if "launch" in raw:
             if "url" in raw:
                 raise UserError(f"{source}: {where} has both url and launch; a launched server's URL is chosen for it")
-            launches[values["name"]] = parse_launch(raw, where, source)
+            launches[values["name"]] = parse_launch(raw, where, source, batch_sizes)
             values["url"] = "grpc://127.0.0.1:0"  # replaced by the launched server's when it starts
         elif "protocol" in raw or "batching" in raw:
             raise UserError(f"{source}: {where}: protocol and batching are for launched targets (launch = ...)")

@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from serve_bench import servers
 from serve_bench.errors import UserError
 from serve_bench.stats import BEST_BATCHING_FILE, BEST_MLSERVER_SETTINGS_FILE, BEST_TRITON_CONFIG_FILE
 from serve_bench.sweep import typed_list as _list
@@ -82,6 +83,14 @@ class Family:
         )
 
 
+def _value_types(kind: str) -> dict[str, Any]:
+    """The type of one [space] value of each of ``kind``'s knobs (its table in servers/), and the runtime."""
+    types: dict[str, Any] = {"runtime": str}
+    for knob in servers.kind(kind).knobs:
+        types[knob.name] = "list" if knob.type is servers.SIZES else (int, float) if knob.type is float else knob.type
+    return types
+
+
 _TFSERVING_TYPES: dict[str, Any] = {knob: int for knob in KNOBS}
 _TFSERVING_TYPES.update(batching=bool, enable_large_batch_splitting=bool, allowed_batch_sizes="list", runtime=str)
 
@@ -102,15 +111,7 @@ FAMILIES = {
         "triton",
         "Triton",
         TRITON_KNOBS,
-        {
-            "dynamic_batching": bool,
-            "max_batch_size": int,
-            "max_queue_delay_microseconds": int,
-            "preferred_batch_size": "list",
-            "instance_count": int,
-            "instance_kind": str,
-            "runtime": str,
-        },
+        _value_types("triton"),
         triton_config_of,
         TritonConfig,
         # model_configuration.md's "Recommended Configuration Process" for the dynamic batcher: turn it on,
@@ -125,7 +126,7 @@ FAMILIES = {
         "mlserver",
         "MLServer",
         MLSERVER_KNOBS,
-        {"max_batch_size": int, "max_batch_time": (int, float), "parallel_workers": int, "runtime": str},
+        _value_types("mlserver"),
         mlserver_config_of,
         MLServerConfig,
         # MLServer's defaults do not batch (hooks.py:82-86): both baselines are the one configuration nobatch

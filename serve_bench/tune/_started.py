@@ -19,7 +19,6 @@ longer load the file tune writes (it takes JSON): restart stays the only way.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import shutil
 from pathlib import Path
@@ -58,6 +57,7 @@ class _StartedHere:
     """A server of ``serve_bench.servers`` per configuration, its work directory in ``configs/<id>/server``."""
 
     server_kind = ""
+    config_type: type[TritonConfig | MLServerConfig]
 
     def __init__(self, spec: ServerSpec, model: str, work_dir: Path) -> None:
         self.spec = spec
@@ -65,8 +65,27 @@ class _StartedHere:
         self.server: servers.ServerProcess | None = None
 
     def prepare(self, config: ServerConfig, config_file: Path) -> servers.ServerProcess:
-        """The server for ``config``, its files written and ``config_file`` made one of them; not started."""
-        raise NotImplementedError
+        """The server for ``config`` (its kind's process, servers/), its files written and made the files kept in
+        ``configs/<id>/``: the first is ``config_file``, the others keep their names beside it; not started."""
+        if not isinstance(config, self.config_type):
+            raise TypeError(f"{type(config).__name__} is not a {self.server_kind} configuration")
+        from serve_bench.servers import kind
+
+        start = kind(self.server_kind).start
+        assert start is not None  # tune starts only the kinds serve-bench can
+        server = start(
+            config.values(),
+            Path(self.spec.models_dir),
+            self.model,
+            config.runtime,
+            config_file.parent / "server",
+            self.spec.startup_timeout_s,
+        )
+        first, *others = server.config_files()
+        _adopt(first, config_file)
+        for written in others:
+            _adopt(written, config_file.parent / written.name)
+        return server
 
     async def start(self, config: ServerConfig, batching_file: Path, log_path: Path) -> Target:
         from serve_bench.servers import StartFailed as ServerStartFailed
@@ -119,22 +138,7 @@ class TritonRestarter(_StartedHere):
     """Real tritonserver per configuration, loading ``configs/<id>/config.pbtxt`` (Python backend, CPU or GPU)."""
 
     server_kind = "triton"
-
-    def prepare(self, config: ServerConfig, config_file: Path) -> servers.ServerProcess:
-        if not isinstance(config, TritonConfig):
-            raise TypeError(f"{type(config).__name__} is not a Triton configuration")
-        from serve_bench.servers import TritonServer
-
-        server = TritonServer(
-            self.spec.models_dir,
-            self.model,
-            config.batching(),
-            runtime=config.runtime,
-            work_dir=config_file.parent / "server",
-            startup_timeout_s=self.spec.startup_timeout_s,
-        )
-        _adopt(server.repository / self.model / "config.pbtxt", config_file)
-        return server
+    config_type = TritonConfig
 
     def reason(self, log_path: Path) -> str:
         # model_lifecycle.cc logs the version's load error early, before the tables that end the log:
@@ -151,28 +155,7 @@ class MLServerRestarter(_StartedHere):
     """Real MLServer per configuration, loading ``configs/<id>/model-settings.json`` and ``settings.json``."""
 
     server_kind = "mlserver"
-
-    def prepare(self, config: ServerConfig, config_file: Path) -> servers.ServerProcess:
-        if not isinstance(config, MLServerConfig):
-            raise TypeError(f"{type(config).__name__} is not an MLServer configuration")
-        from serve_bench.servers import MLServerServer
-
-        server = MLServerServer(
-            self.spec.models_dir,
-            self.model,
-            config.batching(),
-            runtime=config.runtime,
-            work_dir=config_file.parent / "server",
-            startup_timeout_s=self.spec.startup_timeout_s,
-        )
-        # the worker count is the server's setting in 1.7.1 (model-level: deprecated, parallel/registry.py:196)
-        settings_file = server.repository / "settings.json"
-        settings = json.loads(settings_file.read_text())
-        settings["parallel_workers"] = config.parallel_workers
-        settings_file.write_text(json.dumps(settings, indent=2) + "\n")
-        _adopt(server.repository / self.model / "model-settings.json", config_file)
-        _adopt(settings_file, config_file.parent / "settings.json")
-        return server
+    config_type = MLServerConfig
 
     def reason(self, log_path: Path) -> str:
         # a Python traceback's last line: "ValueError: ...", "pydantic_core...ValidationError: ..."

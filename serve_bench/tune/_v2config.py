@@ -37,6 +37,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from serve_bench import servers
 from serve_bench.errors import UserError
 from serve_bench.export import MLServerBatching, TritonBatching
 from serve_bench.runtimes import check_runtime
@@ -44,8 +45,6 @@ from serve_bench.tune._config import RUNTIME_SHORT
 
 __all__ = [
     "MLSERVER_KNOBS",
-    "TRITON_DEFAULT_MAX_BATCH_SIZE",
-    "TRITON_KINDS",
     "TRITON_KNOBS",
     "MLServerConfig",
     "TritonConfig",
@@ -53,31 +52,33 @@ __all__ = [
     "triton_config_of",
 ]
 
-TRITON_DEFAULT_MAX_BATCH_SIZE = 4  # core src/backend_model.cc:481 (r24.10), --backend-config default-max-batch-size
-TRITON_KINDS = ("KIND_CPU", "KIND_GPU")  # the instance kinds the launcher writes (export.TritonBatching)
-TRITON_KNOBS = (
-    "dynamic_batching",
-    "max_batch_size",
-    "max_queue_delay_microseconds",
-    "preferred_batch_size",
-    "instance_count",
-    "instance_kind",
-    "runtime",  # what the Python-backend model runs: the SavedModel, or its ONNX or OpenVINO copy
-)
-MLSERVER_KNOBS = ("max_batch_size", "max_batch_time", "parallel_workers", "runtime")
-MLSERVER_DEFAULT_PARALLEL_WORKERS = 1  # mlserver/settings.py:37 (1.7.1)
+# every knob's default is the server's own, from its kind's table (servers/_triton.py, servers/_mlserver.py):
+# the same a sweep's launched server gets
+_TRITON = servers.kind("triton").defaults()
+_MLSERVER = servers.kind("mlserver").defaults()
+# the kinds' knobs, and what the Python-backend model runs: the SavedModel, or its ONNX or OpenVINO copy
+TRITON_KNOBS = (*servers.kind("triton").knob_names, "runtime")
+MLSERVER_KNOBS = (*servers.kind("mlserver").knob_names, "runtime")
+
+
+def _checked(kind: str, values: dict[str, Any], where: str) -> Any:
+    """The kind's own configuration of ``values`` (its one validation), refusals as UserError at ``where``."""
+    try:
+        return servers.kind(kind).config(values)
+    except UserError as exc:
+        raise UserError(f"{where}: {exc}") from None
 
 
 @dataclass(frozen=True)
 class TritonConfig:
     """One Triton configuration; every field defaults to what Triton does when config.pbtxt does not say."""
 
-    dynamic_batching: bool = True
-    max_batch_size: int = TRITON_DEFAULT_MAX_BATCH_SIZE
-    max_queue_delay_microseconds: int = 0
-    preferred_batch_size: tuple[int, ...] = ()  # () : Triton prefers max_batch_size
-    instance_count: int = 1
-    instance_kind: str = "KIND_CPU"
+    dynamic_batching: bool = _TRITON["dynamic_batching"]
+    max_batch_size: int = _TRITON["max_batch_size"]
+    max_queue_delay_microseconds: int = _TRITON["max_queue_delay_microseconds"]
+    preferred_batch_size: tuple[int, ...] = _TRITON["preferred_batch_size"]  # () : Triton prefers max_batch_size
+    instance_count: int = _TRITON["instance_count"]
+    instance_kind: str = _TRITON["instance_kind"]
     runtime: str = "tensorflow"
 
     def __post_init__(self) -> None:
@@ -91,15 +92,15 @@ class TritonConfig:
     def id(self) -> str:
         """``defaults``, ``mbs8-d2000``, ``nobatch-i2``: the knobs that differ from Triton's defaults."""
         parts = [] if self.dynamic_batching else ["nobatch"]
-        if self.max_batch_size != TRITON_DEFAULT_MAX_BATCH_SIZE:
+        if self.max_batch_size != _TRITON["max_batch_size"]:
             parts.append(f"mbs{self.max_batch_size}")
         if self.max_queue_delay_microseconds:
             parts.append(f"d{self.max_queue_delay_microseconds}")
         if self.preferred_batch_size:
             parts.append("pref" + ".".join(map(str, self.preferred_batch_size)))
-        if self.instance_count != 1:
+        if self.instance_count != _TRITON["instance_count"]:
             parts.append(f"i{self.instance_count}")
-        if self.instance_kind != "KIND_CPU":
+        if self.instance_kind != _TRITON["instance_kind"]:
             parts.append(self.instance_kind.removeprefix("KIND_").lower())
         if RUNTIME_SHORT.get(self.runtime):
             parts.append(RUNTIME_SHORT[self.runtime])
@@ -123,49 +124,28 @@ class TritonConfig:
         return dict(self.knobs())[knob]
 
     def validate(self, where: str = "configuration") -> None:
-        """Raise UserError where Triton (or the launcher) would refuse this configuration before loading it."""
-        if self.max_batch_size < 1:
-            raise UserError(
-                f"{where}: max_batch_size must be at least 1, got {self.max_batch_size} "
-                "(0 would make the model refuse batched requests altogether)"
-            )
-        if self.max_queue_delay_microseconds < 0:
-            raise UserError(
-                f"{where}: max_queue_delay_microseconds must not be negative, got {self.max_queue_delay_microseconds}"
-            )
-        if self.instance_count < 1:
-            raise UserError(f"{where}: instance_count must be at least 1, got {self.instance_count}")
+        """Raise UserError where Triton (or the launcher) would refuse this configuration before loading it:
+        Triton's kind checks it (servers/_triton.py), as it checks a sweep's."""
         check_runtime(self.runtime, where)
-        if self.instance_kind not in TRITON_KINDS:
-            kinds = ", ".join(TRITON_KINDS)
-            raise UserError(f"{where}: instance_kind must be one of {kinds}, got {self.instance_kind!r}")
-        for size in self.preferred_batch_size:
-            if not 1 <= size <= self.max_batch_size:
-                # model_config_utils.cc:1422-1437 (r24.10): "dynamic batching preferred size must be <= max batch size"
-                raise UserError(
-                    f"{where}: preferred_batch_size {size} must be between 1 and max_batch_size "
-                    f"({self.max_batch_size}), as Triton requires"
-                )
+        self.batching(where)
 
-    def batching(self) -> TritonBatching:
-        """The launcher's form of this configuration (what ``export.triton_config_text`` writes)."""
-        return TritonBatching(
-            max_batch_size=self.max_batch_size,
-            dynamic_batching=self.dynamic_batching,
-            max_queue_delay_us=self.max_queue_delay_microseconds,
-            preferred_batch_sizes=self.preferred_batch_size,
-            instance_count=self.instance_count,
-            kind=self.instance_kind,
-        )
+    def values(self) -> dict[str, Any]:
+        """The configuration as Triton's knob values (servers.kind("triton")'s names)."""
+        return {knob: getattr(self, knob) for knob in servers.kind("triton").knob_names}
+
+    def batching(self, where: str = "configuration") -> TritonBatching:
+        """The launcher's form of this configuration (what ``export.triton_config_text`` writes), checked."""
+        batching: TritonBatching = _checked("triton", self.values(), where)
+        return batching
 
 
 @dataclass(frozen=True)
 class MLServerConfig:
     """One MLServer configuration: adaptive batching (model-settings.json) and the worker pool (settings.json)."""
 
-    max_batch_size: int = 0
-    max_batch_time: float = 0.0  # seconds, as model-settings.json spells it
-    parallel_workers: int = MLSERVER_DEFAULT_PARALLEL_WORKERS
+    max_batch_size: int = _MLSERVER["max_batch_size"]
+    max_batch_time: float = _MLSERVER["max_batch_time"]  # seconds, as model-settings.json spells it
+    parallel_workers: int = _MLSERVER["parallel_workers"]
     runtime: str = "tensorflow"
 
     def __post_init__(self) -> None:
@@ -186,7 +166,7 @@ class MLServerConfig:
             parts = [f"mbs{self.max_batch_size}", f"t{self.max_batch_time * 1000:g}ms"]
         else:
             parts = ["nobatch"]
-        if self.parallel_workers != MLSERVER_DEFAULT_PARALLEL_WORKERS:
+        if self.parallel_workers != _MLSERVER["parallel_workers"]:
             parts.append(f"w{self.parallel_workers}")
         if RUNTIME_SHORT.get(self.runtime):
             parts.append(RUNTIME_SHORT[self.runtime])
@@ -206,17 +186,20 @@ class MLServerConfig:
         return dict(self.knobs())[knob]
 
     def validate(self, where: str = "configuration") -> None:
-        if self.max_batch_size < 0:
-            raise UserError(f"{where}: max_batch_size must be 0 or more, got {self.max_batch_size}")
-        if not math.isfinite(self.max_batch_time) or self.max_batch_time < 0:
+        """Raise UserError where MLServer would refuse this configuration: MLServer's kind checks it."""
+        if not math.isfinite(self.max_batch_time):
             raise UserError(f"{where}: max_batch_time must be 0 or more seconds, got {self.max_batch_time}")
-        if self.parallel_workers < 0:
-            raise UserError(f"{where}: parallel_workers must be 0 or more, got {self.parallel_workers}")
         check_runtime(self.runtime, where)
+        self.batching(where)
 
-    def batching(self) -> MLServerBatching:
-        """The launcher's form of the model's settings; the worker count goes to the server's settings.json."""
-        return MLServerBatching(max_batch_size=self.max_batch_size, max_batch_time_s=self.max_batch_time)
+    def values(self) -> dict[str, Any]:
+        """The configuration as MLServer's knob values (servers.kind("mlserver")'s names)."""
+        return {knob: getattr(self, knob) for knob in servers.kind("mlserver").knob_names}
+
+    def batching(self, where: str = "configuration") -> MLServerBatching:
+        """The launcher's form: the model's settings, and the worker count for the server's settings.json."""
+        batching: MLServerBatching = _checked("mlserver", self.values(), where)
+        return batching
 
 
 def triton_config_of(values: dict[str, Any], source: str = "spec") -> TritonConfig:
