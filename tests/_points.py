@@ -52,7 +52,7 @@ def make_point(
     )
     rate = requests_per_s if answered else 0.0
     return Point(
-        target=Target(target, f"grpc://{target}:8500", device, server="tensorflow-serving"),
+        target=Target(target, f"grpc://{target}:8500", device, server="tfserving"),
         model=model,
         signature="serving_default",
         payload="float",

@@ -474,21 +474,21 @@ def test_three_servers_on_one_device_are_compared_as_servers() -> None:
     points = []
     # (server, batch-1 latency at c1, latency at c8): requests/s = concurrency / latency
     for server, base_us, c8_us in (
-        ("serve-bench-local", 10_000, 40_000),
+        ("local", 10_000, 40_000),
         ("triton", 10_000, 20_000),
         ("mlserver", 12_000, 60_000),
     ):
         points.append(_served_by(server, make_point(server, "cpu", 1, base_us, concurrency=1)))
         points.append(_served_by(server, make_point(server, "cpu", 1, c8_us, concurrency=8)))
     decision = decide(analyze_run(points))
-    assert [r.device for r in decision.rows] == ["mlserver (cpu)", "serve-bench-local (cpu)", "triton (cpu)"]
+    assert [r.device for r in decision.rows] == ["local (cpu)", "mlserver (cpu)", "triton (cpu)"]
     assert decision.ratios is None
     first, gains, latency = decision.verdict
     # triton c8: 8 / 0.020 = 400 images/s, the most; local 8 / 0.040 = 200 (0.50x); mlserver 8 / 0.060 = 133 (0.33x)
     assert first.startswith("Servers: triton (cpu) serves the most, 400 images/s"), first
-    assert "serve-bench-local (cpu) 0.50×" in first and "mlserver (cpu) 0.33×" in first
+    assert "local (cpu) 0.50×" in first and "mlserver (cpu) 0.33×" in first
     # gains over each one's c1 baseline: triton 400/100 = 4.00x, local 200/100 = 2.00x, mlserver 133/83.3 = 1.60x
-    assert "triton (cpu) 4.00×" in gains and "serve-bench-local (cpu) 2.00×" in gains
+    assert "triton (cpu) 4.00×" in gains and "local (cpu) 2.00×" in gains
     assert "mlserver (cpu) 1.60×" in gains
     assert "p99 at each server's best" in latency
 

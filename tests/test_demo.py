@@ -49,7 +49,7 @@ def test_demo_exports_serves_sweeps_and_reports(models_dir: Path, tmp_path: Path
     expected = {p.key for p in plan_points(demo_spec)}  # the spec's targets and grid, for the demo's model
     assert {p.key for p in points} == expected
     assert {p.target.name for p in points} == {"local-grpc", "local-rest"}
-    assert all(p.counts.ok > 0 and p.target.server == "serve-bench-local" for p in points)
+    assert all(p.counts.ok > 0 and p.target.server == "local" for p in points)
     assert all(p.server is not None for p in points), "the demo's server metrics were not read"
     html = (run_dir / "report.html").read_text()
     assert "tiny" in html and str(run_dir / "report.html") in output.replace("\n", "")  # rich wraps long paths

@@ -229,7 +229,7 @@ def test_short_real_run_produces_a_report(two_runs, models_dir, capsys):
     assert (run / "report.html").exists() and (run / "summary.csv").exists()
     assert (run / "plots" / "server_breakdown.png").exists()  # the local server exports metrics
     rows = list(csv.DictReader((run / "summary.csv").open()))
-    assert {r["Server"] for r in rows} == {"serve-bench-local"}
+    assert {r["Server"] for r in rows} == {"local"}
     assert any(float(r["Server Batch Size"] or 0) > 0 for r in rows)
 
 

@@ -23,6 +23,7 @@ from serve_bench.stats import (
     _schema,
     read_points,
     read_run,
+    server_kind_name,
 )
 from tests._points import make_point
 
@@ -74,8 +75,10 @@ def test_version_1_points_are_migrated():
         assert point.stability.items_spread == old["stability"]["spread"]["items_per_s"]
         assert point.codec.encode_once_us == old["codec_us"].get("encode_once", 0.0)
         assert point.target.protocol == old["target"]["protocol"]
-        assert point.target.server_kind == old["target"]["server_kind"]
+        # the kind's one name: serve-bench-local is local, tensorflow-serving tfserving (stats.server_kind_name)
+        assert point.target.server_kind == server_kind_name(old["target"]["server_kind"])
         assert _mutable_parts(point) == []
+    assert {p.target.server_kind for p in points} == {"local", "tfserving", "unknown"}
     closed, open_loop, dead, _synthetic, local = points
     assert open_loop.latency.sent is not None and open_loop.latency.sent.p99 == raw[1]["latency_uncorrected_us"]["p99"]
     assert open_loop.client.schedule_lag is not None

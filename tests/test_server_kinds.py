@@ -139,3 +139,42 @@ def test_a_spec_whose_batches_exceed_the_launched_triton_s_max_batch_size_is_ref
     spec.write_text(_SPEC)
     assert main(["sweep", str(spec)]) == 2
 
+
+DATA = Path(__file__).parent / "data"
+
+
+def test_the_kinds_names_are_the_results_names():
+    from serve_bench.stats import SERVER_KINDS
+
+    assert SERVER_KINDS == tuple(servers.KINDS)
+
+
+def test_old_spellings_of_a_kind_read_as_its_one_name():
+    """Points written before one name per kind said serve-bench-local and tensorflow-serving: the reader's
+    migration gives the kind's name, so the committed demo runs and a new run group and report alike."""
+    from serve_bench.stats import read_points, server_kind_name
+
+    for said, name in [
+        ("serve-bench-local", "local"),
+        ("tensorflow-serving", "tfserving"),
+        ("TF-Serving", "tfserving"),
+        ("local", "local"),
+        ("triton", "triton"),
+        ("unknown", "unknown"),
+    ]:
+        assert server_kind_name(said) == name, said
+    demo = DATA / "demo_2core_20261125" / "inception_v3" / "points.jsonl"
+    assert '"server":"serve-bench-local"' in demo.read_text()  # as committed
+    points = read_points(demo)
+    assert points and {p.target.server for p in points} == {"local"}
+    old = read_points(DATA / "points_v2_tf_serving_view.jsonl")
+    assert {p.target.server for p in old} == {"tfserving"}  # it says tensorflow-serving
+
+
+def test_the_metrics_reader_takes_an_old_spelling_as_its_kind():
+    from serve_bench.metrics._reader import _reader_kind
+
+    assert [_reader_kind(k) for k in ("tensorflow-serving", "serve-bench-local", "local", "tfserving")] == [
+        "tfserving"
+    ] * 4
+    assert (_reader_kind("triton"), _reader_kind("MLServer"), _reader_kind("nginx")) == ("triton", "mlserver", "")

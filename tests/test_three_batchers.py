@@ -37,7 +37,7 @@ def test_each_server_is_measured_and_named(three_batchers_run):
     points = outcome.measured
     assert len(points) == 6  # 3 servers x (c1, c8)
     kinds = {p.target.name: (p.target.server, p.target.server_version) for p in points}
-    assert kinds["local"][0] == "serve-bench-local"
+    assert kinds["local"][0] == "local"
     assert kinds["triton"] == ("triton", "2.51.0")
     assert kinds["mlserver"] == ("mlserver", "1.7.1")
     for point in points:
@@ -51,10 +51,10 @@ def test_the_report_compares_the_three_batchers(three_batchers_run):
     run_dir, _outcome = three_batchers_run
     report = build_report(run_dir, plots=False)
     decision = decide(report.analysis)
-    assert sorted(r.device for r in decision.rows) == ["mlserver (cpu)", "serve-bench-local (cpu)", "triton (cpu)"]
+    assert sorted(r.device for r in decision.rows) == ["local (cpu)", "mlserver (cpu)", "triton (cpu)"]
     servers, gains, _ = decision.verdict
     assert servers.startswith("Servers: ")
-    for name in ("mlserver (cpu)", "serve-bench-local (cpu)", "triton (cpu)"):
+    for name in ("local (cpu)", "mlserver (cpu)", "triton (cpu)"):
         assert name in servers and name in gains
     assert "[" in gains  # each gain carries its interval
     html = report.html.read_text()

@@ -286,7 +286,7 @@ def test_page_kind_tells_the_servers_apart():
     # a fresh MLServer page has no model_infer_request_* yet: its worker queue says whose it is
     assert "model_infer_request" not in _text("mlserver_1.7.1_grpc_metrics_before.txt")
     assert page_kind(_text("mlserver_1.7.1_grpc_metrics_before.txt")) == "mlserver"
-    assert page_kind(Metrics().render()) == "tensorflow-serving"
+    assert page_kind(Metrics().render()) == "tfserving"
     assert page_kind("# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 1.0\n") == ""
 
 

@@ -12,7 +12,7 @@ import numpy as np
 from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo, Transport
 from serve_bench.client._errors import ConnectError, InvalidArgument, NotFound, ServeBenchError
 from serve_bench.codec import DT_STRING, DTYPE_TO_NUMPY, dtype_name
-from serve_bench.stats import parse_target
+from serve_bench.stats import parse_target, server_kind_name
 
 __all__ = ["Client", "Response", "connect", "server_kind", "server_runtime"]
 
@@ -47,13 +47,13 @@ def server_kind(client: Client, declared: str = "") -> tuple[str, str]:
     """(kind, version) of the server behind ``client``: the local server names itself, and so do
     Triton and MLServer ("triton/2.51.0", "mlserver/1.7.1" from their server metadata); else as declared."""
     identity = client.transport.server_identity or ""
-    if "serve-bench-local" in identity:
+    if "serve-bench-local" in identity:  # the local server's identity, as TF Serving's Server header would be
         _, _, version = identity.partition("/")
-        return "serve-bench-local", version.split()[0] if version else ""
+        return "local", version.split()[0] if version else ""
     name, _, version = identity.partition("/")
     if name.strip().lower() in _V2_SERVERS:
         return name.strip().lower(), version.strip()
-    return (declared or "unknown"), ""
+    return (server_kind_name(declared) if declared else "unknown"), ""
 
 
 class Client:

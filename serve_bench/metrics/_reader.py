@@ -22,15 +22,15 @@ from serve_bench.metrics._exposition import fetch_text
 from serve_bench.metrics._mlserver import MLServerSnapshot
 from serve_bench.metrics._scrape import MetricsSnapshot
 from serve_bench.metrics._triton import TritonSnapshot
-from serve_bench.stats import InvalidTarget, ServerView, parse_target
+from serve_bench.stats import InvalidTarget, ServerView, parse_target, server_kind_name
 
 __all__ = ["ServerSnapshot", "page_kind", "read_server", "read_settled", "server_breakdown", "triton_stats_url"]
 
 ServerSnapshot = MetricsSnapshot | TritonSnapshot | MLServerSnapshot
 
-TRITON, MLSERVER, TF_SERVING = "triton", "mlserver", "tensorflow-serving"
-# declared kinds read as TF Serving's page (the local server writes the same one)
-_TF_KINDS = frozenset({TF_SERVING, "tf-serving", "tfserving", "serve-bench-local"})
+TRITON, MLSERVER, TF_SERVING = "triton", "mlserver", "tfserving"  # the kinds' one names (stats.SERVER_KINDS)
+# declared kinds read as TF Serving's page: the local server writes the same one
+_TF_KINDS = frozenset({TF_SERVING, "local"})
 SETTLE_S = 2.0  # longest wait for the "after" page to count the client's last answers
 _POLL_S = 0.02
 
@@ -47,7 +47,7 @@ def page_kind(text: str) -> str:
 
 
 def _reader_kind(declared: str) -> str:
-    kind = declared.strip().lower()
+    kind = server_kind_name(declared)  # an old spelling (tensorflow-serving, serve-bench-local) is its kind
     return TF_SERVING if kind in _TF_KINDS else kind if kind in (TRITON, MLSERVER) else ""
 
 

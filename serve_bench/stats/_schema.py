@@ -38,6 +38,11 @@ History of ``schema_version`` (points.jsonl):
    ``onnxruntime`` or ``openvino`` (what a launched local server ran, or what the spec
    declared), ``""`` when not stated. A version-4 point reads as is: the field has a default.
 
+Every version: ``target.server`` says a kind by its one name (``SERVER_KINDS``: local, tfserving,
+triton, mlserver, serve_bench/servers/' registry). Points written before said the local server
+``serve-bench-local`` and TF Serving ``tensorflow-serving`` (or a spec's ``tf-serving``): they are read
+under the one name (``server_kind_name``), so an old run and a new one group and report alike.
+
 History of ``schema_version`` (run.json):
 
 1. No version field: host metadata, settings, spec name.
@@ -56,12 +61,15 @@ from typing import Any
 from serve_bench.stats._point import LOAD_MODES, PAYLOAD_KINDS, SCHEMA_VERSION, Point
 
 __all__ = [
+    "OLD_SERVER_KINDS",
     "RUN_SCHEMA_VERSION",
     "SCHEMA_HISTORY",
+    "SERVER_KINDS",
     "from_data",
     "migrate_run",
     "point_from_data",
     "point_to_data",
+    "server_kind_name",
     "to_data",
 ]
 
@@ -173,6 +181,24 @@ def from_data(tp: Any, value: Any, where: str) -> Any:
 # --- points ---------------------------------------------------------------------
 
 
+# each server kind's one name (servers.KINDS has the same), and the spellings points and specs used before
+SERVER_KINDS = ("local", "tfserving", "triton", "mlserver")
+OLD_SERVER_KINDS = {
+    "serve-bench-local": "local",
+    "tensorflow-serving": "tfserving",
+    "tf-serving": "tfserving",
+    "tensorflow_serving": "tfserving",
+}
+
+
+def server_kind_name(spelling: str) -> str:
+    """The one name of the server kind ``spelling`` says (an old spelling, any case); as given when it is none."""
+    said = spelling.strip().lower()
+    if said in SERVER_KINDS:
+        return said
+    return OLD_SERVER_KINDS.get(said, spelling)
+
+
 def point_to_data(point: Point) -> dict[str, Any]:
     data: dict[str, Any] = to_data(point)
     return data
@@ -196,6 +222,9 @@ def point_from_data(data: Any, line_text: str = "") -> Point:
             f"point has schema_version {version!r}; this serve-bench reads 1 to {SCHEMA_VERSION} "
             "(a newer serve-bench wrote it)"
         )
+    target = data.get("target")
+    if isinstance(target, dict) and isinstance(target.get("server"), str):
+        data = {**data, "target": {**target, "server": server_kind_name(target["server"])}}
     point: Point = from_data(Point, data, "")
     if point.payload not in PAYLOAD_KINDS:
         raise ValueError(f"payload: expected one of {', '.join(PAYLOAD_KINDS)}, found {point.payload!r}")

@@ -36,7 +36,6 @@ from serve_bench.stats import Target
 __all__ = ["LAUNCH_KINDS", "Launch", "launched_target", "launched_targets", "parse_launch"]
 
 LAUNCH_KINDS = servers.LAUNCHABLE  # the kinds serve-bench starts itself; each kind's knobs are in servers/
-_SERVER_KIND = {"local": "serve-bench-local", "triton": "triton", "mlserver": "mlserver"}
 
 
 @dataclass(frozen=True)
@@ -124,7 +123,7 @@ def launched_target(target: Target, server: ServerProcess, kind: str, protocol: 
         url=server.grpc_url if protocol == "grpc" else server.http_url,
         protocol="",  # derived again from the launched URL
         metrics_url=server.metrics_url,
-        server=_SERVER_KIND[kind],
+        server=servers.kind(kind).name,
         pid=server.pid,
         http_url=server.http_url if servers.kind(kind).v2 else "",
     )
