@@ -3,8 +3,9 @@ own defaults, one validation, one name; sweep and tune read the same defaults th
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pytest
 
@@ -75,42 +76,35 @@ def test_an_unknown_kind_and_another_kind_s_knob_are_one_line_each():
     assert "(it is triton's)" in str(caught.value) and "\n" not in str(caught.value)
 
 
-class _Recorded:
-    """Stands in for a server class: records what it was made with, starts nothing."""
-
-    made: ClassVar[list[Any]] = []
-
-    def __init__(self, models_dir: Any, model: str, batching: Any = None, **kwargs: Any) -> None:
-        _Recorded.made.append(batching)
-
-
-@pytest.mark.parametrize(
-    ("name", "server_class", "tune_config"),
-    [
-        ("triton", "TritonServer", TritonConfig()),
-        ("mlserver", "MLServerServer", MLServerConfig()),
-    ],
-)
-def test_sweep_and_tune_launch_the_same_defaults(monkeypatch, tmp_path, name, server_class, tune_config):
+@pytest.mark.parametrize(("name", "tune_config"), [("triton", TritonConfig()), ("mlserver", MLServerConfig())])
+def test_sweep_and_tune_launch_the_same_defaults(monkeypatch, tmp_path, name, tune_config):
     """A launched target that names no knob and tune's ``defaults`` baseline start the same server: the server's
     own defaults (a sweep's Triton had max_batch_size 32 while tune's had 4; MLServer batched 32 / 2 ms in a sweep
     and not in tune)."""
     from serve_bench.sweep._launch import Launch, _process
     from serve_bench.tune._spec import ServerSpec
-    from serve_bench.tune._started import MLServerRestarter, TritonRestarter
+    from serve_bench.tune._started import STARTED_HERE
 
-    module = {"triton": "serve_bench.servers._triton", "mlserver": "serve_bench.servers._mlserver"}[name]
-    monkeypatch.setattr(f"{module}.{server_class}", _Recorded)
-    monkeypatch.setattr(_Recorded, "made", [])
-    _process(Launch(name), tmp_path, "tiny", tmp_path / "sweep")
-    restarter = {"triton": TritonRestarter, "mlserver": MLServerRestarter}[name]
+    made: list[Any] = []
     written = tmp_path / "written.txt"
     written.write_text("the server's file")
-    monkeypatch.setattr(_Recorded, "config_files", lambda self: (written,), raising=False)
+
+    class Recorded:
+        """Stands in for the kind's server: records its configuration, starts nothing."""
+
+        def config_files(self) -> tuple[Path, ...]:
+            return (written,)
+
+    def start(serve: servers.Serve) -> Any:
+        made.append(serve.config)
+        return Recorded()
+
+    monkeypatch.setitem(servers.KINDS, name, dataclasses.replace(servers.kind(name), start=start))
+    _process(Launch(name), tmp_path, "tiny", tmp_path / "sweep")
     kept = tmp_path / "kept.txt"
-    restarter(ServerSpec(kind=name), "tiny", tmp_path).prepare(tune_config, kept)
+    STARTED_HERE[name](ServerSpec(kind=name), "tiny", tmp_path).prepare(tune_config, kept)
     assert kept.read_text() == "the server's file"
-    swept, tuned = _Recorded.made
+    swept, tuned = made
     assert swept == tuned == servers.kind(name).config({})
 
 

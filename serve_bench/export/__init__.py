@@ -44,6 +44,7 @@ from serve_bench.export._repos import (
     mlserver_settings,
     triton_config_text,
     write_mlserver_model,
+    write_model_repository,
     write_triton_model,
 )
 from serve_bench.export._warmup import read_warmup_records, warmup_requests
@@ -84,6 +85,7 @@ __all__ = [
     "triton_config_text",
     "warmup_requests",
     "write_mlserver_model",
+    "write_model_repository",
     "write_models_config",
     "write_triton_model",
 ]

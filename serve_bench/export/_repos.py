@@ -24,6 +24,7 @@ names of Triton's ONNX Runtime and OpenVINO backends. The files are written in e
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -44,6 +45,7 @@ __all__ = [
     "mlserver_settings",
     "triton_config_text",
     "write_mlserver_model",
+    "write_model_repository",
     "write_triton_model",
 ]
 
@@ -213,29 +215,10 @@ def _link_file(src: str | Path, dst: str | Path) -> object:
     return dst
 
 
-def write_triton_model(
-    models_dir: str | os.PathLike[str],
-    model: str,
-    repository: str | os.PathLike[str],
-    batching: TritonBatching | None = None,  # None: EXPORTED_TRITON
-    *,
-    version: int | None = None,
-    parameters: dict[str, str] | None = None,
-    symlink: bool = False,
-    runtime: str = "tensorflow",
-) -> Path:
-    """Write ``<repository>/<model>/`` for Triton from the exported model; return that directory.
-
-    ``runtime`` picks what the Python backend runs: the SavedModel (TensorFlow) or the copy
-    ``export --runtimes`` converted for another runtime with a runner there (UserError when there is none).
-    ``symlink`` points at the export instead of linking its files (the launcher's throw-away
-    repositories); ``parameters`` become ``config.pbtxt`` parameters (``EXECUTION_ENV_PATH``
-    for the Python backend's environment, ``intra_op_threads``).
-    """
-    facts = _facts(Path(models_dir), model, version)
-    kept, converted = _converted_files(Path(models_dir), runtime, model, facts.version)
-    batching = batching or EXPORTED_TRITON
-    model_dir = Path(repository) / model
+def _triton_files(model_dir: Path, facts: _Facts, kept: RuntimeRecord, converted: list[Path], given: _Given) -> None:
+    """``config.pbtxt`` and the version directory: the Python backend's ``model.py``, the runners, and the
+    SavedModel or ``runtime``'s copy, linked (``in_place``: symlinked to the export, for throw-away repositories);
+    ``parameters`` become ``config.pbtxt`` parameters (``EXECUTION_ENV_PATH``, ``intra_op_threads``)."""
     if model_dir.exists():
         shutil.rmtree(model_dir)
     version_dir = model_dir / str(facts.version)
@@ -244,19 +227,20 @@ def write_triton_model(
     shutil.copy2(RUNNERS_FILE, version_dir / _RUNNERS_AS)
     for source in converted:
         destination = version_dir / source.name
-        if symlink:
+        if given.in_place:
             destination.symlink_to(source.resolve())
         else:
             _link_file(source, destination)
-    if not converted and symlink:
+    if not converted and given.in_place:
         (version_dir / "model.savedmodel").symlink_to(facts.path.resolve(), target_is_directory=True)
     elif not converted:
         _link_tree(facts.path, version_dir / "model.savedmodel")
+    parameters = given.parameters
     if converted:
-        parameters = {**(parameters or {}), **_runner_names(kept), "model_file": kept.model_file}
-    text = triton_config_text(model, facts.input_shape, facts.feature_size, batching, parameters)
+        parameters = {**parameters, **_runner_names(kept), "model_file": kept.model_file}
+    batching = given.batching or EXPORTED_TRITON
+    text = triton_config_text(model_dir.name, facts.input_shape, facts.feature_size, batching, parameters)
     (model_dir / "config.pbtxt").write_text(text)
-    return model_dir
 
 
 def mlserver_settings(
@@ -276,38 +260,63 @@ def mlserver_settings(
     return settings
 
 
-def write_mlserver_model(
-    models_dir: str | os.PathLike[str],
-    model: str,
-    repository: str | os.PathLike[str],
-    batching: MLServerBatching | None = None,  # None: EXPORTED_MLSERVER
-    *,
-    version: int | None = None,
-    extra: dict[str, str] | None = None,
-    absolute_uri: bool = False,
-    runtime: str = "tensorflow",
-) -> Path:
-    """Write ``<repository>/<model>/`` for MLServer (settings + runtime); return that directory.
-
-    The settings point at the SavedModel by a path relative to the folder (MLServer resolves
-    it so, ``mlserver/utils.py`` ``get_model_uri``), which holds inside a container that
-    mounts the whole ``exported_models/``; ``absolute_uri`` for repositories written elsewhere.
-    Another ``runtime`` runs the copy ``export --runtimes`` converted (named in ``extra.converted``
-    the same way, its runner in ``extra.runner``); the SavedModel's signature still describes the model.
-    """
-    facts = _facts(Path(models_dir), model, version)
-    kept, converted = _converted_files(Path(models_dir), runtime, model, facts.version)
-    model_dir = Path(repository) / model
+def _mlserver_files(model_dir: Path, facts: _Facts, kept: RuntimeRecord, converted: list[Path], given: _Given) -> None:
+    """``model-settings.json`` and serve-bench's runtime beside it. The settings point at the SavedModel by a
+    path relative to the folder (MLServer resolves it so, ``mlserver/utils.py`` ``get_model_uri``), which holds
+    inside a container that mounts the whole ``exported_models/``; ``in_place``: an absolute path, for
+    repositories written elsewhere. Another ``runtime`` runs the copy ``export --runtimes`` converted (named in
+    ``extra.converted`` the same way, its runner in ``extra.runner``); ``parameters`` go to ``extra``."""
     model_dir.mkdir(parents=True, exist_ok=True)
     shutil.copy2(_ADAPTERS / "mlserver_runtime.py", model_dir / "serve_bench_runtime.py")
     shutil.copy2(RUNNERS_FILE, model_dir / _RUNNERS_AS)
 
     def where(path: Path) -> str:
-        return str(path.resolve()) if absolute_uri else os.path.relpath(path.resolve(), model_dir.resolve())
+        return str(path.resolve()) if given.in_place else os.path.relpath(path.resolve(), model_dir.resolve())
 
-    uri = where(facts.path)
+    extra = given.parameters
     if converted:
-        extra = {**(extra or {}), **_runner_names(kept), "converted": where(converted[0])}
-    settings = mlserver_settings(model, facts.version, uri, batching or EXPORTED_MLSERVER, extra)
+        extra = {**extra, **_runner_names(kept), "converted": where(converted[0])}
+    batching = given.batching or EXPORTED_MLSERVER
+    settings = mlserver_settings(model_dir.name, facts.version, where(facts.path), batching, extra or None)
     (model_dir / "model-settings.json").write_text(json.dumps(settings, indent=2) + "\n")
+
+
+@dataclass(frozen=True)
+class _Given:
+    batching: Any
+    parameters: dict[str, str]
+    in_place: bool
+
+
+_WRITERS = {"triton": _triton_files, "mlserver": _mlserver_files}
+
+
+def write_model_repository(
+    server: str,
+    models_dir: str | os.PathLike[str],
+    model: str,
+    repository: str | os.PathLike[str],
+    batching: TritonBatching | MLServerBatching | None = None,
+    *,
+    version: int | None = None,
+    parameters: dict[str, str] | None = None,
+    in_place: bool = False,
+    runtime: str = "tensorflow",
+) -> Path:
+    """Write ``<repository>/<model>/`` in ``server``'s format (triton | mlserver) from the exported model; return
+    that directory. ``batching`` None: what ``serve-bench export`` writes (EXPORTED_TRITON, EXPORTED_MLSERVER).
+
+    ``runtime`` picks what the model runs: the SavedModel (TensorFlow) or the copy ``export --runtimes``
+    converted for another runtime with a runner there (UserError when there is none). ``in_place`` points at
+    the export where it is (the launchers' repositories) instead of linking it relatively.
+    """
+    facts = _facts(Path(models_dir), model, version)
+    kept, converted = _converted_files(Path(models_dir), runtime, model, facts.version)
+    model_dir = Path(repository) / model
+    _WRITERS[server](model_dir, facts, kept, converted, _Given(batching, dict(parameters or {}), in_place))
     return model_dir
+
+
+# Triton's repository (config.pbtxt, the Python backend's model.py) and MLServer's (model-settings.json)
+write_triton_model = functools.partial(write_model_repository, "triton")
+write_mlserver_model = functools.partial(write_model_repository, "mlserver")

@@ -12,7 +12,7 @@ free ports, and serve a model exported by ``serve-bench export``.
 """
 
 from serve_bench.servers._env import ENV_VARIABLE, ServersEnv, require_runtime_package, servers_env
-from serve_bench.servers._kind import SIZES, Knob, ServerKind
+from serve_bench.servers._kind import SIZES, Knob, Serve, ServerKind
 from serve_bench.servers._local import LocalServerProcess
 from serve_bench.servers._mlserver import MLServerServer
 from serve_bench.servers._ports import free_port
@@ -28,6 +28,7 @@ __all__ = [
     "Knob",
     "LocalServerProcess",
     "MLServerServer",
+    "Serve",
     "ServerKind",
     "ServerProcess",
     "ServersEnv",

@@ -15,7 +15,7 @@ from typing import Any
 from serve_bench.errors import InvalidValue, UserError
 from serve_bench.servers._process import ServerProcess
 
-__all__ = ["SIZES", "Knob", "ServerKind"]
+__all__ = ["SIZES", "Knob", "Serve", "ServerKind"]
 
 SIZES = "sizes"  # a knob whose value is a list of batch sizes
 
@@ -42,8 +42,21 @@ class Knob:
         return "" if ok else type(value).__name__
 
 
-# (knob values, models_dir, model, runtime, work_dir, startup_timeout_s) -> the server, not started
-Starter = Callable[[Mapping[str, Any], Path, str, str, Path, float], ServerProcess]
+@dataclass(frozen=True)
+class Serve:
+    """What a kind's process is made from: its configuration (``ServerKind.config``), the knob values given, the
+    exported model it serves, what runs it, and where its files go."""
+
+    config: Any
+    values: Mapping[str, Any]
+    models_dir: Path
+    model: str
+    runtime: str
+    work_dir: Path
+    startup_timeout_s: float
+
+
+Starter = Callable[[Serve], ServerProcess]  # the server for a Serve, not started
 
 
 @dataclass(frozen=True)
@@ -83,6 +96,15 @@ class ServerKind:
         if self.configure is None:
             return None
         return self.configure({**self.defaults(), **values})
+
+    def process(
+        self, values: Mapping[str, Any], models_dir: Path, model: str, runtime: str, work_dir: Path, timeout_s: float
+    ) -> ServerProcess:
+        """The server serving ``model`` from ``models_dir`` with ``values`` (checked), its files in ``work_dir``;
+        not started."""
+        if self.start is None:
+            raise UserError(f"serve-bench does not start {self.label}; give its URL")
+        return self.start(Serve(self.config(values), values, models_dir, model, runtime, work_dir, timeout_s))
 
     def max_batch_size(self, values: Mapping[str, Any]) -> int | None:
         """The largest batch one request may carry with ``values`` (None: no limit of the server's)."""

@@ -15,7 +15,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from serve_bench.servers._kind import Knob, ServerKind
+from serve_bench.errors import UserError
+from serve_bench.servers._kind import Knob, Serve, ServerKind
 from serve_bench.servers._ports import free_port
 from serve_bench.servers._process import ServerProcess
 
@@ -45,21 +46,10 @@ class LocalServerProcess(ServerProcess):
         # every model a models.config lists (the demo's); ``model`` is then the one waited on
         self.model_config_file = Path(model_config_file).resolve() if model_config_file else None
         self.extra_flags = extra_flags
-        self.grpc_port, self.rest_port = free_port(), free_port()
+        self.grpc_port, self.http_port = free_port(), free_port()
+        self.rest_port = self.http_port  # TF Serving's name (--rest_api_port)
         self.monitoring = self.work_dir / "monitoring.config"
         self.monitoring.write_text(f'prometheus_config {{ enable: true path: "{METRICS_PATH}" }}\n')
-
-    @property
-    def http_base(self) -> str:
-        return f"http://127.0.0.1:{self.rest_port}"
-
-    @property
-    def grpc_url(self) -> str:
-        return f"grpc://127.0.0.1:{self.grpc_port}"
-
-    @property
-    def http_url(self) -> str:
-        return self.http_base
 
     @property
     def metrics_url(self) -> str:
@@ -92,17 +82,26 @@ class LocalServerProcess(ServerProcess):
         return [f"{self.http_base}/v1/models/{self.model}"]
 
 
-def _start(
-    values: Mapping[str, Any], models_dir: Path, model: str, runtime: str, work_dir: Path, startup_timeout_s: float
-) -> ServerProcess:
-    LOCAL.config(values)
+def _configure(values: Mapping[str, Any]) -> None:
+    """The local server's configuration is TF Serving's file, which it reads and checks when it starts; here:
+    that the file named is there (a name the OS cannot even look up, ENAMETOOLONG, is not there either)."""
+    named = values["batching_parameters_file"]
+    try:
+        there = not named or Path(named).is_file()
+    except OSError:
+        there = False
+    if not there:
+        raise UserError("batching_parameters_file: no such file")
+
+
+def _start(serve: Serve) -> ServerProcess:
     return LocalServerProcess(
-        models_dir,
-        model,
-        batching_file=values.get("batching_parameters_file") or None,
-        extra_flags=(f"--runtime={runtime}",),
-        work_dir=work_dir,
-        startup_timeout_s=startup_timeout_s,
+        serve.models_dir,
+        serve.model,
+        batching_file=serve.values.get("batching_parameters_file") or None,
+        extra_flags=(f"--runtime={serve.runtime}",),
+        work_dir=serve.work_dir,
+        startup_timeout_s=serve.startup_timeout_s,
     )
 
 
@@ -117,6 +116,6 @@ LOCAL = ServerKind(
             "none: batching off, as tensorflow_model_server without --enable_batching (main.cc, enable_batching false)",
         ),
     ),
-    None,
+    _configure,
     _start,
 )

@@ -17,10 +17,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from serve_bench.export import MLServerBatching, write_mlserver_model
-from serve_bench.servers._env import require_runtime_package, servers_env
+from serve_bench.export import MLServerBatching
 from serve_bench.servers._kind import Knob, ServerKind
-from serve_bench.servers._process import ServerProcess, V2ServerProcess
+from serve_bench.servers._repository import RepositoryServer
 
 __all__ = ["MLSERVER", "MLServerServer"]
 
@@ -51,32 +50,15 @@ def _configure(values: Mapping[str, Any]) -> MLServerBatching:
     )
 
 
-class MLServerServer(V2ServerProcess):
-    name = "mlserver"
+class MLServerServer(
+    RepositoryServer, name="mlserver", label="MLServer", kind_name="mlserver", batching_type=MLServerBatching
+):
+    batching: MLServerBatching
 
-    def __init__(
-        self,
-        models_dir: str | os.PathLike[str],
-        model: str,
-        batching: MLServerBatching | None = None,
-        *,
-        intra_op_threads: int = 0,
-        runtime: str = "tensorflow",
-        work_dir: Path | None = None,
-        startup_timeout_s: float = 120.0,
-    ) -> None:
-        self.env = servers_env("MLServer")  # before any directory is made: a missing environment leaves nothing
-        require_runtime_package(self.env, runtime)
-        super().__init__(work_dir, startup_timeout_s)
-        self.model = model
-        self.batching = batching or MLServerBatching()
-        self.runtime = runtime
-        self.repository = self.work_dir / "repository"
-        extra = {"intra_op_threads": str(intra_op_threads)} if intra_op_threads else None
-        write_mlserver_model(
-            models_dir, model, self.repository, self.batching, extra=extra, absolute_uri=True, runtime=runtime
-        )
-        settings = {
+    def write_repository(self, models_dir: Path, intra_op_threads: int) -> None:
+        """The model's repository, then the server's settings.json (host, ports, the worker pool)."""
+        super().write_repository(models_dir, intra_op_threads)
+        settings: dict[str, object] = {
             "host": "127.0.0.1",
             "http_port": self.http_port,
             "grpc_port": self.grpc_port,
@@ -104,21 +86,9 @@ class MLServerServer(V2ServerProcess):
         errors = tuple(line for line in log if "Error" in line or "error" in line)
         return errors[-20:] or log[-20:]
 
-    def knobs(self) -> dict[str, str]:
-        return self.batching.knobs()
-
     def config_files(self) -> tuple[Path, ...]:
         """The files that hold the configuration, as the server reads them: the model's, then the server's."""
         return (self.repository / self.model / "model-settings.json", self.repository / "settings.json")
 
 
-def _start(
-    values: Mapping[str, Any], models_dir: Path, model: str, runtime: str, work_dir: Path, startup_timeout_s: float
-) -> ServerProcess:
-    batching = MLSERVER.config(values)
-    return MLServerServer(
-        models_dir, model, batching, runtime=runtime, work_dir=work_dir, startup_timeout_s=startup_timeout_s
-    )
-
-
-MLSERVER = ServerKind("mlserver", "MLServer", _KNOBS, _configure, _start, max_batch_knob="", v2=True)
+MLSERVER = ServerKind("mlserver", "MLServer", _KNOBS, _configure, MLServerServer.for_kind, max_batch_knob="", v2=True)

@@ -89,14 +89,22 @@ class ServerProcess:
         """The log lines that say why a start failed, from the whole start-up log (its tail by default)."""
         return log[-LOG_TAIL_LINES:]
 
-    # where it answers, once started (each subclass knows its ports)
+    # where it answers, once started, on 127.0.0.1: the ports each subclass takes, in the schemes of its protocol
+    grpc_port: int
+    http_port: int
+    grpc_scheme, http_scheme = "grpc", "http"
+
+    @property
+    def http_base(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
     @property
     def grpc_url(self) -> str:
-        raise NotImplementedError
+        return f"{self.grpc_scheme}://127.0.0.1:{self.grpc_port}"
 
     @property
     def http_url(self) -> str:
-        raise NotImplementedError
+        return f"{self.http_scheme}://127.0.0.1:{self.http_port}"
 
     @property
     def metrics_url(self) -> str:
@@ -187,22 +195,11 @@ class V2ServerProcess(ServerProcess):
     """A server of the Open Inference Protocol (Triton, MLServer) on three free loopback ports."""
 
     model: str
+    grpc_scheme, http_scheme = "v2+grpc", "v2+http"
 
     def __init__(self, work_dir: Path | None, startup_timeout_s: float) -> None:
         super().__init__(work_dir, startup_timeout_s)
         self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
-
-    @property
-    def http_base(self) -> str:
-        return f"http://127.0.0.1:{self.http_port}"
-
-    @property
-    def grpc_url(self) -> str:
-        return f"v2+grpc://127.0.0.1:{self.grpc_port}"
-
-    @property
-    def http_url(self) -> str:
-        return f"v2+http://127.0.0.1:{self.http_port}"
 
     @property
     def metrics_url(self) -> str:

@@ -26,10 +26,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from serve_bench.export import TritonBatching, write_triton_model
-from serve_bench.servers._env import ServersEnv, require_runtime_package, servers_env
+from serve_bench.export import TritonBatching
+from serve_bench.servers._env import ServersEnv
 from serve_bench.servers._kind import SIZES, Knob, ServerKind
-from serve_bench.servers._process import ServerProcess, V2ServerProcess
+from serve_bench.servers._repository import RepositoryServer
 
 __all__ = ["TRITON", "TritonServer"]
 
@@ -97,35 +97,17 @@ def _backend_dir(env: ServersEnv) -> Path:
     return backends
 
 
-class TritonServer(V2ServerProcess):
-    name = "tritonserver"
+class TritonServer(
+    RepositoryServer, name="tritonserver", label="Triton", kind_name="triton", batching_type=TritonBatching
+):
+    batching: TritonBatching
 
-    def __init__(
-        self,
-        models_dir: str | os.PathLike[str],
-        model: str,
-        batching: TritonBatching | None = None,
-        *,
-        intra_op_threads: int = 0,
-        runtime: str = "tensorflow",
-        work_dir: Path | None = None,
-        startup_timeout_s: float = 120.0,
-        extra_args: tuple[str, ...] = (),
-    ) -> None:
-        self.env = servers_env("Triton")  # before any directory is made: a missing environment leaves nothing
-        require_runtime_package(self.env, runtime)
-        super().__init__(work_dir, startup_timeout_s)
-        self.model = model
-        self.batching = batching or TritonBatching()
-        self.runtime = runtime
+    def repository_parameters(self, intra_op_threads: int) -> dict[str, str]:
+        # config.pbtxt parameters: the Python backend's environment, and the model's threads
         parameters = {"EXECUTION_ENV_PATH": str(self.env.root)}
         if intra_op_threads:
             parameters["intra_op_threads"] = str(intra_op_threads)
-        self.repository = self.work_dir / "repository"
-        write_triton_model(
-            models_dir, model, self.repository, self.batching, parameters=parameters, symlink=True, runtime=runtime
-        )
-        self.extra_args = extra_args
+        return parameters
 
     @property
     def stats_url(self) -> str:
@@ -144,7 +126,6 @@ class TritonServer(V2ServerProcess):
             f"--metrics-port={self.metrics_port}",
             # no GPU here: skip the GPU metrics' NVML/DCGM polling
             "--allow-gpu-metrics=false",
-            *self.extra_args,
         ]
 
     def environment(self) -> dict[str, str]:
@@ -158,21 +139,11 @@ class TritonServer(V2ServerProcess):
         errors = tuple(line for line in log if "failed to load" in line)
         return errors or tuple(line for line in log if "UNAVAILABLE:" in line) or log[-20:]
 
-    def knobs(self) -> dict[str, str]:
-        return self.batching.knobs()
-
     def config_files(self) -> tuple[Path, ...]:
         """The files that hold the configuration, as the server reads them."""
         return (self.repository / self.model / "config.pbtxt",)
 
 
-def _start(
-    values: Mapping[str, Any], models_dir: Path, model: str, runtime: str, work_dir: Path, startup_timeout_s: float
-) -> ServerProcess:
-    batching = TRITON.config(values)
-    return TritonServer(
-        models_dir, model, batching, runtime=runtime, work_dir=work_dir, startup_timeout_s=startup_timeout_s
-    )
-
-
-TRITON = ServerKind("triton", "Triton", _KNOBS, _configure, _start, max_batch_knob="max_batch_size", v2=True)
+TRITON = ServerKind(
+    "triton", "Triton", _KNOBS, _configure, TritonServer.for_kind, max_batch_knob="max_batch_size", v2=True
+)

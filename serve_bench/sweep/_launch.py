@@ -98,19 +98,12 @@ def parse_launch(raw: dict[str, Any], where: str, source: str, batch_sizes: tupl
             f"is {largest}{own}, and {kind.label} refuses a larger request; raise it: "
             f"batching = {{ {kind.max_batch_knob} = {max(batch_sizes)} }}"
         )
-    if (
-        kind.name == "local"
-        and table.get("batching_parameters_file")
-        and not path_exists(table["batching_parameters_file"])
-    ):
-        raise UserError(f"{source}: {where}.batching.batching_parameters_file: no such file")
     return launch
 
 
 def _process(launch: Launch, models_dir: Path, model: str, work_dir: Path) -> ServerProcess:
-    start = servers.kind(launch.kind).start
-    assert start is not None  # a launch's kind is one of LAUNCH_KINDS
-    return start(dict(launch.knobs), models_dir, model, launch.runtime, work_dir, launch.startup_timeout_s)
+    kind = servers.kind(launch.kind)
+    return kind.process(dict(launch.knobs), models_dir, model, launch.runtime, work_dir, launch.startup_timeout_s)
 
 
 def launched_target(target: Target, server: ServerProcess, kind: str, protocol: str) -> Target:

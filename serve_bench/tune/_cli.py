@@ -19,7 +19,7 @@ from serve_bench.tune._config import TuneConfig
 from serve_bench.tune._restart import CommandRestarter, ComposeRestarter, LocalRestarter
 from serve_bench.tune._run import CONFIGS_FILE, TuneEvent, planned_configs, run_tune
 from serve_bench.tune._spec import METHODS, TuneSpec, load_tune_spec
-from serve_bench.tune._started import MLServerRestarter, TritonRestarter
+from serve_bench.tune._started import STARTED_HERE
 
 __all__ = ["add_tune_arguments", "print_answer", "restart_commands", "run_tune_command"]
 
@@ -88,8 +88,8 @@ def restart_commands(spec: TuneSpec, work_dir: Path) -> list[tuple[str, str]]:
                     LocalRestarter(spec.server, spec.model, work_dir).server_for(config, config_file).command()[1:]
                 )
         else:
-            restarter = TritonRestarter if spec.server.kind == "triton" else MLServerRestarter
-            command = restarter(spec.server, spec.model, work_dir).prepare(config, config_file).command()
+            restarter = STARTED_HERE[spec.server.kind](spec.server, spec.model, work_dir)
+            command = restarter.prepare(config, config_file).command()
         lines.append((config.id, shlex.join(command)))
     return lines
 

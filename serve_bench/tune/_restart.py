@@ -29,7 +29,7 @@ from serve_bench.sweep import launched_target
 from serve_bench.tune._config import ServerConfig, TuneConfig
 from serve_bench.tune._restarter import Restarter, StartFailed
 from serve_bench.tune._spec import ServerSpec
-from serve_bench.tune._started import MLServerRestarter, TritonRestarter
+from serve_bench.tune._started import STARTED_HERE
 
 __all__ = [
     "CommandRestarter",
@@ -204,12 +204,7 @@ class ComposeRestarter:
         return [*self._base(self.spec.compose_file), "up", "-d", "--force-recreate", "--no-deps", self.spec.service]
 
     async def start(self, config: ServerConfig, batching_file: Path, log_path: Path) -> Target:
-        await _run_logged(
-            self.restart_command(_tf_serving(config), batching_file),
-            log_path,
-            self.spec.startup_timeout_s,
-            "docker compose",
-        )
+        await _restart_tf_serving(self, config, batching_file, log_path, "docker compose")
         await _wait_logged(self.spec, self.model, log_path)
         return _remote_target(self.spec)
 
@@ -240,12 +235,7 @@ class CommandRestarter:
         return ["/bin/sh", "-c", text]
 
     async def start(self, config: ServerConfig, batching_file: Path, log_path: Path) -> Target:
-        await _run_logged(
-            self.restart_command(_tf_serving(config), batching_file),
-            log_path,
-            self.spec.startup_timeout_s,
-            "the restart command",
-        )
+        await _restart_tf_serving(self, config, batching_file, log_path, "the restart command")
         if self.spec.stop:
             self._stop = (
                 self.spec.stop.format(
@@ -287,12 +277,19 @@ def _tf_serving(config: ServerConfig) -> TuneConfig:
     return config
 
 
+async def _restart_tf_serving(
+    restarter: ComposeRestarter | CommandRestarter, config: ServerConfig, batching_file: Path, log_path: Path, what: str
+) -> None:
+    """Run ``restarter``'s command for ``config`` (its output in ``log_path``), waiting as long as the spec says."""
+    command = restarter.restart_command(_tf_serving(config), batching_file)
+    await _run_logged(command, log_path, restarter.spec.startup_timeout_s, what)
+
+
 def make_restarter(spec: ServerSpec, model: str, work_dir: Path) -> Restarter:
     kinds: dict[str, Callable[[ServerSpec, str, Path], Restarter]] = {
         "local": LocalRestarter,
         "compose": ComposeRestarter,
         "command": CommandRestarter,
-        "triton": TritonRestarter,
-        "mlserver": MLServerRestarter,
+        **STARTED_HERE,
     }
     return kinds[spec.kind](spec, model, work_dir)

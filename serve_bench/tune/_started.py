@@ -34,7 +34,7 @@ from serve_bench.tune._v2config import MLServerConfig, TritonConfig
 if TYPE_CHECKING:  # serve_bench.servers is imported when a Triton or MLServer tune starts one
     from serve_bench import servers
 
-__all__ = ["MLServerRestarter", "TritonRestarter"]
+__all__ = ["STARTED_HERE", "MLServerRestarter", "TritonRestarter"]
 
 
 def _read_lines(path: Path) -> list[str]:
@@ -71,9 +71,7 @@ class _StartedHere:
             raise TypeError(f"{type(config).__name__} is not a {self.server_kind} configuration")
         from serve_bench.servers import kind
 
-        start = kind(self.server_kind).start
-        assert start is not None  # tune starts only the kinds serve-bench can
-        server = start(
+        server = kind(self.server_kind).process(
             config.values(),
             Path(self.spec.models_dir),
             self.model,
@@ -111,7 +109,15 @@ class _StartedHere:
         return launched_target(named, server, self.server_kind, self.spec.protocol)
 
     def reason(self, log_path: Path) -> str:
-        """The server's own words for why it did not start, from its whole log ("" when it gave none)."""
+        """The server's own words for why it did not start: the last line of its whole log that gives them
+        ("" when none does)."""
+        found = ""
+        for line in _read_lines(log_path):
+            found = self.says_why(line) or found
+        return found
+
+    def says_why(self, line: str) -> str:
+        """The reason ``line`` of the log gives, in the server's words ("" none)."""
         return ""
 
     async def _abandon(self, server: servers.ServerProcess, starting: asyncio.Future[servers.ServerProcess]) -> None:
@@ -140,15 +146,11 @@ class TritonRestarter(_StartedHere):
     server_kind = "triton"
     config_type = TritonConfig
 
-    def reason(self, log_path: Path) -> str:
+    def says_why(self, line: str) -> str:
         # model_lifecycle.cc logs the version's load error early, before the tables that end the log:
         # E... model_lifecycle.cc:642] "failed to load 'tiny' version 1: Invalid argument: ..."
-        found = ""
-        for line in _read_lines(log_path):
-            at = line.find(f"failed to load '{self.model}' version ")
-            if at >= 0:
-                found = line[at:].rstrip().removesuffix('"')
-        return found
+        at = line.find(f"failed to load '{self.model}' version ")
+        return line[at:].rstrip().removesuffix('"') if at >= 0 else ""
 
 
 class MLServerRestarter(_StartedHere):
@@ -157,11 +159,11 @@ class MLServerRestarter(_StartedHere):
     server_kind = "mlserver"
     config_type = MLServerConfig
 
-    def reason(self, log_path: Path) -> str:
+    def says_why(self, line: str) -> str:
         # a Python traceback's last line: "ValueError: ...", "pydantic_core...ValidationError: ..."
-        found = ""
-        for line in _read_lines(log_path):
-            head = line.split(":", 1)[0]
-            if head.endswith(("Error", "Exception")) and " " not in head.strip():
-                found = line.strip()
-        return found
+        head = line.split(":", 1)[0]
+        return line.strip() if head.endswith(("Error", "Exception")) and " " not in head.strip() else ""
+
+
+# the kinds tune starts itself once per configuration (servers/ starts them), by their one name
+STARTED_HERE: dict[str, type[_StartedHere]] = {r.server_kind: r for r in (TritonRestarter, MLServerRestarter)}

@@ -35,11 +35,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from serve_bench import servers
 from serve_bench.errors import UserError
-from serve_bench.export import MLServerBatching, TritonBatching
 from serve_bench.runtimes import check_runtime
 from serve_bench.tune._config import RUNTIME_SHORT
 
@@ -61,17 +60,36 @@ TRITON_KNOBS = (*servers.kind("triton").knob_names, "runtime")
 MLSERVER_KNOBS = (*servers.kind("mlserver").knob_names, "runtime")
 
 
-def _checked(kind: str, values: dict[str, Any], where: str) -> Any:
-    """The kind's own configuration of ``values`` (its one validation), refusals as UserError at ``where``."""
-    try:
-        return servers.kind(kind).config(values)
-    except UserError as exc:
-        raise UserError(f"{where}: {exc}") from None
+class _OfKind:
+    """What Triton's and MLServer's configurations share, both read from their kind (servers/): the knob values,
+    one knob's text, and the launcher's form, checked by the kind's one validation."""
+
+    kind_name: ClassVar[str]
+
+    def knobs(self) -> tuple[tuple[str, str], ...]:
+        raise NotImplementedError
+
+    def value_of(self, knob: str) -> str:
+        return dict(self.knobs())[knob]
+
+    def values(self) -> dict[str, Any]:
+        """The configuration as the kind's knob values (in the server's names)."""
+        return {knob: getattr(self, knob) for knob in servers.kind(self.kind_name).knob_names}
+
+    def batching(self, where: str = "configuration") -> Any:
+        """The launcher's form of this configuration (``export.TritonBatching``, ``export.MLServerBatching``);
+        UserError at ``where`` when the server would refuse it."""
+        try:
+            return servers.kind(self.kind_name).config(self.values())
+        except UserError as exc:
+            raise UserError(f"{where}: {exc}") from None
 
 
 @dataclass(frozen=True)
-class TritonConfig:
+class TritonConfig(_OfKind):
     """One Triton configuration; every field defaults to what Triton does when config.pbtxt does not say."""
+
+    kind_name: ClassVar[str] = "triton"
 
     dynamic_batching: bool = _TRITON["dynamic_batching"]
     max_batch_size: int = _TRITON["max_batch_size"]
@@ -120,28 +138,18 @@ class TritonConfig:
             ("runtime", self.runtime),
         )
 
-    def value_of(self, knob: str) -> str:
-        return dict(self.knobs())[knob]
-
     def validate(self, where: str = "configuration") -> None:
         """Raise UserError where Triton (or the launcher) would refuse this configuration before loading it:
         Triton's kind checks it (servers/_triton.py), as it checks a sweep's."""
         check_runtime(self.runtime, where)
         self.batching(where)
 
-    def values(self) -> dict[str, Any]:
-        """The configuration as Triton's knob values (servers.kind("triton")'s names)."""
-        return {knob: getattr(self, knob) for knob in servers.kind("triton").knob_names}
-
-    def batching(self, where: str = "configuration") -> TritonBatching:
-        """The launcher's form of this configuration (what ``export.triton_config_text`` writes), checked."""
-        batching: TritonBatching = _checked("triton", self.values(), where)
-        return batching
-
 
 @dataclass(frozen=True)
-class MLServerConfig:
+class MLServerConfig(_OfKind):
     """One MLServer configuration: adaptive batching (model-settings.json) and the worker pool (settings.json)."""
+
+    kind_name: ClassVar[str] = "mlserver"
 
     max_batch_size: int = _MLSERVER["max_batch_size"]
     max_batch_time: float = _MLSERVER["max_batch_time"]  # seconds, as model-settings.json spells it
@@ -182,24 +190,12 @@ class MLServerConfig:
             ("runtime", self.runtime),
         )
 
-    def value_of(self, knob: str) -> str:
-        return dict(self.knobs())[knob]
-
     def validate(self, where: str = "configuration") -> None:
         """Raise UserError where MLServer would refuse this configuration: MLServer's kind checks it."""
         if not math.isfinite(self.max_batch_time):
             raise UserError(f"{where}: max_batch_time must be 0 or more seconds, got {self.max_batch_time}")
         check_runtime(self.runtime, where)
         self.batching(where)
-
-    def values(self) -> dict[str, Any]:
-        """The configuration as MLServer's knob values (servers.kind("mlserver")'s names)."""
-        return {knob: getattr(self, knob) for knob in servers.kind("mlserver").knob_names}
-
-    def batching(self, where: str = "configuration") -> MLServerBatching:
-        """The launcher's form: the model's settings, and the worker count for the server's settings.json."""
-        batching: MLServerBatching = _checked("mlserver", self.values(), where)
-        return batching
 
 
 def triton_config_of(values: dict[str, Any], source: str = "spec") -> TritonConfig:
