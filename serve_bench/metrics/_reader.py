@@ -28,7 +28,7 @@ __all__ = ["ServerSnapshot", "page_kind", "read_server", "read_settled", "server
 
 ServerSnapshot = MetricsSnapshot | TritonSnapshot | MLServerSnapshot
 
-TRITON, MLSERVER, TF_SERVING = "triton", "mlserver", "tfserving"  # the kinds' one names (stats.SERVER_KINDS)
+TRITON, MLSERVER, TF_SERVING = "triton", "mlserver", "tfserving"  # the kinds' one names (servers.KINDS)
 # declared kinds read as TF Serving's page: the local server writes the same one
 _TF_KINDS = frozenset({TF_SERVING, "local"})
 SETTLE_S = 2.0  # longest wait for the "after" page to count the client's last answers
@@ -47,7 +47,7 @@ def page_kind(text: str) -> str:
 
 
 def _reader_kind(declared: str) -> str:
-    kind = server_kind_name(declared)  # an old spelling (tensorflow-serving, serve-bench-local) is its kind
+    kind = server_kind_name(declared).strip().lower()  # an old spelling (tensorflow-serving, ...) is its kind
     return TF_SERVING if kind in _TF_KINDS else kind if kind in (TRITON, MLSERVER) else ""
 
 

@@ -59,7 +59,7 @@ from serve_bench.stats._results import (
     read_run,
 )
 from serve_bench.stats._run_dir import RUN_STAMP, choose_run_dir, latest_stamped_run_dir, stamped_run_dir
-from serve_bench.stats._schema import RUN_SCHEMA_VERSION, SCHEMA_HISTORY, SERVER_KINDS, server_kind_name
+from serve_bench.stats._schema import RUN_SCHEMA_VERSION, SCHEMA_HISTORY, server_kind_name
 from serve_bench.stats._server_view import IMPRECISE, ServerView
 from serve_bench.stats._slo import Slo
 from serve_bench.stats._target import TF_SERVING_METRICS_PATH, InvalidTarget, Target, TargetUrl, parse_target
@@ -81,7 +81,6 @@ __all__ = [
     "RUN_STAMP",
     "SCHEMA_HISTORY",
     "SCHEMA_VERSION",
-    "SERVER_KINDS",
     "STREAM_MODE",
     "TF_SERVING_METRICS_PATH",
     "TUNE_ANSWER_FILE",

@@ -38,8 +38,8 @@ History of ``schema_version`` (points.jsonl):
    ``onnxruntime`` or ``openvino`` (what a launched local server ran, or what the spec
    declared), ``""`` when not stated. A version-4 point reads as is: the field has a default.
 
-Every version: ``target.server`` says a kind by its one name (``SERVER_KINDS``: local, tfserving,
-triton, mlserver, serve_bench/servers/' registry). Points written before said the local server
+Every version: ``target.server`` says a kind by its one name (local, tfserving, triton, mlserver:
+serve_bench/servers/' registry). Points written before said the local server
 ``serve-bench-local`` and TF Serving ``tensorflow-serving`` (or a spec's ``tf-serving``): they are read
 under the one name (``server_kind_name``), so an old run and a new one group and report alike.
 
@@ -64,7 +64,6 @@ __all__ = [
     "OLD_SERVER_KINDS",
     "RUN_SCHEMA_VERSION",
     "SCHEMA_HISTORY",
-    "SERVER_KINDS",
     "from_data",
     "migrate_run",
     "point_from_data",
@@ -181,8 +180,7 @@ def from_data(tp: Any, value: Any, where: str) -> Any:
 # --- points ---------------------------------------------------------------------
 
 
-# each server kind's one name (servers.KINDS has the same), and the spellings points and specs used before
-SERVER_KINDS = ("local", "tfserving", "triton", "mlserver")
+# the spellings points and specs used for a server kind before each had one name (servers.KINDS)
 OLD_SERVER_KINDS = {
     "serve-bench-local": "local",
     "tensorflow-serving": "tfserving",
@@ -192,11 +190,8 @@ OLD_SERVER_KINDS = {
 
 
 def server_kind_name(spelling: str) -> str:
-    """The one name of the server kind ``spelling`` says (an old spelling, any case); as given when it is none."""
-    said = spelling.strip().lower()
-    if said in SERVER_KINDS:
-        return said
-    return OLD_SERVER_KINDS.get(said, spelling)
+    """The one name of the server kind an old ``spelling`` (any case) says; any other spelling as given."""
+    return OLD_SERVER_KINDS.get(spelling.strip().lower(), spelling)
 
 
 def point_to_data(point: Point) -> dict[str, Any]:
