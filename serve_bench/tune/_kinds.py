@@ -91,8 +91,10 @@ def _value_types(kind: str) -> dict[str, Any]:
     return types
 
 
-_TFSERVING_TYPES: dict[str, Any] = {knob: int for knob in KNOBS}
-_TFSERVING_TYPES.update(batching=bool, enable_large_batch_splitting=bool, allowed_batch_sizes="list", runtime=str)
+# TF Serving's: its BatchingParameters knobs that tune searches (servers/_tfserving.py), batching on or off, and
+# the thread flags (whole numbers)
+_TFSERVING_TYPES: dict[str, Any] = {knob: int for knob in KNOBS} | {"batching": bool}
+_TFSERVING_TYPES.update({k: v for k, v in _value_types("tfserving").items() if k in KNOBS})
 
 FAMILIES = {
     "tfserving": Family(
