@@ -337,7 +337,9 @@ def import_locust_args(p: argparse.ArgumentParser) -> None:
     target_name_arg(p, "locust")
     url_arg(p, default="", help="the target Locust ran against (its --host)")
     device_arg(p)
-    p.add_argument("--server", default="unknown", help="tensorflow-serving or serve-bench-local")
+    p.add_argument(
+        "--server", default="unknown", help="the server kind Locust ran against: local, tfserving, triton or mlserver"
+    )
     p.add_argument("--model", default=None, help="default: read from the request name 'predict <model> b<N>'")
     p.add_argument("--batch-size", type=int, default=None, help="default: read from the request name")
     p.add_argument("--payload", default="float", choices=("float", "jpeg"))

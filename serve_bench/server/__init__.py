@@ -2,8 +2,8 @@
 
 It speaks TF Serving's gRPC and REST APIs, takes tensorflow_model_server's
 flags and config files, batches as TF Serving's batching guide describes, and
-exports TF Serving's metric names. It never claims to be TF Serving: results
-record it as ``serve-bench-local``.
+exports TF Serving's metric names. It never claims to be TF Serving: it names
+itself ``serve-bench-local/<version>``, and results record its kind as ``local``.
 """
 
 from serve_bench.server._app import SERVER_KIND, LocalServer

@@ -140,7 +140,7 @@ class Target:
     """A server to measure: a URL with a name and a device label.
 
     In a spec ``server`` is the declared server kind (may be ""); in a point it is
-    the kind measured (``serve-bench-local`` is detected from the server itself).
+    the kind measured (``local`` is detected from the server itself, by its identity ``serve-bench-local/<version>``).
     ``metrics_url`` None means the server's default for the URL (``TargetUrl.metrics_url``); "" means none.
     """
 
