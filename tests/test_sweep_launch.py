@@ -71,6 +71,12 @@ def test_a_launched_server_s_configuration_names_its_runtime():
         ('launch = "tfserving"', ["launch must be one of local, triton, mlserver"]),
         ('launch = "triton"\nbatching = { batch_timeout_micros = 5 }', ["batch_timeout_micros", "not a triton knob"]),
         ('launch = "mlserver"\nbatching = { max_queue_delay_microseconds = 5 }', ["not a mlserver knob"]),
+        # MLServer batches only with both (hooks.py:82-86, 1.7.1): one alone would quietly serve unbatched
+        (
+            'launch = "mlserver"\nbatching = { max_batch_size = 32 }',
+            ["targets[0].batching: gives max_batch_size but not max_batch_time", "so give both"],
+        ),
+        ('launch = "mlserver"\nbatching = { max_batch_time = 0.002 }', ["gives max_batch_time but not max_batch_size"]),
         ('launch = "triton"\nbatching = { preferred_batch_size = [64] }', ["preferred_batch_size", "max_batch_size"]),
         ('launch = "triton"\nprotocol = "http"', ["protocol must be grpc or rest"]),
         ('launch = "triton"\nurl = "grpc://x:1"', ["both url and launch"]),

@@ -7,7 +7,7 @@ registry (_registry.py) lists them, and sweep, tune, demo and report look a kind
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -70,6 +70,9 @@ class ServerKind:
     start: Starter | None = None  # None: serve-bench does not start it (TF Serving: compose or a command)
     max_batch_knob: str = ""  # the knob above which a request's batch is refused by the server ("" none)
     v2: bool = False  # speaks the Open Inference Protocol: its HTTP URL goes beside a gRPC target
+    # knobs that act only together (one given alone leaves the server as its default runs it), and why
+    together: tuple[str, ...] = ()
+    together_reason: str = ""
     notes: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -105,6 +108,16 @@ class ServerKind:
         if self.start is None:
             raise UserError(f"serve-bench does not start {self.label}; give its URL")
         return self.start(Serve(self.config(values), values, models_dir, model, runtime, work_dir, timeout_s))
+
+    def check_together(self, given: Collection[str]) -> None:
+        """UserError, one line, when ``given`` (a spec's knob names) names some of the knobs that act only
+        together but not all: the one left out would keep the server's default and quietly undo the others."""
+        named = [k for k in self.together if k in given]
+        if named and len(named) < len(self.together):
+            missing = [k for k in self.together if k not in given]
+            raise UserError(
+                f"gives {', '.join(named)} but not {', '.join(missing)}: {self.together_reason}, so give both"
+            )
 
     def max_batch_size(self, values: Mapping[str, Any]) -> int | None:
         """The largest batch one request may carry with ``values`` (None: no limit of the server's)."""

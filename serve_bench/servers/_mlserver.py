@@ -91,4 +91,15 @@ class MLServerServer(
         return (self.repository / self.model / "model-settings.json", self.repository / "settings.json")
 
 
-MLSERVER = ServerKind("mlserver", "MLServer", _KNOBS, _configure, MLServerServer.for_kind, max_batch_knob="", v2=True)
+MLSERVER = ServerKind(
+    "mlserver",
+    "MLServer",
+    _KNOBS,
+    _configure,
+    MLServerServer.for_kind,
+    max_batch_knob="",
+    v2=True,
+    together=("max_batch_size", "max_batch_time"),
+    # hooks.py:82-86 (1.7.1): either one at its default 0 leaves the model unbatched
+    together_reason="MLServer batches only when max_batch_size > 1 and max_batch_time > 0",
+)

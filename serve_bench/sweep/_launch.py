@@ -86,6 +86,7 @@ def parse_launch(raw: dict[str, Any], where: str, source: str, batch_sizes: tupl
     try:
         for key in table:
             servers.kind_knob(kind, key)
+        kind.check_together(table)
         kind.config(table)
     except UserError as exc:
         raise UserError(f"{source}: {where}.batching: {exc}") from None

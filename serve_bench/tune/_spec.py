@@ -77,6 +77,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from serve_bench import servers
 from serve_bench.errors import InvalidValue, UserError, say_renamed
 from serve_bench.export import converted_files, list_versions
 from serve_bench.load import ARRIVALS, PAYLOADS, PointSettings, check_batch_size, check_load
@@ -266,13 +267,10 @@ def _parse_space(raw: dict[str, Any], source: str, family: Family) -> dict[str, 
         space[knob] = family.parse_values(knob, values, source)
         if len(set(map(repr, space[knob]))) != len(space[knob]):
             raise UserError(f"{source}: {where} lists a value twice: {values!r}")
-    if family.name == "mlserver" and ("max_batch_size" in space) != ("max_batch_time" in space):
-        # hooks.py:82-86 (1.7.1): either one left at its default 0 keeps every configuration unbatched
-        given, missing = sorted(("max_batch_size", "max_batch_time"), key=lambda knob: knob not in space)
-        raise UserError(
-            f"{source}: [space] gives {given} but not {missing}: MLServer batches only when max_batch_size > 1 "
-            "and max_batch_time > 0, so list both"
-        )
+    try:
+        servers.kind(family.name).check_together(space)
+    except UserError as exc:
+        raise UserError(f"{source}: [space] {exc}") from None
     return space
 
 
