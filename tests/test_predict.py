@@ -263,7 +263,7 @@ def test_a_prediction_says_where_throughput_stops_growing_and_what_it_costs(tiny
 @pytest.mark.parametrize(
     ("argv", "says"),
     [
-        (["--gpu", "t5"], "unknown device 't5'; choose one of: t4,"),
+        (["--gpu", "t5"], "unknown GPU 't5'; choose one of: t4,"),
         (["--gpu", "t4", "--precision", "tf32"], "NVIDIA T4 16GB has no TF32"),
         (["--precision", "fp8"], "unknown precision 'fp8'"),
         (["--tables", "onnxruntime"], "no published GPU tables 'onnxruntime' to predict with; choose"),

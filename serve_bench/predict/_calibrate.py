@@ -37,7 +37,7 @@ def cpu_points(run_dir: Path, model: str) -> tuple[str, dict[int, float]]:
     what is missing.
     """
     if not run_dir.is_dir():
-        raise UserError(f"--run-dir {run_dir} is not a results directory; give results/<run>")
+        raise UserError(f"run {run_dir} is not a results directory; give results/<run> (RUN or --from-run)")
     points = read_points(run_dir)
     by_target: dict[str, dict[int, list[float]]] = {}
     for p in points:
@@ -46,7 +46,7 @@ def cpu_points(run_dir: Path, model: str) -> tuple[str, dict[int, float]]:
     if not by_target:
         models = sorted({p.model for p in points})
         raise UserError(
-            f"--run-dir {run_dir} has no CPU points of {model} at one request in flight (models measured there: "
+            f"run {run_dir} has no CPU points of {model} at one request in flight (models measured there: "
             f"{', '.join(models) or 'none'}); calibrate from a run whose spec has a CPU target and concurrency 1"
         )
     name = max(by_target, key=lambda n: len(by_target[n]))  # max keeps the first of equals: file order

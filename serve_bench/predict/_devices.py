@@ -59,7 +59,7 @@ def get_device(name: str) -> Device:
     table = device_table()
     device = table.get(name.lower())
     if device is None:
-        raise UserError(f"unknown device {name!r}; choose one of: {', '.join(table)}")
+        raise UserError(f"unknown GPU {name!r}; choose one of: {', '.join(table)}")
     return device
 
 

@@ -13,9 +13,9 @@ from serve_bench.tune._restart import (
     CommandRestarter,
     ComposeRestarter,
     LocalRestarter,
-    StartFailed,
     make_restarter,
 )
+from serve_bench.tune._restarter import StartFailed
 from serve_bench.tune._run import TuneEvent, TuneOutcome, latest_tune_dir, new_tune_dir, run_tune, search_budget
 from serve_bench.tune._search import bayesian_search, coordinate_search, grid_search
 from serve_bench.tune._spec import BASELINES, ServerSpec, TuneSpec, load_tune_spec, parse_tune_spec

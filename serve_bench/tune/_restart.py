@@ -35,8 +35,6 @@ __all__ = [
     "CommandRestarter",
     "ComposeRestarter",
     "LocalRestarter",
-    "Restarter",
-    "StartFailed",
     "make_restarter",
     "wait_available",
 ]

@@ -41,7 +41,8 @@ from serve_bench.stats import (
 from serve_bench.sweep import measure_point
 from serve_bench.tune._answer import answer, config_id_of, score_config
 from serve_bench.tune._config import ServerConfig, TuneConfig
-from serve_bench.tune._restart import Restarter, StartFailed, make_restarter
+from serve_bench.tune._restart import make_restarter
+from serve_bench.tune._restarter import Restarter, StartFailed
 from serve_bench.tune._search import bayesian_search, coordinate_search, grid_search
 from serve_bench.tune._spec import TuneSpec
 from serve_bench.tune._v2config import MLServerConfig

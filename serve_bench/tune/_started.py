@@ -104,7 +104,8 @@ class _StartedHere:
         except BaseException:  # Ctrl-C while it starts: never leave it running
             await asyncio.shield(self._abandon(server, starting))
             raise
-        # Triton's and MLServer's Python models run what the configuration's runtime names (export/runtimes/)
+        # Triton's and MLServer's Python models run what the configuration's runtime names (export/adapters/,
+        # with the runner of runtimes/_runners.py)
         named = Target(self.server_kind, "", self.spec.device, runtime=config.runtime)
         return launched_target(named, server, self.server_kind, self.spec.protocol)
 
