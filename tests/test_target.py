@@ -50,6 +50,8 @@ def test_a_target_url_is_read_into_its_parts(
         ("http://:8501", "has no host; use e.g. http://localhost:8501"),
         ("grpc://h:port", "not a valid URL"),
         ("grpc://h:99999", "not a valid URL"),
+        ("grpc://h:0", "has port 0, which no server listens on; give its port, e.g. grpc://h:8500"),
+        ("v2+grpc://[::1]:0", "port 0"),
         ("grpc://[::1", "not a valid URL"),
         ("v2+http://h:8000/v2/models/tiny/infer", "has a path; give the server only (v2+http://h:8000)"),
         ("v2+grpc://h:8001?x=1", "has a path"),
@@ -80,6 +82,8 @@ def test_an_ipv6_host_is_bracketed_wherever_a_url_is_made_of_it() -> None:
         ("v2+http://h", "http://h:8002/metrics"),
         ("v2+grpc://h:8081", "http://h:8082/metrics"),  # MLServer's
         ("v2+http://h:9000", ""),  # no default to assume
+        ("https://h", ""),  # TF Serving has no TLS: a proxy answers there, with pages of its own
+        ("https://h:8501", ""),
     ],
 )
 def test_the_default_metrics_page_follows_the_servers_ports(url: str, metrics: str) -> None:

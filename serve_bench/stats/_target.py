@@ -88,6 +88,8 @@ class TargetUrl:
         if self.v2:
             port = _V2_METRICS_PORT.get(self.port)
             return f"http://{self._host_at(port)}/metrics" if port else ""
+        if self.scheme == "https":  # TF Serving serves no TLS: a proxy is in front, its pages are its own
+            return ""
         port = self.port + 1 if self.transport == "grpc" else self.port
         return f"http://{self._host_at(port)}{TF_SERVING_METRICS_PATH}"
 
@@ -130,6 +132,12 @@ def parse_target(url: str) -> TargetUrl:
     if scheme.startswith("v2+") and (parts.path.strip("/") or parts.query or parts.fragment):
         raise InvalidTarget(
             f"target {url!r} has a path; give the server only ({scheme}://{parts.netloc}) and the model apart",
+            url=url,
+        )
+    if port == 0:  # the old client parse took 0 for "none given" and its default; say which port is meant
+        raise InvalidTarget(
+            f"target {url!r} has port 0, which no server listens on; give its port, e.g. "
+            f"{scheme}://{parts.netloc.rsplit(':', 1)[0]}:{_DEFAULT_PORTS[scheme]}",
             url=url,
         )
     return TargetUrl(url, scheme, parts.hostname, _DEFAULT_PORTS[scheme] if port is None else port)
