@@ -283,3 +283,19 @@ def test_v2_hosts_drive_real_triton(triton, tmp_path, protocol):
     assert served == entry["num_requests"]
     row = _stats(prefix)["predict tiny b1"]
     assert int(row["Failure Count"]) == 0 and 0 < int(row["Request Count"]) <= entry["num_requests"]
+
+
+def test_import_locust_writes_a_kind_in_its_one_name(tmp_path):
+    """``import-locust --server tensorflow-serving`` (the old spelling its help once gave) writes the kind's one
+    name, tfserving, as every other point does: points are not left for the migration to read."""
+    from serve_bench.load import import_locust
+
+    (tmp_path / "l_stats.csv").write_text(
+        "Type,Name,Request Count,Failure Count,Requests/s,Average Response Time,Max Response Time,"
+        "50%,90%,95%,99%,99.9%,100%\n"
+        "grpc,predict tiny b1,200,0,40.0,24.1,60,23,30,33,41,60,60\n"
+        ",Aggregated,200,0,40.0,24.1,60,23,30,33,41,60,60\n"
+    )
+    for given, written in (("tensorflow-serving", "tfserving"), ("serve-bench-local", "local"), ("triton", "triton")):
+        (point,) = import_locust(str(tmp_path / "l"), server=given)
+        assert point.target.server == written

@@ -36,6 +36,7 @@ from serve_bench.stats import (
     encode,
     new_histogram,
     point_key,
+    server_kind_name,
 )
 
 __all__ = ["LOCUST_NOTE", "import_locust"]
@@ -108,7 +109,7 @@ def _point(
             target,
             options.get("url", ""),
             options.get("device", "cpu"),
-            server=options.get("server", ""),
+            server=server_kind_name(options.get("server", "")),  # an old spelling is written in the one name
             protocol=protocol,
         ),
         model=model,
