@@ -134,12 +134,6 @@ def parse_target(url: str) -> TargetUrl:
             f"target {url!r} has a path; give the server only ({scheme}://{parts.netloc}) and the model apart",
             url=url,
         )
-    if port == 0:  # the old client parse took 0 for "none given" and its default; say which port is meant
-        raise InvalidTarget(
-            f"target {url!r} has port 0, which no server listens on; give its port, e.g. "
-            f"{scheme}://{parts.netloc.rsplit(':', 1)[0]}:{_DEFAULT_PORTS[scheme]}",
-            url=url,
-        )
     return TargetUrl(url, scheme, parts.hostname, _DEFAULT_PORTS[scheme] if port is None else port)
 
 
