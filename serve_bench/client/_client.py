@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from serve_bench._server_facts import LOCAL, LOCAL_IDENTITY, V2
 from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo, Transport
 from serve_bench.client._errors import ConnectError, InvalidArgument, NotFound, ServeBenchError
 from serve_bench.codec import DT_STRING, DTYPE_TO_NUMPY, dtype_name
@@ -28,16 +29,12 @@ class Response:
     received_nbytes: int = 0  # the raw response's size (0 when the transport's raw answer is not bytes)
 
 
-# servers that name themselves "<name>/<version>" in the Open Inference Protocol's server metadata (GET /v2)
-_V2_SERVERS = ("triton", "mlserver")
-
-
 def server_runtime(client: Client) -> tuple[str, str]:
     """(runtime, what it runs with) as the local server says it in its identity, for a runtime other than
     TensorFlow: ("jax", "runtime jax; device gpu:0 NVIDIA H100 80GB HBM3; precision tf32 ..."); ("", "")
     when the server says nothing of it."""
     identity = client.transport.server_identity or ""
-    if not identity.startswith("serve-bench-local") or "(runtime " not in identity:
+    if not identity.startswith(LOCAL_IDENTITY) or "(runtime " not in identity:
         return "", ""
     said = identity[identity.index("(runtime ") + 1 :].removesuffix(")")
     return said.split(";", 1)[0].removeprefix("runtime ").strip(), said
@@ -47,11 +44,11 @@ def server_kind(client: Client, declared: str = "") -> tuple[str, str]:
     """(kind, version) of the server behind ``client``: the local server names itself, and so do
     Triton and MLServer ("triton/2.51.0", "mlserver/1.7.1" from their server metadata); else as declared."""
     identity = client.transport.server_identity or ""
-    if "serve-bench-local" in identity:  # the local server's identity, as TF Serving's Server header would be
+    if LOCAL_IDENTITY in identity:  # the local server's identity, as TF Serving's Server header would be
         _, _, version = identity.partition("/")
-        return "local", version.split()[0] if version else ""
+        return LOCAL, version.split()[0] if version else ""
     name, _, version = identity.partition("/")
-    if name.strip().lower() in _V2_SERVERS:
+    if name.strip().lower() in V2:  # they name themselves "<name>/<version>" in GET /v2
         return name.strip().lower(), version.strip()
     return (server_kind_name(declared) if declared else "unknown"), ""
 

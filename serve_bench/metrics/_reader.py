@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 
+from serve_bench._server_facts import MLSERVER, TF_SERVING_PAGE, TFSERVING, TRITON
 from serve_bench.metrics import _mlserver, _scrape, _triton
 from serve_bench.metrics._exposition import fetch_text
 from serve_bench.metrics._mlserver import MLServerSnapshot
@@ -28,9 +29,6 @@ __all__ = ["ServerSnapshot", "page_kind", "read_server", "read_settled", "server
 
 ServerSnapshot = MetricsSnapshot | TritonSnapshot | MLServerSnapshot
 
-TRITON, MLSERVER, TF_SERVING = "triton", "mlserver", "tfserving"  # the kinds' one names (servers.KINDS)
-# declared kinds read as TF Serving's page: the local server writes the same one
-_TF_KINDS = frozenset({TF_SERVING, "local"})
 SETTLE_S = 2.0  # longest wait for the "after" page to count the client's last answers
 _POLL_S = 0.02
 
@@ -42,13 +40,13 @@ def page_kind(text: str) -> str:
     if _mlserver.parse_mlserver(text, None).families:
         return MLSERVER
     if "# TYPE " + _scrape.PREFIX in text:
-        return TF_SERVING
+        return TFSERVING
     return ""
 
 
 def _reader_kind(declared: str) -> str:
     kind = server_kind_name(declared).strip().lower()  # an old spelling (tensorflow-serving, ...) is its kind
-    return TF_SERVING if kind in _TF_KINDS else kind if kind in (TRITON, MLSERVER) else ""
+    return TFSERVING if kind in TF_SERVING_PAGE else kind if kind in (TRITON, MLSERVER) else ""
 
 
 def triton_stats_url(target_url: str, model: str) -> tuple[str, str]:
@@ -90,7 +88,7 @@ async def read_server(
         if not page.families:
             return None, f"metrics endpoint {metrics_url} has no MLServer metrics (model_infer_request_*)"
         return page, ""
-    if reader == TF_SERVING:
+    if reader == TFSERVING:
         return _scrape.from_text(text, metrics_url, model)
     return None, (
         f"metrics endpoint {metrics_url} has no metrics of a server read here "
@@ -103,7 +101,7 @@ def _kind_of(snapshot: ServerSnapshot) -> str:
         return TRITON
     if isinstance(snapshot, MLServerSnapshot):
         return MLSERVER
-    return TF_SERVING
+    return TFSERVING
 
 
 def _settled(before: ServerSnapshot, after: ServerSnapshot, answered_ok: int, entrypoint: str) -> bool:

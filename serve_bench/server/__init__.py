@@ -6,7 +6,7 @@ exports TF Serving's metric names. It never claims to be TF Serving: it names
 itself ``serve-bench-local/<version>``, and results record its kind as ``local``.
 """
 
-from serve_bench.server._app import SERVER_KIND, LocalServer
+from serve_bench.server._app import LocalServer
 from serve_bench.server._config import (
     ModelEntry,
     ServerConfig,
@@ -18,7 +18,6 @@ from serve_bench.server._config import (
 from serve_bench.server._errors import ServingError
 
 __all__ = [
-    "SERVER_KIND",
     "LocalServer",
     "ModelEntry",
     "ServerConfig",

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from aiohttp import web
 from grpc import aio
 
+from serve_bench._server_facts import LOCAL_IDENTITY
 from serve_bench._tf import import_tensorflow
 from serve_bench.errors import UserError, first_line
 from serve_bench.runtimes import record
@@ -22,10 +23,9 @@ from serve_bench.server._metrics import Metrics
 from serve_bench.server._rest import make_app
 from serve_bench.server._runtime import Model, ModelRegistry, Servable
 
-__all__ = ["SERVER_KIND", "LocalServer"]
+__all__ = ["LocalServer"]
 
 log = logging.getLogger("serve_bench.server")
-SERVER_KIND = "serve-bench-local"
 
 
 @dataclass(frozen=True)
@@ -157,7 +157,7 @@ class LocalServer:
         names = ", ".join(self.core.registry.models) if self.core else ""
         rest = f"http://{self.config.host}:{ports.rest}" if ports.rest else "disabled"
         print(
-            f"serve-bench local server ({SERVER_KIND}) serving {names}: grpc://{self.config.host}:{ports.grpc}, "
+            f"serve-bench local server ({LOCAL_IDENTITY}) serving {names}: grpc://{self.config.host}:{ports.grpc}, "
             f"REST {rest}"
             + (f", metrics {self.config.metrics_path}" if self.config.metrics_path else "")
             + (f", batching {self.config.batching}" if self.config.batching else ""),

@@ -10,6 +10,7 @@ from typing import Any
 from google.protobuf import text_format
 
 from serve_bench import _protos
+from serve_bench._server_facts import TF_SERVING_METRICS_PATH
 from serve_bench.errors import UserError
 from serve_bench.export import (
     BatchingParametersError,
@@ -30,8 +31,6 @@ __all__ = [
     "parse_batching_parameters",
     "parse_monitoring_config",
 ]
-
-DEFAULT_METRICS_PATH = "/monitoring/prometheus/metrics"
 
 
 @dataclass(frozen=True)
@@ -135,7 +134,7 @@ def parse_monitoring_config(path: str) -> str | None:
     proto = _parse_text(path, "tensorflow.serving.MonitoringConfig", "monitoring config file")
     if not proto.prometheus_config.enable:
         return None
-    return proto.prometheus_config.path or DEFAULT_METRICS_PATH
+    return proto.prometheus_config.path or TF_SERVING_METRICS_PATH
 
 
 def _resolve_base_path(base_path: str, models_dir: Path, name: str, runtime: str = "tensorflow") -> Path:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from serve_bench import __version__
+from serve_bench._server_facts import LOCAL_IDENTITY
 from serve_bench.server._batching import BatchScheduler, BatchThreads
 from serve_bench.server._budget import COST_FACTOR, MemoryBudget
 from serve_bench.server._config import ServerConfig
@@ -39,7 +40,7 @@ def identity(registry: ModelRegistry) -> str:
     """What the server calls itself in every metadata answer (gRPC x-serve-bench-server, REST Server):
     ``serve-bench-local/<version>``, then, for a runtime other than TensorFlow, what that runtime reports in
     effect, so a client records what ran: ``serve-bench-local/0.1.0 (runtime jax; device gpu:0 ...)``."""
-    name = f"serve-bench-local/{__version__}"
+    name = f"{LOCAL_IDENTITY}/{__version__}"
     for model in registry.models.values():
         for servable in model.servables.values():
             signature = servable.signatures.get(DEFAULT_SIGNATURE)

@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from serve_bench._server_facts import V2
 from serve_bench.errors import InvalidValue, UserError
+from serve_bench.runtimes import RuntimeRecord, record, record_in_servers
 from serve_bench.servers._process import ServerProcess
 
 __all__ = ["SIZES", "Knob", "Serve", "ServerKind"]
@@ -69,11 +71,20 @@ class ServerKind:
     configure: Callable[[Mapping[str, Any]], Any] | None = None  # knob values -> its configuration (validated)
     start: Starter | None = None  # None: serve-bench does not start it (TF Serving: compose or a command)
     max_batch_knob: str = ""  # the knob above which a request's batch is refused by the server ("" none)
-    v2: bool = False  # speaks the Open Inference Protocol: its HTTP URL goes beside a gRPC target
+    # it runs from the servers' environment (.venv-servers), not serve-bench's own interpreter, and its models
+    # through the runners of runtimes/_runners.py: a runtime needs a runner there and its package installed there
+    in_servers_env: bool = False
+    # the runtime is a flag of the server's own (serve --runtime): a point's configuration always names it
+    runtime_flag: bool = False
     # knobs that act only together (one given alone leaves the server as its default runs it), and why
     together: tuple[str, ...] = ()
     together_reason: str = ""
     notes: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def v2(self) -> bool:
+        """It speaks the Open Inference Protocol: its HTTP URL goes beside a gRPC target."""
+        return self.name in V2
 
     @property
     def knob_names(self) -> tuple[str, ...]:
@@ -118,6 +129,11 @@ class ServerKind:
             raise UserError(
                 f"gives {', '.join(named)} but not {', '.join(missing)}: {self.together_reason}, so give both"
             )
+
+    def runtime(self, name: str) -> RuntimeRecord:
+        """The record of runtime ``name``, which this kind can run; UserError, one line, for a runtime it cannot
+        (one with no runner inside Triton's and MLServer's models)."""
+        return record_in_servers(name) if self.in_servers_env else record(name)
 
     def max_batch_size(self, values: Mapping[str, Any]) -> int | None:
         """The largest batch one request may carry with ``values`` (None: no limit of the server's)."""

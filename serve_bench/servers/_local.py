@@ -15,18 +15,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from serve_bench import _server_facts
 from serve_bench.errors import UserError
 from serve_bench.servers._kind import Knob, Serve, ServerKind
 from serve_bench.servers._ports import free_port
 from serve_bench.servers._process import ServerProcess
 
-__all__ = ["LOCAL", "METRICS_PATH", "LocalServerProcess"]
-
-METRICS_PATH = "/monitoring/prometheus/metrics"
+__all__ = ["LOCAL", "LocalServerProcess"]
 
 
 class LocalServerProcess(ServerProcess):
-    name = "serve-bench-local"
+    name = _server_facts.LOCAL_IDENTITY
 
     def __init__(
         self,
@@ -49,11 +48,13 @@ class LocalServerProcess(ServerProcess):
         self.grpc_port, self.http_port = free_port(), free_port()
         self.rest_port = self.http_port  # TF Serving's name (--rest_api_port)
         self.monitoring = self.work_dir / "monitoring.config"
-        self.monitoring.write_text(f'prometheus_config {{ enable: true path: "{METRICS_PATH}" }}\n')
+        self.monitoring.write_text(
+            f'prometheus_config {{ enable: true path: "{_server_facts.TF_SERVING_METRICS_PATH}" }}\n'
+        )
 
     @property
     def metrics_url(self) -> str:
-        return self.http_base + METRICS_PATH
+        return self.http_base + _server_facts.TF_SERVING_METRICS_PATH
 
     def command(self) -> list[str]:
         batching = (
@@ -106,7 +107,7 @@ def _start(serve: Serve) -> ServerProcess:
 
 
 LOCAL = ServerKind(
-    "local",
+    _server_facts.LOCAL,
     "the local server",
     (
         Knob(
@@ -118,4 +119,5 @@ LOCAL = ServerKind(
     ),
     _configure,
     _start,
+    runtime_flag=True,
 )

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from serve_bench import _server_facts
 from serve_bench.export import MLServerBatching
 from serve_bench.servers._kind import Knob, ServerKind
 from serve_bench.servers._repository import RepositoryServer
@@ -92,13 +93,13 @@ class MLServerServer(
 
 
 MLSERVER = ServerKind(
-    "mlserver",
+    _server_facts.MLSERVER,
     "MLServer",
     _KNOBS,
     _configure,
     MLServerServer.for_kind,
     max_batch_knob="",
-    v2=True,
+    in_servers_env=True,
     together=("max_batch_size", "max_batch_time"),
     # hooks.py:82-86 (1.7.1): either one at its default 0 leaves the model unbatched
     together_reason="MLServer batches only when max_batch_size > 1 and max_batch_time > 0",

@@ -6,6 +6,7 @@ the local server reads too) at TF Serving's own defaults.
 
 from __future__ import annotations
 
+from serve_bench import _server_facts
 from serve_bench.export import BATCHING_FIELDS, BatchingParams
 from serve_bench.servers._kind import SIZES, Knob, ServerKind
 
@@ -27,7 +28,7 @@ _TYPES = {"allowed_batch_sizes": SIZES, "thread_pool_name": str}
 _TYPES.update(pad_variable_length_inputs=bool, enable_large_batch_splitting=bool)
 
 TFSERVING = ServerKind(
-    "tfserving",
+    _server_facts.TFSERVING,
     "TF Serving",
     tuple(Knob(name, _TYPES.get(name, int), getattr(_OWN, name), _CITED[name]) for name in BATCHING_FIELDS),
 )

@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from serve_bench import _server_facts
 from serve_bench.export import TritonBatching
 from serve_bench.servers._env import ServersEnv
 from serve_bench.servers._kind import SIZES, Knob, ServerKind
@@ -145,5 +146,11 @@ class TritonServer(
 
 
 TRITON = ServerKind(
-    "triton", "Triton", _KNOBS, _configure, TritonServer.for_kind, max_batch_knob="max_batch_size", v2=True
+    _server_facts.TRITON,
+    "Triton",
+    _KNOBS,
+    _configure,
+    TritonServer.for_kind,
+    max_batch_knob="max_batch_size",
+    in_servers_env=True,
 )

@@ -62,7 +62,7 @@ from serve_bench.stats._run_dir import RUN_STAMP, choose_run_dir, latest_stamped
 from serve_bench.stats._schema import RUN_SCHEMA_VERSION, SCHEMA_HISTORY, server_kind_name
 from serve_bench.stats._server_view import IMPRECISE, ServerView
 from serve_bench.stats._slo import Slo
-from serve_bench.stats._target import TF_SERVING_METRICS_PATH, InvalidTarget, Target, TargetUrl, parse_target
+from serve_bench.stats._target import InvalidTarget, Target, TargetUrl, parse_target
 
 __all__ = [
     "BEST_BATCHING_FILE",
@@ -82,7 +82,6 @@ __all__ = [
     "SCHEMA_HISTORY",
     "SCHEMA_VERSION",
     "STREAM_MODE",
-    "TF_SERVING_METRICS_PATH",
     "TUNE_ANSWER_FILE",
     "TUNE_ANSWER_SCHEMA_VERSION",
     "BaselineGain",

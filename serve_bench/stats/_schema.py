@@ -58,6 +58,7 @@ import typing
 from collections.abc import Mapping
 from typing import Any
 
+from serve_bench._server_facts import LOCAL, LOCAL_IDENTITY, TFSERVING
 from serve_bench.stats._point import LOAD_MODES, PAYLOAD_KINDS, SCHEMA_VERSION, Point
 
 __all__ = [
@@ -182,10 +183,10 @@ def from_data(tp: Any, value: Any, where: str) -> Any:
 
 # the spellings points and specs used for a server kind before each had one name (servers.KINDS)
 OLD_SERVER_KINDS = {
-    "serve-bench-local": "local",
-    "tensorflow-serving": "tfserving",
-    "tf-serving": "tfserving",
-    "tensorflow_serving": "tfserving",
+    LOCAL_IDENTITY: LOCAL,
+    "tensorflow-serving": TFSERVING,
+    "tf-serving": TFSERVING,
+    "tensorflow_serving": TFSERVING,
 }
 
 

@@ -17,15 +17,14 @@ import functools
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from serve_bench._server_facts import TF_SERVING_METRICS_PATH
 from serve_bench.errors import UserError
 
-__all__ = ["TF_SERVING_METRICS_PATH", "InvalidTarget", "Target", "TargetUrl", "parse_target"]
+__all__ = ["InvalidTarget", "Target", "TargetUrl", "parse_target"]
 
 # scheme -> default port: TF Serving's API, and the Open Inference Protocol's (Triton's HTTP 8000, gRPC 8001)
 _DEFAULT_PORTS = {"grpc": 8500, "http": 8501, "https": 443, "v2+grpc": 8001, "v2+http": 8000, "v2+https": 8000}
 _FORMS = "grpc://host:8500, http://host:8501, v2+grpc://host:8001 or v2+http://host:8000"
-# where TF Serving writes its Prometheus page (--monitoring_config_file's usual path), on its REST port
-TF_SERVING_METRICS_PATH = "/monitoring/prometheus/metrics"
 # a v2 server's port -> its metrics port, by the servers' defaults: Triton (HTTP 8000, gRPC 8001 -> 8002;
 # server src/command_line_parser.cc), MLServer (HTTP 8080, gRPC 8081 -> 8082; mlserver/settings.py)
 _V2_METRICS_PORT = {8000: 8002, 8001: 8002, 8080: 8082, 8081: 8082}
