@@ -27,6 +27,7 @@ def export(args: argparse.Namespace) -> int:
 
     from serve_bench import export as library
     from serve_bench.catalogue import CATALOGUE, get_spec
+    from serve_bench.runtimes import DEFAULT_RUNTIME
 
     if args.list:
         Console().print(library.catalogue_table())
@@ -37,7 +38,7 @@ def export(args: argparse.Namespace) -> int:
     sizes = library.parse_batch_sizes(args.warmup_batch_sizes)
     runtimes = library.parse_runtimes(args.runtimes) if args.runtimes is not None else None
     asked = {part.strip() for part in (args.runtimes or "").split(",")}
-    if runtimes is not None and not library.tensorflow_installed() and "tensorflow" not in asked:
+    if runtimes is not None and not library.tensorflow_installed() and DEFAULT_RUNTIME not in asked:
         # a host without TensorFlow (a GPU host with JAX): copies for runtimes that build the model themselves
         for path in library.export_without_tensorflow(
             args.model, runtimes, weights=args.weights, out=args.models_dir, version=args.version

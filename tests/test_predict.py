@@ -413,9 +413,9 @@ def test_a_measured_gpu_stands_beside_a_prediction_only_when_the_same_runtime_ra
 
     unstated = [make_point("triton-a100", "gpu", b, 4_000) for b in (1, 2)]
     onnx = [dataclasses.replace(p, target=dataclasses.replace(p.target, runtime="onnxruntime")) for p in unstated]
-    assert matching_gpu_target("a100", unstated, runtime="tensorrt") is None
-    assert matching_gpu_target("a100", unstated, runtime="tensorflow") is not None
-    assert matching_gpu_target("a100", onnx, runtime="tensorflow") is None
+    assert matching_gpu_target("a100", unstated, tables="tensorrt") is None
+    assert matching_gpu_target("a100", unstated, tables="tensorflow") is not None
+    assert matching_gpu_target("a100", onnx, tables="tensorflow") is None
     assert matching_gpu_target("a100", onnx) is not None
 
 

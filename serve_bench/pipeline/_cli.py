@@ -14,7 +14,7 @@ from serve_bench.export import parse_batch_sizes
 from serve_bench.load import PAYLOADS
 from serve_bench.pipeline._inprocess import RUNTIME_NAMES
 from serve_bench.pipeline._run import PipelineConfig, PipelineOutcome, run_pipeline
-from serve_bench.runtimes import RUNTIMES
+from serve_bench.runtimes import RUNTIMES, record
 
 __all__ = ["add_pipeline_arguments", "config_from_args", "print_summary", "run_pipeline_command"]
 
@@ -58,7 +58,7 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
         raise UserError("--max-frames must be >= 1")
     if args.runtime and args.runtime not in RUNTIMES:
         raise UserError(f"--runtime {args.runtime!r}: use one of {', '.join(RUNTIMES)}, or leave it out")
-    if args.runtime not in ("", "tensorflow") and "jpeg" in payloads:
+    if args.runtime and record(args.runtime).converted and "jpeg" in payloads:  # serving_bytes: the SavedModel's
         raise UserError(
             f"--runtime {args.runtime} with --payload jpeg: the jpeg payload (serving_bytes) always runs on "
             "TensorFlow; use --payload float"

@@ -26,7 +26,7 @@ from serve_bench.pipeline._inprocess import RUNTIME_NAMES, InProcessModel, find_
 from serve_bench.pipeline._points import stream_point
 from serve_bench.pipeline._stream import StreamRun, run_stream
 from serve_bench.pipeline._verdict import batching_answer, limit_of
-from serve_bench.runtimes import missing_runtime
+from serve_bench.runtimes import DEFAULT_RUNTIME, missing_runtime, record
 from serve_bench.stats import InputSource, LoadInfo, Point, Target
 
 __all__ = ["PipelineConfig", "PipelineOutcome", "check_stream_bounds", "run_pipeline", "video_features"]
@@ -55,7 +55,7 @@ class PipelineConfig:
     @property
     def inprocess_runtime(self) -> str:
         """What runs the model in process for the comparison: the stated runtime, else TensorFlow."""
-        return self.runtime or "tensorflow"
+        return self.runtime or DEFAULT_RUNTIME
 
 
 @dataclass
@@ -71,7 +71,7 @@ class PipelineOutcome:
     limits: dict[int, str] = field(default_factory=dict)  # id(run) -> limit
     features: np.ndarray | None = None
     notes: list[str] = field(default_factory=list)
-    inprocess_runtime: str = "tensorflow"  # what ran the model in process
+    inprocess_runtime: str = DEFAULT_RUNTIME  # what ran the model in process
 
     @property
     def answer(self) -> str:
@@ -228,7 +228,7 @@ def _inprocess(
     if not config.inprocess:
         outcome.notes.append(f"{what}: not measured (--no-inprocess)")
         return None
-    if runtime == "tensorflow":
+    if not record(runtime).converted:  # the SavedModel, on TensorFlow: export's door says whether it is here
         absent = None if tensorflow_installed() else "TensorFlow is not installed here"
     else:
         absent = missing_runtime(runtime)  # ONNX Runtime and OpenVINO run their copy without TensorFlow

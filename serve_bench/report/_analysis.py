@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from serve_bench.report._cells import Cell, cells_of
+from serve_bench.runtimes import DEFAULT_RUNTIME
 from serve_bench.stats import Estimate, Point, Slo, ratio, ratio_text
 
 __all__ = [
@@ -327,7 +328,7 @@ def _runtime_lines(targets: list[TargetAnalysis]) -> list[str]:
         runtimes = list(dict.fromkeys(t.runtime for t in targets if t.device == device and t.runtime))
         if len(runtimes) < 2:
             continue
-        base_runtime = "tensorflow" if "tensorflow" in runtimes else runtimes[0]
+        base_runtime = DEFAULT_RUNTIME if DEFAULT_RUNTIME in runtimes else runtimes[0]
         picks = {r: _device_pick(targets, device, r) for r in runtimes}
         base = picks[base_runtime]
         if base is None or base.best is None or base.best.items_per_s.value <= 0:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from serve_bench.errors import UserError
+from serve_bench.runtimes import DEFAULT_RUNTIME
 from serve_bench.stats import Point
 
 __all__ = ["PREDICTIONS_FILE", "matching_gpu_target", "predicted_html", "read_predictions"]
@@ -68,20 +69,21 @@ def _tokens(text: str) -> set[str]:
 
 
 def matching_gpu_target(
-    device_id: str, points: list[Point], model: str = "", runtime: str = ""
+    device_id: str, points: list[Point], model: str = "", tables: str = ""
 ) -> tuple[str, dict[int, float]] | None:
     """The measured GPU target naming ``device_id`` and its images/s by batch at one request in flight
-    (float images, ``model``'s points when given; the last of repeats). With ``runtime`` (what the
-    prediction assumed runs the model) only a target run by it, or by an unstated runtime where it is
-    tensorflow, stands beside it."""
+    (float images, ``model``'s points when given; the last of repeats). With ``tables`` (predict --tables: the
+    published tables that calibrated the prediction, named for what ran them; a predictions row's ``runtime``)
+    only a target run by that runtime stands beside it, or one that names no runtime where the tables are the
+    default runtime's."""
     wanted = _tokens(device_id)
     found: dict[str, dict[int, float]] = {}
-    accepted = {runtime, ""} if runtime == "tensorflow" else {runtime}
+    accepted = {tables, ""} if tables == DEFAULT_RUNTIME else {tables}
     for p in points:
         t = p.target
         if t.device == "cpu" or not p.is_client_batching or (model and p.model != model):
             continue
-        if runtime and t.runtime not in accepted:
+        if tables and t.runtime not in accepted:
             continue
         if wanted <= _tokens(t.name) or wanted <= _tokens(t.device):
             found.setdefault(t.name, {})[p.batch_size] = p.items_per_s

@@ -13,6 +13,7 @@ from serve_bench.runtimes._openvino import OPENVINO
 from serve_bench.runtimes._record import RuntimeRecord
 from serve_bench.runtimes._registry import (
     CONVERTED_RUNTIMES,
+    DEFAULT_RUNTIME,
     RECORDS,
     RUNNERS_FILE,
     RUNTIMES,
@@ -33,6 +34,7 @@ from serve_bench.runtimes._tensorflow import TENSORFLOW
 
 __all__ = [
     "CONVERTED_RUNTIMES",
+    "DEFAULT_RUNTIME",
     "JAX",
     "ONNXRUNTIME",
     "OPENVINO",

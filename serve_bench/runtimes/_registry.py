@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # RuntimeSettings validates against this registry: no import 
 
 __all__ = [
     "CONVERTED_RUNTIMES",
+    "DEFAULT_RUNTIME",
     "RECORDS",
     "RUNNERS_FILE",
     "RUNTIMES",
@@ -30,6 +31,9 @@ __all__ = [
 # adding a runtime: its module (record, converter, runner), listed here
 RECORDS: dict[str, RuntimeRecord] = {r.name: r for r in (TENSORFLOW, ONNXRUNTIME, OPENVINO, JAX)}
 RUNTIMES = tuple(RECORDS)  # as flags, specs and results spell them
+# what runs a target that names no runtime: TensorFlow, on the SavedModel export writes (a point from before
+# runtimes were recorded, schema 4 and older, ran on it too: nothing else served then)
+DEFAULT_RUNTIME = TENSORFLOW.name
 CONVERTED_RUNTIMES = tuple(r.name for r in RECORDS.values() if r.converted)  # those with a copy of their own
 # the runners' one file, which Triton's and MLServer's model repositories carry (their servers have no serve-bench)
 RUNNERS_FILE = Path(__file__).resolve().parent / "_runners.py"

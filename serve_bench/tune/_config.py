@@ -15,7 +15,7 @@ from typing import Any, ClassVar, Protocol
 
 from serve_bench.errors import UserError
 from serve_bench.export import BatchingParams, batching_parameters_text
-from serve_bench.runtimes import RECORDS, check_runtime
+from serve_bench.runtimes import DEFAULT_RUNTIME, RECORDS, check_runtime, record
 
 __all__ = [
     "BATCHING_KNOBS",
@@ -23,6 +23,7 @@ __all__ = [
     "KNOBS",
     "RECIPE_ORDER",
     "RUNTIME_SHORT",
+    "SIZES_WORDS",
     "ServerConfig",
     "TuneConfig",
     "config_of",
@@ -87,7 +88,7 @@ class TuneConfig:
     max_execution_batch_size: int | None = None
     tensorflow_intra_op_parallelism: int | None = None
     tensorflow_inter_op_parallelism: int | None = None
-    runtime: str = "tensorflow"
+    runtime: str = DEFAULT_RUNTIME
 
     def __post_init__(self) -> None:
         if not self.batching:
@@ -169,9 +170,13 @@ class TuneConfig:
             value = getattr(self, name)
             if value is not None:
                 flags.append(f"--{name}={value}")
-        if self.runtime != "tensorflow":  # serve-bench serve's flag: TF Serving runs SavedModels only
+        if record(self.runtime).converted:  # serve-bench serve's flag: TF Serving runs SavedModels only
             flags.append(f"--runtime={self.runtime}")
         return tuple(flags)
+
+
+# what allowed_batch_sizes takes besides a list: none, or every power of two below max_batch_size and itself
+SIZES_WORDS = ("none", "powers_of_two")
 
 
 def _allowed_sizes(value: Any, max_batch_size: int | None, where: str) -> tuple[int, ...]:

@@ -20,7 +20,7 @@ from serve_bench import servers
 from serve_bench.errors import UserError
 from serve_bench.stats import BEST_BATCHING_FILE, BEST_MLSERVER_SETTINGS_FILE, BEST_TRITON_CONFIG_FILE
 from serve_bench.sweep import typed_list as _list
-from serve_bench.tune._config import KNOBS, RECIPE_ORDER, ServerConfig, TuneConfig, config_of
+from serve_bench.tune._config import KNOBS, RECIPE_ORDER, SIZES_WORDS, ServerConfig, TuneConfig, config_of
 from serve_bench.tune._v2config import (
     MLSERVER_KNOBS,
     TRITON_KNOBS,
@@ -45,17 +45,17 @@ class Family:
     recipe: tuple[str, ...]  # the coordinate search's knob order, after the spec's own
     config_file: str  # the configuration's file in results/<run>/configs/<id>/
     best_file: str  # the winner's file in results/<run>/
+    sizes_words: tuple[str, ...] = ("none",)  # the words a list-valued knob takes besides lists of sizes
 
     def parse_values(self, knob: str, values: list[Any], source: str) -> tuple[Any, ...]:
         """One [space] knob's values, typed; list-valued knobs take lists (or "none") as values."""
         where = f"space.{knob}"
         kind = self.value_types[knob]
         if kind == "list":
-            words = ("none", "powers_of_two") if self.name == "tfserving" else ("none",)
             for value in values:
                 sizes = isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
-                if not sizes and value not in words:
-                    named = " or ".join(f'"{word}"' for word in words)
+                if not sizes and value not in self.sizes_words:
+                    named = " or ".join(f'"{word}"' for word in self.sizes_words)
                     raise UserError(f"{source}: {where}: each value must be {named} or a list of sizes, got {value!r}")
             return tuple(values)
         return _list(values, kind, where, source, positive=False)
@@ -108,6 +108,7 @@ FAMILIES = {
         RECIPE_ORDER,
         "batching_parameters.txt",
         BEST_BATCHING_FILE,
+        SIZES_WORDS,  # _config.py: "powers_of_two" is tune's shorthand for TF Serving's allowed_batch_sizes
     ),
     "triton": Family(
         "triton",

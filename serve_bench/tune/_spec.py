@@ -90,7 +90,6 @@ from serve_bench.sweep import typed as _typed
 from serve_bench.sweep import typed_list as _list
 from serve_bench.tune._config import RECIPE_ORDER, ServerConfig, TuneConfig, config_of
 from serve_bench.tune._kinds import FAMILIES, Family, family_of
-from serve_bench.tune._v2config import TritonConfig
 
 __all__ = [
     "BASELINES",
@@ -184,7 +183,7 @@ class TuneSpec:
         named = {name: self.family.baselines[name] for name in self.baselines}
         if "defaults" in named:
             for runtime in dict(self.space).get("runtime", ()):
-                if runtime != "tensorflow":
+                if record(runtime).converted:
                     named[f"defaults on {runtime}"] = replace(named["defaults"], runtime=runtime)
         return named
 
@@ -290,14 +289,15 @@ def _parse_server(raw: dict[str, Any], source: str, currency: str) -> ServerSpec
         raise UserError(f"{source}: server.protocol must be grpc or rest, got {spec.protocol!r}")
     if spec.startup_timeout_s <= 0:
         raise UserError(f"{source}: server.startup_timeout_s must be positive")
-    if spec.kind in ("triton", "mlserver"):
+    launched = servers.KINDS.get(spec.kind)  # None: compose or command restart a TF Serving started elsewhere
+    if launched is not None and launched.in_servers_env:
         unused = sorted(set(raw) - _STARTED_HERE_KEYS)
         if unused:
             raise UserError(
                 f"{source}: server.{unused[0]} is not used with kind {spec.kind!r}: serve-bench starts the server "
                 f"itself from models_dir (keys: {', '.join(sorted(_STARTED_HERE_KEYS))})"
             )
-    elif spec.kind != "local":
+    elif launched is None:
         try:
             address = parse_target(spec.url) if spec.url else None
         except InvalidTarget as exc:
@@ -341,7 +341,7 @@ def _check_runtimes(runtimes: list[str], server: ServerSpec, payload: str, model
         raise UserError(f'{named}: the jpeg payload (serving_bytes) always runs on TensorFlow; use payload = "float"')
     for runtime in runtimes:
         kept = record(runtime)
-        if server.kind == "local":
+        if not servers.kind(server.kind).in_servers_env:
             line = kept.missing()
             if line:
                 raise UserError(f"{source}: space.runtime: {line}")
@@ -391,7 +391,9 @@ def parse_tune_spec(text: str, source: str = "spec") -> TuneSpec:
     payload = data.get("payload", "float")
     if payload not in PAYLOADS:
         raise UserError(f"{source}: payload {payload!r} is not one of {', '.join(PAYLOADS)}")
-    _check_runtimes(sorted({c.runtime for c in configs} - {"tensorflow"}), server, payload, data["model"], source)
+    _check_runtimes(
+        sorted({c.runtime for c in configs if record(c.runtime).converted}), server, payload, data["model"], source
+    )
     try:
         batch_size = check_batch_size(data.get("batch_size", 1))
     except InvalidValue as exc:
@@ -433,15 +435,15 @@ def parse_tune_spec(text: str, source: str = "spec") -> TuneSpec:
     for name in baselines:
         if name not in family.baselines:
             raise UserError(f"{source}: search.baselines: {name!r} is not one of {', '.join(family.baselines)}")
-    if family.name == "triton":
-        # Triton refuses a request with more images than max_batch_size, batcher or not
-        for config in (*configs, *(family.baselines[b] for b in baselines)):
-            if isinstance(config, TritonConfig) and config.max_batch_size < batch_size:
-                raise UserError(
-                    f"{source}: configuration {config.id} has max_batch_size {config.max_batch_size}, less than "
-                    f"batch_size {batch_size}: Triton would refuse every request"
-                    + ("; drop that baseline or send smaller requests" if config in family.baselines.values() else "")
-                )
+    served = servers.kind(family.name)
+    for config in (*configs, *(family.baselines[b] for b in baselines)):
+        largest = served.max_batch_size(dict(config.knobs()))  # Triton's: refused above it, batcher or not
+        if largest is not None and largest < batch_size:
+            raise UserError(
+                f"{source}: configuration {config.id} has {served.max_batch_knob} {largest}, less than "
+                f"batch_size {batch_size}: {served.label} would refuse every request"
+                + ("; drop that baseline or send smaller requests" if config in family.baselines.values() else "")
+            )
     if server.kind == "compose" and not server.flags:
         raise UserError(f"{source}: server.flags must list the service's tensorflow_model_server flags")
     return TuneSpec(
