@@ -98,3 +98,17 @@ def test_bad_launch_keys_are_one_line_errors(target, words):
 def test_v2_urls_are_targets():
     spec = _spec('[[targets]]\nname = "t"\nurl = "v2+grpc://localhost:8001"\nserver = "triton"\n')
     assert spec.targets[0].url == "v2+grpc://localhost:8001"
+
+
+@pytest.mark.parametrize("kind", ["triton", "mlserver"])
+def test_a_launched_triton_or_mlserver_on_a_runtime_without_their_runner_is_refused_as_the_spec_is_read(kind):
+    """JAX runs behind the local server only (runtimes.record_in_servers: no runner inside Triton's and MLServer's
+    models): a sweep launching Triton or MLServer on it is refused in one line when its spec is read, before any
+    server starts; the local server takes it."""
+    with pytest.raises(UserError) as caught:
+        _spec(f'[[targets]]\nname = "t"\nlaunch = "{kind}"\nruntime = "jax"\n')
+    message = str(caught.value)
+    assert (
+        "\n" not in message and message.startswith("spec.toml: targets[0].runtime: ") and "local server only" in message
+    )
+    assert _spec('[[targets]]\nname = "t"\nlaunch = "local"\nruntime = "jax"\n').targets[0].runtime == "jax"

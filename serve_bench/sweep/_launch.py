@@ -30,6 +30,7 @@ from typing import Any
 
 from serve_bench import servers
 from serve_bench.errors import UserError
+from serve_bench.runtimes import DEFAULT_RUNTIME, check_runtime, record
 from serve_bench.servers import ServerProcess
 from serve_bench.stats import Target
 
@@ -46,7 +47,7 @@ class Launch:
     protocol: str = "grpc"  # grpc | rest
     knobs: tuple[tuple[str, Any], ...] = ()
     startup_timeout_s: float = 300.0
-    runtime: str = "tensorflow"  # local: serve --runtime; triton, mlserver: what their Python models run
+    runtime: str = DEFAULT_RUNTIME  # local: serve --runtime; triton, mlserver: what their Python models run
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def knob_pairs(self) -> tuple[tuple[str, str], ...]:
@@ -54,7 +55,7 @@ class Launch:
         pairs = tuple((k, ",".join(map(str, v)) if isinstance(v, list | tuple) else str(v)) for k, v in self.knobs)
         # local: always (its --runtime); Triton, MLServer: when not the SavedModel, so older runs' points
         # (TensorFlow, no runtime pair) keep the configuration they were measured with
-        if self.kind == "local" or self.runtime != "tensorflow":
+        if servers.kind(self.kind).runtime_flag or record(self.runtime).converted:
             return (("runtime", self.runtime), *pairs)
         return pairs
 
@@ -90,7 +91,13 @@ def parse_launch(raw: dict[str, Any], where: str, source: str, batch_sizes: tupl
         kind.config(table)
     except UserError as exc:
         raise UserError(f"{source}: {where}.batching: {exc}") from None
-    launch = Launch(kind.name, protocol, tuple(sorted(table.items())), runtime=raw.get("runtime", "tensorflow"))
+    runtime = raw.get("runtime", DEFAULT_RUNTIME)
+    check_runtime(runtime, source, name=f"{where}.runtime")  # launched: it runs what is named, so "" is no runtime
+    try:
+        kind.runtime(runtime)
+    except UserError as exc:
+        raise UserError(f"{source}: {where}.runtime: {exc}") from None
+    launch = Launch(kind.name, protocol, tuple(sorted(table.items())), runtime=runtime)
     largest = kind.max_batch_size(table)
     if largest is not None and batch_sizes and max(batch_sizes) > largest:
         own = "" if kind.max_batch_knob in table else f", {kind.label}'s default"

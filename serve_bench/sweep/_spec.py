@@ -45,7 +45,7 @@ from typing import Any
 from serve_bench.errors import InvalidValue, UserError
 from serve_bench.load import PAYLOADS, PointSettings, check_load, check_settings, positive_int
 from serve_bench.metrics import check_endpoint
-from serve_bench.runtimes import RUNTIMES
+from serve_bench.runtimes import check_runtime, record
 from serve_bench.stats import PERCENTILE_NAMES, InvalidTarget, LoadInfo, Slo, Target, parse_target
 from serve_bench.sweep._launch import Launch, parse_launch, path_exists
 from serve_bench.sweep._toml import check_keys, checked, typed, typed_list
@@ -303,12 +303,10 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
             raise UserError(f"{source}: two targets are named {values['name']!r}")
         names.add(values["name"])
         price, currency = target_pricing(raw, where, source, data.get("currency", ""))
-        runtime = values.get("runtime", "tensorflow" if raw.get("launch") else "")
-        if raw.get("launch") and not runtime:
-            raise UserError(f"{source}: {where}.runtime must be one of {', '.join(RUNTIMES)}, got ''")
-        if runtime and runtime not in RUNTIMES:
-            raise UserError(f"{source}: {where}.runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
-        if runtime not in ("", "tensorflow") and "jpeg" in payloads:
+        runtime = launches[values["name"]].runtime if "launch" in raw else values.get("runtime", "")
+        if runtime:  # a launched target's was checked with its launch; "" labels none
+            check_runtime(runtime, source, name=f"{where}.runtime")
+        if runtime and record(runtime).converted and "jpeg" in payloads:
             raise UserError(
                 f"{source}: {where}.runtime {runtime!r}: the jpeg payload (serving_bytes) always runs on TensorFlow; "
                 "measure jpeg in a spec of its own, or leave this target's runtime out"
