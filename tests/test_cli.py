@@ -192,9 +192,9 @@ def test_sweep_tune_pipeline_and_import_locust_name_their_run_the_same_way(
 ) -> None:
     """Each names a new run <root>/<name>-<time> through stats.choose_run_dir (a clock of its own would not
     see this one stopped)."""
-    from serve_bench.stats import read_points
+    from serve_bench.stats import choose_run_dir, read_points
     from serve_bench.sweep import new_run_dir, parse_spec
-    from serve_bench.tune import new_tune_dir, parse_tune_spec
+    from serve_bench.tune import parse_tune_spec
 
     spec = parse_spec(
         f'name = "s"\nmodel = "m"\nbatch_sizes = [1]\nout = "{tmp_path}"\n[[targets]]\nname = "a"\nurl = "grpc://h:1"\n'
@@ -203,7 +203,7 @@ def test_sweep_tune_pipeline_and_import_locust_name_their_run_the_same_way(
     tune = parse_tune_spec(
         f'name = "t"\nmodel = "tiny"\nout = "{tmp_path}"\n[space]\nmax_batch_size = [4]\n[load]\nconcurrency = [4]\n'
     )
-    assert new_tune_dir(tune) == tmp_path / f"t-{fixed_clock}"
+    assert choose_run_dir(None, tune.out, tune.name) == tmp_path / f"t-{fixed_clock}"
     monkeypatch.chdir(tmp_path)
     (tmp_path / "locust_stats.csv").write_text(
         "Type,Name,Request Count,Failure Count,Requests/s,Average Response Time,Max Response Time,"

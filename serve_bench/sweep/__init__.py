@@ -15,7 +15,7 @@ from serve_bench.sweep._measure import (
     plan_point,
 )
 from serve_bench.sweep._outcome import open_point_run, point_failure
-from serve_bench.sweep._runner import OnPoint, SweepOutcome, latest_run_dir, new_run_dir, plan_points, run_sweep
+from serve_bench.sweep._runner import OnPoint, SweepOutcome, new_run_dir, plan_points, run_sweep
 from serve_bench.sweep._spec import (
     UNTIL_STABLE,
     SweepSpec,
@@ -34,7 +34,6 @@ __all__ = [
     "SweepSpec",
     "check_keys",
     "checked",
-    "latest_run_dir",
     "launched_target",
     "load_spec",
     "measure",

@@ -28,13 +28,13 @@ from serve_bench.load import (
     signature_for_payload,
 )
 from serve_bench.metrics import TelemetrySession
+from serve_bench.runtimes import DEFAULT_RUNTIME
 from serve_bench.stats import (
     LoadInfo,
     Point,
     ResultsWriter,
     Target,
     collect_run_metadata,
-    latest_stamped_run_dir,
     read_points,
     stamped_run_dir,
 )
@@ -42,7 +42,7 @@ from serve_bench.sweep._launch import launched_targets
 from serve_bench.sweep._measure import check_bounds, measure_idle_power, measure_point, open_telemetry, request_cost
 from serve_bench.sweep._spec import SweepSpec
 
-__all__ = ["OnPoint", "SweepOutcome", "latest_run_dir", "new_run_dir", "plan_points", "run_sweep"]
+__all__ = ["OnPoint", "SweepOutcome", "new_run_dir", "plan_points", "run_sweep"]
 
 # on_point(plan, point, done, total, eta_s): point is None when the plan starts, the Point when it ends
 OnPoint = Callable[[PointPlan, "Point | None", int, int, float], None]
@@ -85,10 +85,6 @@ def plan_points(spec: SweepSpec) -> list[PointPlan]:
 def new_run_dir(spec: SweepSpec) -> Path:
     """A new run directory of the spec: ``<out>/<name>-<time>`` (stats.stamped_run_dir)."""
     return stamped_run_dir(spec.out, spec.name)
-
-
-def latest_run_dir(spec: SweepSpec) -> Path | None:
-    return latest_stamped_run_dir(spec.out, spec.name)
 
 
 def _model_facts(models_dir: Path | None, model: str) -> dict[str, Any] | None:
@@ -219,8 +215,8 @@ def _reusable(point: Point, spec: SweepSpec) -> bool:
     """Whether resume may keep an earlier measurement: it reached the server and ran on the runtime
     the spec now names for its target (a target renamed to another runtime is measured again)."""
     wanted = {t.name: t.runtime for t in spec.targets}.get(point.target.name, point.target.runtime)
-    # a point from before runtimes were recorded (schema 4 and older) ran on TensorFlow: nothing else served then
-    ran = point.target.runtime or "tensorflow"
+    # a point from before runtimes were recorded (schema 4 and older) ran on the default: nothing else served then
+    ran = point.target.runtime or DEFAULT_RUNTIME
     return not point.needs_remeasure and (point.target.runtime == wanted or ran == wanted)
 
 

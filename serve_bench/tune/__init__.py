@@ -16,7 +16,7 @@ from serve_bench.tune._restart import (
     make_restarter,
 )
 from serve_bench.tune._restarter import StartFailed
-from serve_bench.tune._run import TuneEvent, TuneOutcome, latest_tune_dir, new_tune_dir, run_tune, search_budget
+from serve_bench.tune._run import TuneEvent, TuneOutcome, run_tune, search_budget
 from serve_bench.tune._search import bayesian_search, coordinate_search, grid_search
 from serve_bench.tune._spec import BASELINES, ServerSpec, TuneSpec, load_tune_spec, parse_tune_spec
 from serve_bench.tune._started import MLServerRestarter, TritonRestarter
@@ -43,10 +43,8 @@ __all__ = [
     "bayesian_search",
     "coordinate_search",
     "grid_search",
-    "latest_tune_dir",
     "load_tune_spec",
     "make_restarter",
-    "new_tune_dir",
     "pareto_front",
     "parse_tune_spec",
     "run_tune",

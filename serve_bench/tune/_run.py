@@ -24,7 +24,7 @@ from typing import Any
 
 from serve_bench.client import Client, ServeBenchError, connect
 from serve_bench.load import InputSet, PointPlan, image_size_of, load_input_data, signature_for_payload
-from serve_bench.runtimes import RUNTIMES
+from serve_bench.runtimes import RUNTIMES, record
 from serve_bench.stats import (
     BEST_MLSERVER_SERVER_SETTINGS_FILE,
     TUNE_ANSWER_FILE,
@@ -34,9 +34,7 @@ from serve_bench.stats import (
     Score,
     TuneAnswer,
     collect_run_metadata,
-    latest_stamped_run_dir,
     read_points,
-    stamped_run_dir,
 )
 from serve_bench.sweep import measure_point
 from serve_bench.tune._answer import answer, config_id_of, score_config
@@ -51,8 +49,6 @@ __all__ = [
     "CONFIGS_FILE",
     "TuneEvent",
     "TuneOutcome",
-    "latest_tune_dir",
-    "new_tune_dir",
     "planned_configs",
     "run_tune",
     "search_budget",
@@ -85,16 +81,6 @@ class TuneOutcome:
     interrupted: bool = False
     answer: TuneAnswer | None = None
     best_file: Path | None = None
-
-
-def new_tune_dir(spec: TuneSpec) -> Path:
-    """A new run directory of the spec: ``<out>/<name>-<time>`` (stats.stamped_run_dir)."""
-    return stamped_run_dir(spec.out, spec.name)
-
-
-def latest_tune_dir(spec: TuneSpec) -> Path | None:
-    """The newest run of the spec that began a tune (holds configs.jsonl)."""
-    return latest_stamped_run_dir(spec.out, spec.name, holding=CONFIGS_FILE)
 
 
 def workload_levels(spec: TuneSpec) -> list[LoadInfo]:
@@ -375,7 +361,7 @@ class _Tuner:
             flags = " ".join(config.server_flags("/config/batching.txt"))
             body = config.to_text() or "# batching off: run without a batching file (--enable_batching=false)\n"
             # --runtime is serve-bench serve's flag: TF Serving itself runs SavedModels only
-            server = "tensorflow_model_server" if config.runtime == "tensorflow" else "serve-bench serve"
+            server = "serve-bench serve" if record(config.runtime).converted else "tensorflow_model_server"
             return {family.best_file: f"{head}# {server} flags: {flags}\n{body}"}
         loaded = self.run_dir / "configs" / config.id / family.config_file
         if not loaded.exists():  # a run directory whose configs/ was removed: nothing faithful to copy
