@@ -17,9 +17,10 @@ from rich.console import Console
 
 from serve_bench import export
 from serve_bench._progress import SweepProgress
+from serve_bench._server_facts import LOCAL
 from serve_bench.report import build_report, print_summary
 from serve_bench.servers import LocalServerProcess
-from serve_bench.sweep import SweepSpec, load_spec, new_run_dir, run_sweep
+from serve_bench.sweep import SweepSpec, launched_target, load_spec, new_run_dir, run_sweep
 
 DEMO_MODELS = ("inception_v3", "mobilenet_v2")
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,19 +48,11 @@ def ensure_exported(name: str, out: Path, warmup_batch_sizes: tuple[int, ...] = 
     return result.path
 
 
-def _demo_spec(spec_path: Path, model: str, results: Path, grpc_port: int, rest_port: int, pid: int) -> SweepSpec:
-    """The spec with its targets pointed at the demo's server (gRPC and REST) and its name per model."""
+def _demo_spec(spec_path: Path, model: str, results: Path, server: LocalServerProcess) -> SweepSpec:
+    """The spec with its targets pointed at the demo's server (gRPC and REST: one server serves every model)
+    and its name per model."""
     base = load_spec(spec_path)
-    metrics = f"http://127.0.0.1:{rest_port}/monitoring/prometheus/metrics"
-    targets = tuple(
-        dataclasses.replace(
-            t,
-            url=(f"grpc://127.0.0.1:{grpc_port}" if t.protocol == "grpc" else f"http://127.0.0.1:{rest_port}"),
-            metrics_url=metrics,
-            pid=pid,
-        )
-        for t in base.targets
-    )
+    targets = tuple(launched_target(t, server, LOCAL, t.protocol) for t in base.targets)
     return dataclasses.replace(base, model=model, name=f"demo-{model}", targets=targets, out=str(results))
 
 
@@ -85,8 +78,7 @@ def run_demo(
     reports = []
     try:
         for model in models:
-            assert server.pid is not None
-            spec = _demo_spec(spec_path, model, results, server.grpc_port, server.rest_port, server.pid)
+            spec = _demo_spec(spec_path, model, results, server)
             run_dir = new_run_dir(spec)
             console.print(
                 f"\n[bold]sweep {model}[/bold] over gRPC and REST, batch sizes "
