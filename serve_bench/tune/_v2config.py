@@ -1,34 +1,25 @@
 """Triton's and MLServer's batching configurations as tune searches them (TF Serving's: _config.py).
 
 Each knob carries the server's own name and, left out of ``[space]``, the server's own default, so a
-configuration differs from the ``defaults`` baseline only where the spec asked it to. The sources
-below are the servers' release branches (Triton core ``r24.10`` = tritonserver 2.51, MLServer tag
-``1.7.1``); the mirrors' HEADs are newer and keep these rules (line numbers move).
+configuration differs from the ``defaults`` baseline only where the spec asked it to. Each knob's default
+and the source line it follows are the kind's ``Knob`` records (servers/_triton.py, servers/_mlserver.py:
+Triton core ``r24.10`` = tritonserver 2.51, MLServer tag ``1.7.1``); what is said here is what tune does
+with them.
 
 Triton (``config.pbtxt``, written by ``export.triton_config_text``):
-- ``dynamic_batching { }`` with nothing in it means: no queue delay (``max_queue_delay_microseconds``
-  0, so ``DynamicBatchScheduler::GetDynamicBatch`` sends whatever is queued as soon as an instance is
-  free, dynamic_batch_scheduler.cc:619) and one preferred size, ``max_batch_size``
-  (``NormalizeModelConfig``, model_config_utils.cc:734-745): batches as large as the queue holds.
-- Without the block Triton's default scheduler runs every request alone (backend_model.cc:835-845,
-  ``dynamic_batching_enabled`` false); delay and preferred sizes then mean nothing and collapse.
-- ``max_batch_size`` has no default in the Python backend; 4 is Triton's ``default-max-batch-size``
-  (backend_model.cc:481), what auto-complete gives a batchable TensorFlow or ONNX model together with
-  ``dynamic_batching { }`` (server docs/user_guide/model_configuration.md, "Default Max Batch Size").
-- One instance is the Python backend's default count (``SetDefaultInstanceCount``,
-  model_config_utils.cc:991-1008: two only for the TensorFlow and ONNX Runtime backends).
+- without ``dynamic_batching`` each request runs alone, so a delay and preferred sizes mean nothing and
+  such configurations collapse into one.
 - Triton refuses a preferred size above ``max_batch_size`` (model_config_utils.cc:1422-1437); that is
   checked here, before anything runs. ``KIND_GPU`` on a host without a GPU is left to Triton to refuse
   (model_config_utils.cc:1660-1680): the tune records its reason.
 
 MLServer (``model-settings.json``, written by ``export.mlserver_settings``; ``settings.json``):
-- adaptive batching is loaded only when ``max_batch_size`` > 1 and ``max_batch_time`` > 0
-  (mlserver/batching/hooks.py:82-86); otherwise the model serves each request alone, so every such
-  configuration collapses into one, ``nobatch`` -- which is also what ModelSettings' defaults (0, 0.0;
-  settings.py:457-462) give. ``max_batch_size`` counts requests, not images (batching/adaptive.py:131).
-- ``parallel_workers`` is the server's setting (settings.py:170, default 1 at settings.py:37): the
-  model-level field is deprecated and honoured only to switch the pool off (parallel/registry.py:196-215),
-  so tune writes it to the server's ``settings.json``. 0 runs inference in the main process.
+- adaptive batching needs both ``max_batch_size`` > 1 and ``max_batch_time`` > 0 (the kind's
+  ``together``); otherwise the model serves each request alone, so every such configuration collapses
+  into one, ``nobatch`` -- which is also what the defaults give. ``max_batch_size`` counts requests, not
+  images (batching/adaptive.py:131).
+- ``parallel_workers`` is the server's setting, not the model's (its knob says why), so tune writes it to
+  the server's ``settings.json``. 0 runs inference in the main process.
 """
 
 from __future__ import annotations
@@ -39,7 +30,7 @@ from typing import Any, ClassVar
 
 from serve_bench import servers
 from serve_bench.errors import UserError
-from serve_bench.runtimes import check_runtime
+from serve_bench.runtimes import DEFAULT_RUNTIME, check_runtime
 from serve_bench.tune._config import RUNTIME_SHORT
 
 __all__ = [
@@ -97,7 +88,7 @@ class TritonConfig(_OfKind):
     preferred_batch_size: tuple[int, ...] = _TRITON["preferred_batch_size"]  # () : Triton prefers max_batch_size
     instance_count: int = _TRITON["instance_count"]
     instance_kind: str = _TRITON["instance_kind"]
-    runtime: str = "tensorflow"
+    runtime: str = DEFAULT_RUNTIME
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "preferred_batch_size", tuple(sorted(set(self.preferred_batch_size))))
@@ -154,7 +145,7 @@ class MLServerConfig(_OfKind):
     max_batch_size: int = _MLSERVER["max_batch_size"]
     max_batch_time: float = _MLSERVER["max_batch_time"]  # seconds, as model-settings.json spells it
     parallel_workers: int = _MLSERVER["parallel_workers"]
-    runtime: str = "tensorflow"
+    runtime: str = DEFAULT_RUNTIME
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "max_batch_time", float(self.max_batch_time))
