@@ -257,7 +257,8 @@ def _op_cost(op: Any) -> OpCost | None:
         flops = 2.0 * out * (k_h or 0) * (k_w or 0)
     elif kind in ("MatMul", "BatchMatMulV2"):
         a = _dims(op.inputs[0]) or [0, 0]
-        inner = a[0] if op.get_attr("transpose_a" if kind == "MatMul" else "adj_x") else a[-1]
+        # transposed (adjoint) x: the inner dimension is x's second-to-last, not the last
+        inner = a[-2] if op.get_attr("transpose_a" if kind == "MatMul" else "adj_x") else a[-1]
         flops = 2.0 * out * (inner or 0)
     elif kind in _POOLS:
         ksize = op.get_attr("ksize") if kind != "MaxPoolV2" else [1, 1, 1, 1]
