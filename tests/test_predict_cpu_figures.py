@@ -69,6 +69,7 @@ def test_only_the_first_processors_fields_are_read_the_first_of_each_name():
     assert host._vector_bits({"avx2"}, "GenuineIntel") == 256
     assert host._vector_bits({"sse2"}, "AuthenticAMD") == 128
     assert host._vector_bits({"avx512f"}, "GenuineIntel") == 512
+    assert host._vector_bits({"avx512f", "avx2"}, "AuthenticAMD") == 256  # Zen 4: two 256-bit halves
 
 
 def test_the_clock_is_the_firmwares_maximum_where_sys_gives_it_and_cpu_mhz_otherwise(monkeypatch, tmp_path):
@@ -131,6 +132,7 @@ def test_cpu_takes_every_key_over_the_host_and_refuses_what_is_not_a_positive_nu
     assert spec == CpuSpec("EPYC", 8, 3.5, 512, 1, 40.0, 64.0, 2.0)
     assert all(type(v) is int for v in (spec.cores, spec.vector_bits, spec.fma_units))
     assert parse_cpu("", EPYC) == EPYC
+    assert parse_cpu("call_ms=0", EPYC).call_ms == 0.0  # no per-call cost: the pure roofline
     for text, says in [
         ("ghz=-1", "--cpu ghz=-1: must be greater than 0"),
         ("call_ms=-1", "--cpu call_ms=-1: must be greater than 0"),
@@ -202,7 +204,7 @@ def test_one_measured_point_fixes_the_efficiency_that_predicts_the_others():
     assert on_two.calibrated_on == 2 and on_two.efficiency.compute == pytest.approx(40 / 45)
     assert set(on_two.errors) == {1, 4} and on_two.predicted[2] == pytest.approx(40.0)
     alone = calibrate_cpu(COST, SLOW, {1: 25.0})
-    assert alone.errors == {} and alone.median_error is None
+    assert alone.errors == {} and alone.median_error is None and alone.target == ""
 
 
 def test_the_shipped_call_cost_is_held_to_half_of_the_calibration_points_time():
@@ -214,6 +216,8 @@ def test_the_shipped_call_cost_is_held_to_half_of_the_calibration_points_time():
     assert (held.efficiency.per_call_s, held.efficiency.compute) == (pytest.approx(0.02), pytest.approx(1.0))
     kept = calibrate_cpu(COST, SLOW, {1: 25.0}, call_given=False)
     assert kept.efficiency.per_call_s == pytest.approx(0.005)
+    third = calibrate_cpu(COST, CpuSpec("slow", 1, 1.0, 128, 1, 1.0, 1.0, call_ms=15.0), {1: 25.0}, call_given=False)
+    assert third.efficiency.per_call_s == pytest.approx(0.015)  # over a third of 40 ms, under half: kept
     given = calibrate_cpu(COST, CpuSpec("slow", 1, 1.0, 128, 1, 1.0, 1.0, call_ms=10.0), {1: 25.0})
     assert given.efficiency.compute == pytest.approx(20 / 30)
     with pytest.raises(UserError) as caught:
@@ -251,7 +255,9 @@ def test_fit_cpu_finds_the_efficiency_and_call_cost_that_made_the_figures():
     measured = {b: b / (0.008 + 0.02 * b / 0.4) for b in (1, 2, 4, 8)}
     e, call = fit_cpu(COST, SLOW, measured)
     assert (e, call) == (pytest.approx(0.4, rel=1e-3), pytest.approx(0.008, rel=1e-3))
-    with pytest.raises(ValueError, match="needs two batch sizes or more"):
+    two = fit_cpu(COST, SLOW, {1: measured[1], 2: measured[2]})  # two figures fix the two unknowns
+    assert two == (pytest.approx(0.4, rel=1e-3), pytest.approx(0.008, rel=1e-3))
+    with pytest.raises(ValueError, match=r"^fitting a per-call cost needs two batch sizes or more$"):
         fit_cpu(COST, SLOW, {1: 25.0})
 
 

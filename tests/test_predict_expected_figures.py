@@ -168,7 +168,7 @@ def test_an_interval_is_the_10th_and_90th_percentile_or_the_one_error():
     assert (ten.low, ten.high, ten.count) == (pytest.approx(0.09), pytest.approx(0.81), 10)
     assert ten.describe() == "+9% to +81%" and ten.to_json() == {"p10": 0.09, "p90": 0.81, "count": 10}
     assert Interval.of([-0.25]) == Interval(-0.25, -0.25, 1) and Interval(-0.25, -0.25, 1).describe() == "-25%"
-    assert Interval(-0.123456, 0.5, 2).to_json() == {"p10": -0.1235, "p90": 0.5, "count": 2}
+    assert Interval(-0.123456, 0.654321, 2).to_json() == {"p10": -0.1235, "p90": 0.6543, "count": 2}
 
 
 def _error(**changes: object) -> ExpectedError:
