@@ -42,8 +42,11 @@ def _meets(point: Point, slo: Slo) -> bool:
     return slo.met_by(point)
 
 
-# two-sided 95% Student t quantiles by degrees of freedom (batch means over a point's windows)
-_T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26}
+# two-sided 95% Student t quantiles by degrees of freedom (batch means over a point's windows), to 30; past 30,
+# t(30) = 2.04, wider than any t(df > 30) by at most 4.1% (the normal 1.96 would be 12% narrower at 10 degrees)
+_T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26, 10: 2.23}
+_T95 |= {11: 2.20, 12: 2.18, 13: 2.16, 14: 2.14, 15: 2.13, 16: 2.12, 17: 2.11, 18: 2.10, 19: 2.09, 20: 2.09}
+_T95 |= {21: 2.08, 22: 2.07, 23: 2.07, 24: 2.06, 25: 2.06, 26: 2.06, 27: 2.05, 28: 2.05, 29: 2.05, 30: 2.04}
 _QUANTILE = {"p50": 0.5, "p90": 0.9, "p95": 0.95, "p99": 0.99, "p99_9": 0.999}
 
 
@@ -57,7 +60,7 @@ def items_estimate(point: Point) -> Estimate:
         return Estimate(point.items_per_s)
     mean = sum(rates) / len(rates)
     sd = math.sqrt(sum((r - mean) ** 2 for r in rates) / (len(rates) - 1))
-    half = _T95.get(len(rates) - 1, 1.96) * sd / math.sqrt(len(rates))
+    half = _T95.get(len(rates) - 1, _T95[30]) * sd / math.sqrt(len(rates))
     return Estimate(point.items_per_s, max(0.0, point.items_per_s - half), point.items_per_s + half, "95% CI")
 
 
