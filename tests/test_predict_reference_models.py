@@ -26,7 +26,9 @@ from typing import Any
 
 import pytest
 
-from serve_bench.predict._reference import ARCHITECTURES, resnet_family
+import serve_bench._tf
+import serve_bench.predict._reference
+from serve_bench.predict._reference import ARCHITECTURES, build_cost, resnet_family
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,7 @@ def _fake_tf(rec: _Recorder) -> Any:
             self.built = False
 
         def add_weight(self, *, shape: tuple[int, ...], initializer: str, name: str) -> tuple[int, ...]:
+            assert all(isinstance(d, int) for d in shape), shape  # TensorShape takes integers only
             rec.weights += math.prod(shape)
             rec.calls.append(("weight", {"initializer": initializer, "name": name, "shape": shape}, shape))
             return shape
@@ -122,6 +125,7 @@ def _fake_tf(rec: _Recorder) -> Any:
         return (_same(h, strides), _same(w, strides), c), {"size": size, "stride": strides}, 0
 
     def dense(x: _T, units: int, activation: str | None = None) -> Any:
+        assert isinstance(units, int) and units > 0, units  # Keras' Dense: "expected a positive integer"
         (inputs,) = x.shape
         return (units,), {"activation": activation}, inputs * units + units
 
@@ -139,9 +143,16 @@ def _fake_tf(rec: _Recorder) -> Any:
         assert math.prod(target) == math.prod(x.shape), (x.shape, target)
         return target, {}, 0
 
-    def model(inputs: _T, outputs: _T, *, name: str) -> str:
+    def model(inputs: _T, outputs: _T, *, name: str) -> Any:
         rec.models.append((inputs, outputs, name))
-        return name
+
+        def called(images: Any, *, training: bool) -> tuple[str, Any, bool]:
+            return name, images, training
+
+        return called
+
+    def function(forward: Any) -> Any:  # tf.function: its concrete function traced on a TensorSpec
+        return SimpleNamespace(get_concrete_function=lambda spec: ("concrete", forward(spec)))
 
     layers = SimpleNamespace(
         Layer=Layer,
@@ -156,7 +167,10 @@ def _fake_tf(rec: _Recorder) -> Any:
         Reshape=layer("Reshape", reshape),
     )
     keras = SimpleNamespace(layers=layers, Input=_T, Model=model)
-    return SimpleNamespace(keras=keras, nn=SimpleNamespace(conv2d=conv2d))
+    spec = lambda shape, dtype: ("TensorSpec", shape, dtype)  # noqa: E731
+    return SimpleNamespace(
+        keras=keras, nn=SimpleNamespace(conv2d=conv2d), function=function, TensorSpec=spec, float32="float32"
+    )
 
 
 def _build(model: str) -> _Recorder:
@@ -274,3 +288,34 @@ def test_resnext_groups_its_3x3_convolutions_by_32_and_se_resnext_excites_every_
         assert kinds[first - 5 : first + 2] == ["BN", "Mean", "Dense", "Dense", "Reshape", "Mul", "Add"]
         assert [s for k, _, s in rec.calls if k == "Dense"][:2] == [(16,), (256,)]
         assert next(s for k, _, s in rec.calls if k == "Reshape") == (1, 1, 256)
+
+
+def test_any_cardinality_above_one_makes_the_3x3_one_grouped_convolution() -> None:
+    """One stage of one block, width 8, in 2 groups: its 3×3 is tf.nn.conv2d with a [3, 3, 8/2, 8] filter;
+    the 1×1s stay Keras' Conv2D."""
+    rec = _Recorder()
+    resnet_family(_fake_tf(rec), "two", (1,), (8,), expansion=2, cardinality=2)
+    assert [d["shape"] for k, d, _ in rec.calls if k == "weight"] == [(3, 3, 4, 8)]
+    assert [c[:4] for c in _convs(rec)] == [(7, 2, 1, 3), (1, 1, 1, 64), (1, 1, 1, 64), (3, 1, 2, 8), (1, 1, 1, 8)]
+
+
+@pytest.mark.parametrize(
+    ("model", "keras_name"), [("resnet50v1.5", "resnet50v1_5"), ("se-resnext101-32x4d", "se_resnext101_32x4d")]
+)
+def test_build_cost_traces_the_architecture_for_inference_on_any_batch_of_224x224_rgb_and_costs_its_frozen_graph(
+    monkeypatch: pytest.MonkeyPatch, model: str, keras_name: str
+) -> None:
+    """The model named as Keras takes a name (no '-' or '.'), called with training=False (batch normalisation's
+    moving statistics, as served) on a float32 batch of any size, its graph frozen, then costed."""
+    rec = _Recorder()
+    monkeypatch.setattr(serve_bench._tf, "import_tensorflow", lambda: _fake_tf(rec))
+    monkeypatch.setattr(serve_bench._tf, "frozen_graph", lambda concrete: ("frozen", concrete))
+    monkeypatch.setattr(serve_bench.predict._reference, "cost_graph", lambda graph: ("costed", graph))
+    spec = ("TensorSpec", [None, 224, 224, 3], "float32")
+    assert build_cost(model) == ("costed", ("frozen", ("concrete", (keras_name, spec, False))))  # type: ignore[comparison-overlap]
+    ((_, outputs, name),) = rec.models
+    assert name == keras_name and outputs.shape == (1000,)
+    assert rec.weights == {"resnet50v1.5": 25_557_032, "se-resnext101-32x4d": 48_955_416}[model]
+    rec.models.clear()
+    build_cost()  # ResNet-50 v1.5 by default: the model the tables measured most
+    assert rec.models[0][2] == "resnet50v1_5"
