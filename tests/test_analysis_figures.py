@@ -121,10 +121,17 @@ def test_the_fit_does_not_depend_on_the_unit_of_latency():
 
 
 def test_no_model_when_latency_stays_flat_or_when_one_batch_size_was_measured():
-    """A flat curve has no per-image cost: b = 0, and (a + b) / b would be infinite, not a bound."""
+    """A flat curve has no per-image cost: b = 0, and (a + b) / b would be infinite, not a bound. So has
+    1000, 3000, 1000 µs at batch 1, 3, 5: symmetric about batch 3 with symmetric weights, its slope is 0."""
     assert fit_latency_model([1, 2, 4], [1000.0, 1000.0, 1000.0]) is None
     assert fit_latency_model([1, 2, 4, 8], [1000.0, 1000.0, 1000.0, 1000.0]) is None
+    assert fit_latency_model([1, 3, 5], [1000.0, 3000.0, 1000.0]) is None
+    assert fit_latency_model([1, 2, 4, 5], [1000.0, 2000.0, 2000.0, 1000.0]) is None
     assert fit_latency_model([4, 4, 4], [1000.0, 2000.0, 3000.0]) is None
+    # a per-image cost a million times smaller than the latency is still one: 1000 µs + 1e-6 µs × B up to
+    # batch 4 (4e-6 µs across the batches, four times the cutoff of a billionth of 1000 µs)
+    tiny = fit_latency_model([1, 2, 4], [1000.000001, 1000.000002, 1000.000004])
+    assert tiny is not None and tiny.b_us == pytest.approx(1e-6, rel=1e-3)
 
 
 def test_the_model_s_description_and_its_throughput():
@@ -418,3 +425,44 @@ def test_runtime_and_batching_gains_whose_ranges_overlap_or_touch_move_it_alike(
     assert "move it alike" in _levers([*tf, *below])[1]
     apart = [_runtime("ort", "onnxruntime", 1, latency, repeat=r) for r, latency in enumerate((1_000, 500))]
     assert "moved throughput more than batching" in _levers([*tf, *apart])[1]  # 4.00× to 10.0×: apart
+
+
+def test_each_device_gets_its_runtime_lines_whatever_the_device_before_it_lacked():
+    """The GPU, measured first, lacks something each time; the CPU after it still gets its two lines.
+    CPU: TensorFlow at 10 ms = 100/s (p99 12.0 ms), ONNX Runtime at 5 ms = 200/s (p99 6.0 ms): 2.00×."""
+    cpu = [_runtime("tf", "tensorflow", 1, 10_000), _runtime("ort", "onnxruntime", 1, 5_000)]
+    cpu_lines = [
+        "Runtimes on cpu at their best, over tensorflow (tf b1 c1: 100.0 images/s, p99 12.0 ms): onnxruntime "
+        "2.00× (ort b1 c1: 200.0 images/s, p99 6.0 ms).",
+        "Which lever on cpu: batching gave tensorflow no gain beyond the noise (or none measured): the runtime "
+        "(onnxruntime, 2.00×) it is.",
+    ]
+
+    def gpu(name: str, runtime: str, latency_us: float, cut_off: str = "") -> Point:
+        point = _as(make_point(name, "gpu", 1, latency_us), runtime=runtime)
+        return dataclasses.replace(point, cut_off=cut_off)
+
+    one_runtime = [gpu("g-tf", "tensorflow", 1_000)]
+    base_cut_off = [gpu("g-tf", "tensorflow", 1_000, "target down"), gpu("g-ort", "onnxruntime", 500)]
+    other_cut_off = [gpu("g-tf", "tensorflow", 1_000), gpu("g-ort", "onnxruntime", 500, "target down")]
+    for first in (one_runtime, base_cut_off, other_cut_off):
+        assert _levers([*first, *cpu]) == cpu_lines
+    # a GPU whose other runtime is slower (1000 / 2000 images/s = 0.50×) says so, and the CPU follows
+    slower = [gpu("g-tf", "tensorflow", 500), gpu("g-ort", "onnxruntime", 1_000)]
+    assert _levers([*slower, *cpu])[1:] == [
+        "Which lever on gpu: no runtime was faster than tensorflow beyond the noise.",
+        *cpu_lines,
+    ]
+
+
+def test_runtime_lines_for_a_slow_baseline_with_long_latencies_and_for_a_baseline_of_nothing():
+    """TensorFlow at 2 s a call: 0.5 images/s is still a baseline (ONNX Runtime at 1 s = 1/s: 2.00×); p99 in
+    ms to one decimal: 1.2 × 2 s = 2400.0 ms and 1200.0 ms. A baseline at 0 images/s is none: no lines."""
+    slow = [_runtime("tf", "tensorflow", 1, 2e6), _runtime("ort", "onnxruntime", 1, 1e6)]
+    assert _levers(slow)[0] == (
+        "Runtimes on cpu at their best, over tensorflow (tf b1 c1: 0.5 images/s, p99 2400.0 ms): onnxruntime "
+        "2.00× (ort b1 c1: 1.0 images/s, p99 1200.0 ms)."
+    )
+    tf = slow[0]
+    zero = dataclasses.replace(tf, throughput=dataclasses.replace(tf.throughput, items_per_s=0.0))
+    assert _levers([zero, slow[1]]) == []
