@@ -427,6 +427,18 @@ def test_runtime_and_batching_gains_whose_ranges_overlap_or_touch_move_it_alike(
     assert "moved throughput more than batching" in _levers([*tf, *apart])[1]  # 4.00× to 10.0×: apart
 
 
+def test_an_exact_tie_between_runtime_and_batching_without_ranges_moves_it_alike():
+    """One repeat each, so no ranges: TensorFlow batch 1 at 10 ms (100/s), batch 4 at 20 ms (200/s): batching
+    200/100 = 2.00×; ONNX Runtime at 2.5 ms (400/s) over TensorFlow's best 200/s: 2.00×. Neither lever moved
+    throughput more, so the verdict may not name one (it said 'the runtime moved throughput more')."""
+    tf = [_runtime("tf", "tensorflow", 1, 10_000), _runtime("tf", "tensorflow", 4, 20_000)]
+    ort = [_runtime("ort", "onnxruntime", 1, 2_500)]
+    assert _levers([*tf, *ort])[1] == (
+        "Which lever on cpu: batching (2.00× on tensorflow) and the runtime (onnxruntime, 2.00×) move it alike; "
+        "use both."
+    )
+
+
 def test_each_device_gets_its_runtime_lines_whatever_the_device_before_it_lacked():
     """The GPU, measured first, lacks something each time; the CPU after it still gets its two lines.
     CPU: TensorFlow at 10 ms = 100/s (p99 12.0 ms), ONNX Runtime at 5 ms = 200/s (p99 6.0 ms): 2.00×."""

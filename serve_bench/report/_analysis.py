@@ -365,6 +365,8 @@ def _runtime_lines(targets: list[TargetAnalysis]) -> list[str]:
             by_batching = f"batching ({batching.text()} on {base_runtime})"
             if _overlap(batching.ratio, switch.ratio):
                 lever = f"{by_batching} and {by_runtime} move it alike, within the noise; use both."
+            elif batching.ratio.value == switch.ratio.value:  # no ranges to compare, and neither moved it more
+                lever = f"{by_batching} and {by_runtime} move it alike; use both."
             elif batching.ratio.value > switch.ratio.value:
                 lever = f"{by_batching} moved throughput more than {by_runtime}."
             else:
