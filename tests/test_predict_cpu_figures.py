@@ -108,6 +108,8 @@ def test_the_bandwidth_is_the_best_copy_read_and_written(monkeypatch):
     ticks = iter([0.0, 0.004, 1.0, 1.002, 2.0, 2.003])
     monkeypatch.setattr(host.time, "perf_counter", lambda: next(ticks))
     assert measure_bandwidth(1) == pytest.approx(2 * 2**20 / 0.002 / 1e9)
+    ticks = iter([0.0, 0.25, 1.0, 1.125, 2.0, 2.5])  # binary fractions: the best copy is exactly 1/8 s
+    assert measure_bandwidth(1) == pytest.approx(0.016777216, rel=1e-12)  # 2 × 1,048,576 B × 8 / 1e9 B per GB
     ticks = iter([0.0, 0.5, 1.0, 2.0, 3.0, 4.0])
     sizes = []
 
@@ -247,6 +249,10 @@ def test_a_calibration_is_saved_with_its_figures_rounded():
         "errors": {"2": -0.3333},
         "predicted": True,
     }
+    # a call of 5.1234 ms and 40.456 images/s at batch 2: 5.123 (3 places) and 40.46 (2), neither an integer
+    odd = calibrate_cpu(COST, CpuSpec("slow", 1, 1.0, 128, 1, 1.0, 1.0, call_ms=5.1234), {1: 25.0, 2: 40.456})
+    saved = odd.to_json()
+    assert (saved["call_ms"], saved["measured_images_per_s"]) == (5.123, {"1": 25.0, "2": 40.46})
 
 
 def test_fit_cpu_finds_the_efficiency_and_call_cost_that_made_the_figures():
@@ -271,6 +277,7 @@ def test_the_cpu_target_with_the_most_client_batching_points_is_taken(tmp_path: 
     with ResultsWriter(run_dir) as writer:
         writer.append(make_point("rest", "cpu", 1, 10_000, model="tiny"))
         writer.append(make_point("rest", "cpu", 2, 10_000, model="tiny"))
+        writer.append(make_point("gpu", "gpu", 1, 1_000, model="small"))  # a second model, for the error's list
         for batch in (1, 2, 4):
             writer.append(make_point("grpc", "cpu", batch, 20_000, model="tiny"))
             writer.append(make_point("gpu", "gpu", batch, 1_000, model="tiny"))
@@ -280,7 +287,7 @@ def test_the_cpu_target_with_the_most_client_batching_points_is_taken(tmp_path: 
     with pytest.raises(UserError) as caught:
         cpu_points(run_dir, "other")
     assert str(caught.value) == (
-        f"run {run_dir} has no CPU points of other at one request in flight (models measured there: tiny); "
+        f"run {run_dir} has no CPU points of other at one request in flight (models measured there: small, tiny); "
         "calibrate from a run whose spec has a CPU target and concurrency 1"
     )
     empty = tmp_path / "empty"
@@ -290,3 +297,18 @@ def test_the_cpu_target_with_the_most_client_batching_points_is_taken(tmp_path: 
         cpu_points(empty, "tiny")
     with pytest.raises(UserError, match=r"is not a results directory; give results/<run> \(RUN or --from-run\)$"):
         cpu_points(tmp_path / "nowhere", "tiny")
+
+
+def test_a_cpu_point_counts_if_it_measured_any_images_at_all(tmp_path: Path):
+    """A point that answered nothing (0 images/s) is no CPU point, however many there are; one of
+    0.5 images/s (batch 1 in 2 s) is: the one slow point is taken over three empty ones."""
+    from serve_bench.stats import ResultsWriter
+    from tests._points import make_point
+
+    run_dir = tmp_path / "run"
+    with ResultsWriter(run_dir) as writer:
+        for batch in (1, 2, 4):
+            writer.append(make_point("idle", "cpu", batch, 10_000, ok=0, model="tiny"))
+        writer.append(make_point("crawl", "cpu", 1, 2_000_000, model="tiny"))
+        writer.write_run({"settings": {}})
+    assert cpu_points(run_dir, "tiny") == ("crawl", {1: 0.5})

@@ -220,6 +220,10 @@ def test_the_expected_error_prints_in_lines_of_at_most_76_columns():
         "no model left out (the tensorrt tables have one model): expect more",
         "the copy, at PCIe's 31.5 GB/s: checked by served tables (t: a1), whose",
     ]
+    # "held-out errors of Blackwell, the nearest calibrated architecture: a1 a2," is 73 columns: within 76
+    assert _error(nearest="Blackwell").lines()[1] == (
+        "held-out errors of Blackwell, the nearest calibrated architecture: a1 a2,"
+    )
     unserved = _error(copy=CopyCheck(15.76, None, (), ()))
     assert unserved.copy_sentence() == "the copy, at PCIe's 15.8 GB/s, is unvalidated until a served table validates it"
     assert all(len(line) <= 76 for e in (_error(), covered, unserved) for line in e.lines())

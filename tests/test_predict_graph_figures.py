@@ -303,3 +303,36 @@ def test_every_listed_element_wise_op_fuses_and_costs_one_flop_per_output(kind):
     g.op("op", kind, (x,), ([None, 5],))
     (op,) = cost_graph(g).ops
     assert (op.flops, op.known) == (5.0, True)
+
+
+def test_a_filter_or_inner_dimension_that_is_unknown_counts_no_taps():
+    """Each tap count is the product of the filter's dimensions (in_c too for Conv2D), so one unknown
+    dimension makes it unknown: 0 FLOPs, whichever dimension it is, where counting it as 1 would give
+    2 · 16 · 3 · 2 = 192 (or similar). A MatMul whose x has an unknown rank or an unknown inner
+    dimension likewise has no inner size: 0 FLOPs, transposed or not. An unknown-rank x has no
+    batch dimension to read per image: the product keeps no read of it (only its batched inputs)."""
+    g = _Graph()
+    x = g.op("x", "Placeholder", (), ([None, 4, 4, 1],)).outputs[0]
+    for i, dims in enumerate(([None, 3, 2, 1], [3, None, 2, 1], [3, 2, None, 1])):
+        g.op(f"conv{i}", "Conv2D", (x, g.const(f"f{i}", dims)), ([None, 4, 4, 1],))
+    for i, dims in enumerate(([None, 3, 1, 1], [3, None, 1, 1])):
+        g.op(f"dw{i}", "DepthwiseConv2dNative", (x, g.const(f"w{i}", dims)), ([None, 4, 4, 1],))
+    nowhere = g.op("u", "Placeholder", (), (None,)).outputs[0]  # rank unknown: no dimensions at all
+    kernel = g.const("kernel", [16, 10])
+    g.op("mm", "MatMul", (nowhere, kernel), ([None, 10],), transpose_a=False, transpose_b=False)
+    g.op("mm_t", "MatMul", (nowhere, kernel), ([None, 10],), transpose_a=True, transpose_b=False)
+    v = g.op("v", "Placeholder", (), ([None, None],)).outputs[0]
+    g.op("mm_inner", "MatMul", (v, kernel), ([None, 10],), transpose_a=False, transpose_b=False)
+    ops = _by_name(cost_graph(g))
+    for name in ("conv0", "conv1", "conv2", "dw0", "dw1", "mm", "mm_t", "mm_inner"):
+        assert ops[name].flops == 0.0, name
+    # the unknown-rank x: not batched, so neither activations nor a read; the kernel's 160 are weights
+    assert (ops["mm"].activations, ops["mm"].weights, ops["mm"].reads) == (10.0, 160.0, ())
+    assert ops["mm_inner"].reads == (("v", 1.0),)  # [B, None]: the unknown dimension counted as 1
+
+
+def test_a_pointwise_op_after_an_unknown_op_leaves_it_unknown():
+    """Without reads, a Relu joining an op of unknown type keeps the kernel unknown (its head's flag)."""
+    ops = (OpCost("odd", "Custom", 10, 20, 0, False), OpCost("relu", "Relu", 10, 20, 0))
+    (fused,) = fuse_pointwise(GraphCost(ops, 10, ("Custom ×1",))).ops
+    assert (fused.name, fused.flops, fused.activations, fused.known) == ("odd", 20, 20, False)

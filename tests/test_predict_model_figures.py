@@ -208,3 +208,76 @@ def test_nelder_mead_stops_when_the_simplexs_values_agree_to_the_tolerance():
 
         nelder_mead(near, np.array([0.0]), iterations=1)
         assert len(asked) == evaluations, spread
+
+
+def test_nelder_mead_stops_on_the_spread_between_its_best_and_worst_values():
+    """tol ½ (exact in binary). 1-D from 0: values 0 and ¼; the bound is ½ · (|0| + ½) = ¼ and the
+    spread ¼ is within it (at most, not under): no step. Values 0 and 0.3: over the bound, one step
+    (reflect to -½ and contract to ¼, both 100, shrink to 0 and ¼: four more points); it is the best
+    value's size that scales the bound
+    (0.3's would allow ½ · 0.8 = 0.4). 2-D from (0,0): values 1, 1, 5: the best two agree but the worst
+    does not: one step (reflect to (½,-½), contract to (⅛,¼), both 100, shrink towards (0,0): 3 more)."""
+    for worst, evaluations in ((0.25, 2), (0.3, 6)):
+        asked: list[float] = []
+
+        def line(x: np.ndarray, worst: float = worst) -> float:
+            asked.append(float(x[0]))
+            return {0.0: 0.0, 0.5: worst}.get(float(x[0]), 100.0)
+
+        nelder_mead(line, np.array([0.0]), iterations=1, tol=0.5)
+        assert len(asked) == evaluations, worst
+    f = _Scripted({(0.0, 0.0): 1.0, (0.5, 0.0): 1.0, (0.0, 0.5): 5.0})
+    nelder_mead(f, np.array([0.0, 0.0]), iterations=1)
+    assert f.asked == [
+        (0.0, 0.0),
+        (0.5, 0.0),
+        (0.0, 0.5),
+        (0.5, -0.5),
+        (0.125, 0.25),
+        (0.0, 0.0),
+        (0.25, 0.0),
+        (0.0, 0.25),
+    ]
+
+
+def test_nelder_mead_keeps_a_contraction_better_than_the_worst_even_if_not_the_second_worst():
+    """2-D from (0,0): 1, 2, 3. Centroid (¼,0); reflected (½,-½) 100: contract halfway to the worst
+    (0,½): (⅛,¼) 2.5, worse than the second worst 2 but better than the worst 3: kept, no shrink."""
+    f = _Scripted({(0.0, 0.0): 1.0, (0.5, 0.0): 2.0, (0.0, 0.5): 3.0, (0.125, 0.25): 2.5})
+    nelder_mead(f, np.array([0.0, 0.0]), iterations=1)
+    assert f.asked == [(0.0, 0.0), (0.5, 0.0), (0.0, 0.5), (0.5, -0.5), (0.125, 0.25)]
+
+
+# one op of 1 GFLOP and no traffic: its time, B × 1e9 / (10 TFLOPS × e) + 1 op × per-op, ignores memory
+COMPUTE_ONLY = GraphCost((OpCost("conv", "Conv2D", 1e9, 0.0, 0.0),), 1000)
+AT_PEAK = GraphCost((OpCost("conv", "Conv2D", 1e9, 0.0, 0.0), OpCost("add", "AddV2", 0.0, 1e6, 0.0)), 1000)
+
+
+def test_the_fits_loss_is_the_sum_of_squared_log_errors_and_allows_a_device_at_its_peak(monkeypatch):
+    """The loss the minimiser is given, read by a stand-in for it: figures made at exactly the peaks
+    (e = 1 for compute and memory, 10 µs per op) are predicted exactly there: loss 0 (a sum from
+    nothing), not refused as above the peak. At compute ½ every image takes twice the compute time."""
+    import serve_bench.predict._model as model
+
+    losses: list = []
+    monkeypatch.setattr(model, "nelder_mead", lambda f, x0: (losses.append(f), x0)[1])
+    fit({"m": AT_PEAK}, _table(AT_PEAK, NO_PCIE, Efficiency(1.0, 1.0, 10e-6)), {"round": NO_PCIE})
+    assert losses[0](np.array([0.0, 0.0, math.log(10e-6)])) == pytest.approx(0.0, abs=1e-20)
+    assert losses[0](np.array([math.log(1.5), 0.0, math.log(10e-6)])) == math.inf
+
+
+def test_a_start_that_fits_no_better_than_the_first_does_not_replace_it(monkeypatch):
+    """With no traffic the memory efficiency changes nothing: a stand-in minimiser that returns the
+    default start (½, ½, 10 µs) and then, from the other starts, the same point with memory 0.9 finds
+    equal losses; only a strictly better fit replaces the first, so memory stays ½."""
+    import serve_bench.predict._model as model
+
+    calls: list = []
+
+    def stand_in(f, x0):
+        calls.append(x0)
+        return x0 if len(calls) == 1 else np.log([0.5, 0.9, 10e-6])
+
+    monkeypatch.setattr(model, "nelder_mead", stand_in)
+    got = fit({"m": COMPUTE_ONLY}, _table(COMPUTE_ONLY, NO_PCIE, Efficiency(0.3, 0.3, 10e-6)), {"round": NO_PCIE})
+    assert len(calls) == 3 and (got.compute, got.memory) == (pytest.approx(0.5), pytest.approx(0.5))
