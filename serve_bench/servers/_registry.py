@@ -4,7 +4,9 @@
     kind("triton").config({"max_batch_size": 8})   # the configuration, checked
     kind("triton").start(values, models_dir, model, runtime, work_dir, timeout)   # its process
 
-A new kind is a module of its own beside these (its knobs, configuration, writer and process) and one entry here.
+A new kind is a module of its own beside these (its knobs, configuration, writer and process), one entry here, and its
+name in serve_bench/_server_facts.py: in V2 if it speaks the Open Inference Protocol (else it gets no HTTP URL and
+the client does not know it by name), in TF_SERVING_PAGE if it writes TF Serving's metrics page.
 """
 
 from __future__ import annotations
