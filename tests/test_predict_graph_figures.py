@@ -336,3 +336,32 @@ def test_a_pointwise_op_after_an_unknown_op_leaves_it_unknown():
     ops = (OpCost("odd", "Custom", 10, 20, 0, False), OpCost("relu", "Relu", 10, 20, 0))
     (fused,) = fuse_pointwise(GraphCost(ops, 10, ("Custom ×1",))).ops
     assert (fused.name, fused.flops, fused.activations, fused.known) == ("odd", 20, 20, False)
+
+
+def test_a_saved_models_cost_is_the_cost_of_its_named_signature_frozen(monkeypatch, tmp_path):
+    """``cost_saved_model`` loads the directory given (as a string: tf.saved_model.load's
+    ``export_dir``), takes the signature named (``serving_default`` unless told: the key
+    tf.saved_model.save writes a Keras model's call under, signature_constants.py), freezes that
+    concrete function and walks it. TensorFlow is replaced here by a loader that records what it was
+    asked for, because mutation testing cannot fork after TensorFlow has started its threads (MUTANTS.md);
+    tests/test_predict.py runs the same function on a real exported model."""
+    import serve_bench._tf as tf_glue
+    from serve_bench.predict import cost_saved_model
+
+    default, other = object(), object()
+    graphs = {id(default): _Graph(), id(other): _Graph()}
+    graphs[id(default)].op("image", "Placeholder", (), ([None, 2, 2, 3],))
+    graphs[id(other)].op("image", "Placeholder", (), ([None, 5],))
+    loaded: list[object] = []
+
+    class _SavedModel:
+        @staticmethod
+        def load(export_dir: object) -> Any:
+            loaded.append(export_dir)
+            return type("Loaded", (), {"signatures": {"serving_default": default, "other": other}})()
+
+    monkeypatch.setattr(tf_glue, "import_tensorflow", lambda *a, **k: type("TF", (), {"saved_model": _SavedModel}))
+    monkeypatch.setattr(tf_glue, "frozen_graph", lambda concrete: graphs[id(concrete)])
+    assert cost_saved_model(tmp_path) == GraphCost((), 12, ())  # serving_default's 2·2·3 input elements
+    assert cost_saved_model(tmp_path / "1", signature="other") == GraphCost((), 5, ())
+    assert loaded == [str(tmp_path), str(tmp_path / "1")]
