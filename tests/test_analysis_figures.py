@@ -104,6 +104,25 @@ def test_a_negative_fixed_cost_is_noise_so_the_line_goes_through_the_origin():
     assert two is not None and two.a_us == 0.0 and two.bound == Estimate(1.0, 1.0, 1.0, FIT)
 
 
+def test_latency_exactly_proportional_to_the_batch_has_no_fixed_cost_and_is_not_a_negative_one():
+    """2 and 4 µs at batch 1 and 2 (2 µs × B): the free fit's a is exactly 0, a fixed cost that is not
+    negative, so the free line stands (the through-origin refit is for a negative a only). Its two
+    parameters take both batch sizes' degrees of freedom: the bound is 1 (no fixed cost to spread), with no
+    range claimed. A power of two per item makes the sums exact in binary, so a is 0.0, not ±1e-16."""
+    model = fit_latency_model([1, 2], [2.0, 4.0])
+    assert model is not None and (model.a_us, model.b_us) == (0.0, 2.0)
+    assert model.bound == Estimate(1.0)
+    # three batch sizes on the same line: one degree of freedom, no residual, so the range is [1, 1]
+    three = fit_latency_model([1, 2, 4], [2.0, 4.0, 8.0])
+    assert three is not None and three.bound == Estimate(1.0, 1.0, 1.0, FIT)
+
+
+def test_a_clock_too_coarse_to_see_the_call_gives_no_model():
+    """Every latency 0 µs (a clock that did not tick during the call): latency does not grow with the batch,
+    so there is no per-image cost to fit and no model, as for any flat curve; not a division by zero."""
+    assert fit_latency_model([1, 2, 4], [0.0, 0.0, 0.0]) is None
+
+
 def test_the_fit_does_not_depend_on_the_unit_of_latency():
     """The same curve in seconds instead of µs (every latency × 1e-6): a and b scale by 1e-6, R² and the bound
     with its range do not change. Sub-unit values are where a clamp or a threshold written for µs would bite."""

@@ -76,9 +76,13 @@ def fit_latency_model(batches: list[int], latencies_us: list[float]) -> LatencyM
     x = np.asarray(batches, dtype=float)
     y = np.asarray(latencies_us, dtype=float)
     w2 = 1.0 / np.maximum(y, 1e-9) ** 2
-    design = np.stack([np.ones_like(x), x], axis=1)
-    normal = design.T @ (design * w2[:, None])
-    a, b = np.linalg.solve(normal, design.T @ (w2 * y))
+    # the normal equations solved by hand (Cramer's rule), not by LU: latencies exactly proportional to the
+    # batch (at a power of two µs per item) then give a fixed cost of exactly 0, whose sign decides the branch
+    sw, sx, sxx = float(w2.sum()), float((w2 * x).sum()), float((w2 * x * x).sum())
+    sy, sxy = float((w2 * y).sum()), float((w2 * x * y).sum())
+    det = sw * sxx - sx * sx  # > 0: two batch sizes or more
+    a, b = (sy * sxx - sx * sxy) / det, (sw * sxy - sx * sy) / det
+    normal = np.array([[sw, sx], [sx, sxx]])
     through_origin = a < 0
     if through_origin:
         a, b = 0.0, float((w2 * x * y).sum() / (w2 * x * x).sum())
@@ -93,7 +97,7 @@ def fit_latency_model(batches: list[int], latencies_us: list[float]) -> LatencyM
     gain = float((a + b) / b)
     bound = Estimate(gain)
     free = len(x) - (1 if through_origin else 2)
-    if free > 0 and b > 0:
+    if free > 0:  # b > 0 here: a flat or falling curve returned None above
         variance = float((w2 * residuals**2).sum()) / free
         if through_origin:
             bound = Estimate(gain, 1.0, 1.0, "±2 sigma of the fit")  # no fixed cost: batching cannot raise throughput
