@@ -446,7 +446,7 @@ def test_runtime_and_batching_gains_whose_ranges_overlap_or_touch_move_it_alike(
     assert "moved throughput more than batching" in _levers([*tf, *apart])[1]  # 4.00× to 10.0×: apart
 
 
-def test_an_exact_tie_between_runtime_and_batching_without_ranges_moves_it_alike():
+def test_a_tie_as_printed_between_runtime_and_batching_without_ranges_moves_it_alike():
     """One repeat each, so no ranges: TensorFlow batch 1 at 10 ms (100/s), batch 4 at 20 ms (200/s): batching
     200/100 = 2.00×; ONNX Runtime at 2.5 ms (400/s) over TensorFlow's best 200/s: 2.00×. Neither lever moved
     throughput more, so the verdict may not name one (it said 'the runtime moved throughput more')."""
@@ -455,6 +455,14 @@ def test_an_exact_tie_between_runtime_and_batching_without_ranges_moves_it_alike
     assert _levers([*tf, *ort])[1] == (
         "Which lever on cpu: batching (2.00× on tensorflow) and the runtime (onnxruntime, 2.00×) move it alike; "
         "use both."
+    )
+    # alike as printed: ONNX Runtime at 2.496 ms, 1e6 / 2496 = 400.64/s over 200/s is 2.0032×, shown as 2.00×
+    # like batching's, so it is no more a lever than batching is; at 2.48 ms, 403.2/200 = 2.016× reads 2.02×
+    close = [_runtime("ort", "onnxruntime", 1, 2_496)]
+    assert _levers([*tf, *close])[1].endswith("(onnxruntime, 2.00×) move it alike; use both.")
+    apart = [_runtime("ort", "onnxruntime", 1, 2_480)]
+    assert _levers([*tf, *apart])[1].endswith(
+        "(onnxruntime, 2.02×) moved throughput more than batching (2.00× on tensorflow)."
     )
 
 

@@ -20,7 +20,7 @@ import numpy as np
 
 from serve_bench.report._cells import Cell, cells_of
 from serve_bench.runtimes import DEFAULT_RUNTIME
-from serve_bench.stats import Estimate, Point, Slo, ratio, ratio_text
+from serve_bench.stats import Estimate, Point, Slo, format_ratio, ratio, ratio_text
 
 __all__ = [
     "Analysis",
@@ -369,7 +369,8 @@ def _runtime_lines(targets: list[TargetAnalysis]) -> list[str]:
             by_batching = f"batching ({batching.text()} on {base_runtime})"
             if _overlap(batching.ratio, switch.ratio):
                 lever = f"{by_batching} and {by_runtime} move it alike, within the noise; use both."
-            elif batching.ratio.value == switch.ratio.value:  # no ranges to compare, and neither moved it more
+            # no ranges to compare: alike as the reader sees them (2.004× and 1.996× both read 2.00×) is a tie
+            elif format_ratio(batching.ratio.value) == format_ratio(switch.ratio.value):
                 lever = f"{by_batching} and {by_runtime} move it alike; use both."
             elif batching.ratio.value > switch.ratio.value:
                 lever = f"{by_batching} moved throughput more than {by_runtime}."
