@@ -240,6 +240,41 @@ def test_a_runtime_the_tuned_server_cannot_run_is_one_line(models_dir, kind, run
         assert word in message, message
 
 
+@pytest.mark.parametrize("kind", ["local", "triton", "mlserver"])
+def test_every_runtime_tried_is_its_own_configuration(kind):
+    """A configuration's id is how tune tells two apart (and merges equal ones: batching off at several
+    sizes). Each runtime but the default adds its record's tag, so [space] runtime listing every runtime
+    gives one configuration each; jax, without a tag, was merged into TensorFlow and silently not tried."""
+    from serve_bench.tune._kinds import family_of
+    from serve_bench.tune._spec import expand_space
+
+    configs = expand_space({"runtime": tuple(RECORDS)}, "t.toml", family_of(kind).config_of)
+    assert [c.runtime for c in configs] == list(RECORDS)
+    tags = [runtimes.record(r).short for r in RECORDS if r != runtimes.DEFAULT_RUNTIME]
+    assert all(tags) and len(set(tags)) == len(tags)
+
+
+@pytest.mark.parametrize("kind", ["triton", "mlserver"])
+def test_tuning_triton_or_mlserver_on_jax_names_jax_first_even_without_the_servers_environment(
+    models_dir, kind, monkeypatch, tmp_path
+):
+    """JAX has no runner inside Triton's or MLServer's models (runtimes.record_in_servers): installing the
+    servers' environment would not help, so on a host without one tune says so about jax, as sweep does
+    (tests/test_sweep_launch.py), not that the environment is missing."""
+    from serve_bench.servers import ENV_VARIABLE
+    from serve_bench.tune import parse_tune_spec
+
+    monkeypatch.setenv(ENV_VARIABLE, str(tmp_path / "no-servers-env"))
+    text = _tune_spec(models_dir, kind, '["tensorflow", "jax"]')
+    if kind == "mlserver":
+        text = text.replace("max_batch_size = [4]", "max_batch_size = [4]\nmax_batch_time = [0.002]")
+    with pytest.raises(UserError) as caught:
+        parse_tune_spec(text, "t.toml")
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith("t.toml: space.runtime 'jax': ")
+    assert "local server only" in message and "environment" not in message
+
+
 def test_a_runtime_never_converted_is_refused_before_tune_starts(tmp_path, capsys):
     from serve_bench.cli import main
     from serve_bench.tune import parse_tune_spec

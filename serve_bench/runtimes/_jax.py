@@ -330,6 +330,7 @@ JAX = RuntimeRecord(
     packages=("keras", "jax"),
     extra="pip install 'serve-bench[jax]'",
     converter="the Keras model's weights, in model.weights order",
+    short="jax",
     devices=("cpu", "gpu"),
     precisions=("fp32", "tf32", "bf16"),
     compiles_per_shape=True,

@@ -339,9 +339,15 @@ def _check_runtimes(runtimes: list[str], server: ServerSpec, payload: str, model
         )
     if payload == "jpeg":
         raise UserError(f'{named}: the jpeg payload (serving_bytes) always runs on TensorFlow; use payload = "float"')
-    for runtime in runtimes:
-        kept = record(runtime)
-        if not servers.kind(server.kind).in_servers_env:
+    kind = servers.kind(server.kind)
+    records = {}
+    for runtime in runtimes:  # the kind's answer first: no runner inside Triton or MLServer is no install's fault
+        try:
+            records[runtime] = kind.runtime(runtime)
+        except UserError as exc:
+            raise UserError(f"{source}: space.runtime {runtime!r}: {exc}") from None
+    for runtime, kept in records.items():
+        if not kind.in_servers_env:
             line = kept.missing()
             if line:
                 raise UserError(f"{source}: space.runtime: {line}")
