@@ -9,6 +9,7 @@ hand from the numbers given, never with the reader's code.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import threading
 from collections.abc import Iterator
@@ -168,6 +169,31 @@ def test_counters_going_down_name_each_counter_and_say_why_there_are_no_figures(
     )
 
 
+def test_a_reload_that_the_page_hides_is_seen_in_the_statistics_apis_counts():
+    """A reload starts the statistics API's counts again too (they are the model's InferenceStatsAggregator,
+    core src/infer_stats.cc). Served more after it than before, no counter of the page falls, but a batch
+    size executed only before the reload does (8: 1 -> 0), and so can the API's totals: no figures either."""
+    after = dataclasses.replace(
+        _counters(40, 30, 4000, 400, (100, 450, 51)),
+        stats=TritonStats(inference_count=60, execution_count=54, success_count=40, batches={1: 33, 2: 9, 3: 21}),
+    )
+    before = TritonSnapshot(
+        stats=TritonStats(inference_count=30, execution_count=19, success_count=19, batches={1: 9, 2: 9, 8: 1})
+    )
+    view = server_breakdown(before, after)
+    assert not view.available and view.reason.startswith(
+        "Triton's counters went down during the point (executions at batch size 8): it restarted or reloaded"
+    )
+    fewer = dataclasses.replace(before, stats=dataclasses.replace(before.stats, execution_count=55, success_count=41))
+    assert server_breakdown(fewer, after).reason.startswith(
+        "Triton's counters went down during the point (execution_count (statistics API), success_count "
+        "(statistics API), executions at batch size 8)"
+    )
+    # the same readings without the dropped size: every count grew, so the point has its figures
+    kept = dataclasses.replace(before, stats=dataclasses.replace(before.stats, batches={1: 9, 2: 9}))
+    assert server_breakdown(kept, after).available
+
+
 def test_overhead_is_never_below_zero_and_batching_means_fewer_executions_than_requests():
     """The page adds each duration truncated to whole µs (core src/infer_stats.cc:123-132), separately,
     so queue + compute can exceed the request's time by a few µs: 4 requests, request 1000 µs, queue 400,
@@ -183,7 +209,8 @@ def test_overhead_is_never_below_zero_and_batching_means_fewer_executions_than_r
 
 def test_executions_by_batch_size_are_after_minus_before_for_every_size_either_reading_has():
     """batch_stats is cumulative per batch size (core src/infer_stats.cc:420-427); a size one reading lacks
-    counts 0 there (a reload between the readings can drop one: then its count is negative)."""
+    counts 0 there (a reload between the readings can drop one: then its count is negative, and the point
+    has no server-side figures)."""
     before = TritonStats(batches={1: 9, 2: 9, 8: 1})
     after = TritonStats(batches={1: 33, 2: 9, 3: 21})
     # 1: 33 - 9 = 24; 2: 9 - 9 = 0, left out; 3: 21 - 0; 8: 0 - 1

@@ -160,6 +160,9 @@ def settled(before: TritonSnapshot, after: TritonSnapshot, answered_ok: int) -> 
     return executions == after.get("exec_count") - before.get("exec_count") and executed_rows >= rows
 
 
+_STATS_COUNTS = ("inference_count", "execution_count", "success_count")  # TritonStats' cumulative counts
+
+
 def _per_batch_size(before: TritonStats, after: TritonStats) -> tuple[tuple[int, int], ...]:
     sizes = sorted(set(before.batches) | set(after.batches))
     counts = ((size, after.batches.get(size, 0) - before.batches.get(size, 0)) for size in sizes)
@@ -173,6 +176,11 @@ def triton_breakdown(before: TritonSnapshot, after: TritonSnapshot, entrypoint: 
     reasons = sorted(set(before.failures) | set(after.failures))
     failed = {r: after.failures.get(r, 0.0) - before.failures.get(r, 0.0) for r in reasons}
     went_down = sorted(name for name, value in (*delta.items(), *failed.items()) if value < 0)
+    if before.stats is not None and after.stats is not None:  # the statistics API's counts start again too
+        went_down += [
+            f"{n} (statistics API)" for n in _STATS_COUNTS if getattr(after.stats, n) < getattr(before.stats, n)
+        ]
+        went_down += [f"executions at batch size {b}" for b, n in _per_batch_size(before.stats, after.stats) if n < 0]
     if went_down:
         return ServerView.unavailable(
             f"Triton's counters went down during the point ({', '.join(went_down)}): "
