@@ -318,10 +318,12 @@ def test_the_verdict_names_the_cpu_when_it_wins_all_three_word_for_word() -> Non
         "Cost: CPU is cheaper (5.00 USD [2.50–10.0] vs 0.250 USD [0.125–0.500] per million images, "
         "GPU/CPU 20.0× [5.00×–80.0×]); batching cut it 2.00× on gpu (g b4 c1 vs g b1 c1) "
         "and 1.60× on cpu (c b2 c1 vs c b1 c1).",
-        # gpu joules at b1: 150/100 = 1.5, at b4 1.5: a factor of exactly 1 is said as "cut 1.00×"
+        # gpu joules at b1: 150/100 = 1.5, at b4 1.5: a factor of exactly 1 is said as unchanged, and the next
+        # device's verb is said again
         "Energy: CPU uses less energy (1.50 J [0.750–3.00] (GPU) vs 0.100 J [0.0500–0.200] (CPU) per image, "
         "GPU/CPU 15.0× [3.75×–60.0×]; the gpu figure leaves out its host's CPU (add a node exporter to its "
-        "telemetry)); batching cut it 1.00× on gpu (g b4 c1 vs g b1 c1) and 2.00× on cpu (c b2 c1 vs c b1 c1).",
+        "telemetry)); batching left it unchanged on gpu (g b4 c1 vs g b1 c1) "
+        "and batching cut it 2.00× on cpu (c b2 c1 vs c b1 c1).",
         "Latency: CPU answers faster (p99 24.0 vs 6.00 ms at their best, GPU/CPU 4.00× [2.56×–6.25×]); "
         "batching raised p99 2.00× on gpu (12.0 → 24.0 ms, g b4 c1 vs g b1 c1) "
         "and 1.25× on cpu (4.80 → 6.00 ms, c b2 c1 vs c b1 c1).",

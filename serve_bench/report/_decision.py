@@ -320,7 +320,8 @@ def _clear(estimate: Estimate) -> str:
 
 def _batching_phrase(rows: Iterable[DecisionRow], figure: str) -> str:
     """``batching cut it 6.10× on gpu (gpu b32 c1 vs gpu b1 c1) and 1.67× on cpu (…)``: the factor by
-    which each device's best cell changed ``figure`` against its batch-1 baseline."""
+    which each device's best cell changed ``figure`` against its batch-1 baseline ("left it unchanged"
+    where that factor prints as 1.00×)."""
     parts: list[str] = []
     said = ""  # the verb last said: repeated only when it changes
     for row in rows:
@@ -334,15 +335,19 @@ def _batching_phrase(rows: Iterable[DecisionRow], figure: str) -> str:
         est = {"cost": b.cost, "joules": b.joules, "p99": b.p99}[figure]
         if est is None or not est.value > 0:
             continue
-        verb = "raised" if est.value > 1 else "cut"
         size = est.value if est.value > 1 else 1 / est.value
         what = "p99" if figure == "p99" else "it"
-        lead = f"batching {verb} {what} " if verb != said else ""
-        said = verb
         detail = f"{b.best.label} vs {b.baseline.label}"
         if figure == "p99":
             before, after = b.baseline.p99_us.value / 1000, b.best.p99_us.value / 1000
             detail = f"{format_figure(before)} → {format_figure(after)} ms, {detail}"
+        if format_ratio(size) == format_ratio(1.0):  # a factor that prints as 1.00× moved nothing a reader sees
+            parts.append(f"batching left {what} unchanged on {row.device} ({detail})")
+            said = ""
+            continue
+        verb = "raised" if est.value > 1 else "cut"
+        lead = f"batching {verb} {what} " if verb != said else ""
+        said = verb
         parts.append(f"{lead}{format_ratio(size)} on {row.device} ({detail})")
     return " and ".join(parts)
 
