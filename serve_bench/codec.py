@@ -319,9 +319,10 @@ def json_value_to_array(value: Any, dtype: int) -> np.ndarray:
     np_dtype = DTYPE_TO_NUMPY.get(dtype)
     if np_dtype is None:
         raise CodecError(f"unsupported dtype {dtype_name(dtype)}")
-    try:
-        return np.asarray(value, dtype=np_dtype)
-    except (TypeError, ValueError) as exc:
+    try:  # a value its dtype cannot hold is refused (as json_tensor.cc refuses an int32's), not wrapped around
+        with np.errstate(over="raise", invalid="raise"):
+            return np.asarray(value, dtype=np_dtype)
+    except (TypeError, ValueError, OverflowError, FloatingPointError) as exc:
         raise CodecError(f"cannot read the values as {dtype_name(dtype)}: {str(exc).splitlines()[0]}") from None
 
 

@@ -22,6 +22,7 @@ from serve_bench.codec import (
     DTYPE_TO_NUMPY,
     CodecError,
     from_tensor_proto,
+    json_value_to_array,
     proto_shape,
     to_tensor_proto,
 )
@@ -303,3 +304,14 @@ def test_float_val_decode_is_not_the_per_value_python_path():
     np.testing.assert_array_equal(from_tensor_proto(typed), array)
     typed_s, content_s = best_of(typed), best_of(content)
     assert typed_s < 10 * content_s, f"float_val decode {typed_s:.4f}s vs tensor_content {content_s:.4f}s"
+
+
+def test_a_rest_value_its_dtype_cannot_hold_is_refused_not_wrapped_around():
+    """A REST response's int32 of 2**31 cannot be held: TF Serving's own JSON reader refuses such a value
+    (tensorflow_serving/util/json_tensor.cc:303-309, AddValueToTensor: rapidjson's IsInt() is false past
+    INT32_MAX), and so does the client, in one line, instead of raising numpy's OverflowError. A float past
+    float32's 3.4e38 cannot be what a float32 tensor held either, so a response carrying one is refused too."""
+    for dtype, value in ((3, [2**31]), (3, [3e9]), (4, [256]), (1, [1e39])):  # DT_INT32, DT_UINT8, DT_FLOAT
+        with pytest.raises(CodecError, match=r"^cannot read the values as DT_\w+: "):
+            json_value_to_array(value, dtype)
+    assert json_value_to_array([2**31 - 1], 3).tolist() == [2**31 - 1]

@@ -102,6 +102,8 @@ _OUTPUT = st.fixed_dictionaries(
 # found by this test: parameters or an output that is not an object raised AttributeError out of the client
 @example(header={"outputs": [{"parameters": 1}]}, tail=b"", declare=False)
 @example(header={"outputs": [3]}, tail=b"", declare=False)
+# found by this test: a value its INT32 cannot hold raised OverflowError out of the client
+@example(header={"outputs": [{"datatype": "INT32", "data": 2147483648.0}]}, tail=b"", declare=False)
 def test_v2_responses_decode_or_are_refused(header: Any, tail: bytes, declare: bool) -> None:
     head = json.dumps(header).encode()
     length = len(head) if declare else 0xFFFF

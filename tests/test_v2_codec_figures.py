@@ -146,6 +146,14 @@ def test_a_response_the_codec_cannot_read_is_refused_with_what_is_wrong():
     assert refused(_outputs({"name": "y", "datatype": "FP32", "shape": [2], "data": [1, 2, 3]})).startswith(
         "cannot read the data as FP32 of shape [2]: "
     )
+    # a value its datatype cannot hold (INT32 tops out at 2**31 - 1, UINT8 at 255, FP32 near 3.4e38) is refused,
+    # not wrapped around; the largest that fits is read
+    for datatype, value in (("INT32", 2**31), ("INT32", 3e9), ("UINT8", 256), ("UINT8", -1), ("FP32", 1e39)):
+        assert refused(_outputs({"name": "y", "datatype": datatype, "shape": [1], "data": [value]})).startswith(
+            f"cannot read the data as {datatype} of shape [1]: "
+        ), (datatype, value)
+    fits = decode_rest_response(_outputs({"name": "y", "datatype": "INT32", "shape": [1], "data": [2**31 - 1]}), None)
+    assert fits["y"].tolist() == [2**31 - 1]
     # the header length (src/common.h:42) past the end of an 11-byte body
     assert refused(b'{"outputs"}', 100) == f"{HEADER_LENGTH} is 100 but the body has 11 bytes"
     assert HEADER_LENGTH == "Inference-Header-Content-Length"
