@@ -200,3 +200,38 @@ def test_a_run_with_no_answer_has_no_decode_time_and_a_few_answers_say_why_there
     figures = analyze(LoadRun(answered, 0.0, 3.0), "closed", SETTINGS)
     assert figures.throughput.items_per_s_ci is None
     assert figures.notes == ("no confidence interval: 20 answered requests are too few for 5 bootstrap blocks of 5",)
+
+
+def test_a_closed_loop_merged_from_two_processes_is_timed_by_its_window_not_by_a_later_answer() -> None:
+    """Two processes' closed loops, merged (load/_digest.py merge_digests): the window is where both measured,
+    [max start, min end) = [2.0, 6.0), while the last answer is the latest of both: 6.03 s, inside the second
+    process's own window up to 6.04 s. A closed loop is timed by its window, 4.0 s, whatever its last answer:
+    only an open loop is credited the time a lagging server took past the window. 20 + 20 answers of one
+    image: 40 / 4.0 images/s."""
+    from serve_bench.load._digest import digest_records, merge_digests
+
+    first = [RequestRecord(2.0 + i / 5, 2.0 + i / 5, 2.05 + i / 5, OK, 1, 100, 0.0) for i in range(20)]
+    second = [RequestRecord(2.2 + i / 5, 2.2 + i / 5, 2.23 + i / 5, OK, 1, 100, 0.0) for i in range(20)]
+    merged = merge_digests([digest_records(first, "closed", 2.0, 6.0), digest_records(second, "closed", 2.0, 6.04)])
+    assert (merged.window_end, merged.ok) == (6.0, 40) and merged.last_done == pytest.approx(6.03)
+    figures = analyze(LoadRun([], 2.0, 6.0, digest=merged), "closed", SETTINGS)
+    assert figures.duration_s == 4.0 and figures.throughput.items_per_s == 40 / 4.0
+
+
+def test_stability_over_no_windows_is_not_enough_and_spreads_nothing() -> None:
+    """Zero windows (stability_of's own input; a point's settings ask for one or more): no window has enough
+    requests, so the run is not stable, and a spread over no values is 0, quietly (no mean of nothing)."""
+    import warnings
+
+    from serve_bench.load import stability_of
+    from serve_bench.load._digest import RunDigest
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        stability = stability_of(RunDigest("closed", 0.0, 1.0), 0, 0.1)
+    assert (stability.stable, stability.enough_requests, stability.items_spread, stability.latency_spread) == (
+        False,
+        False,
+        0.0,
+        0.0,
+    )

@@ -8,6 +8,7 @@ fixed by one measured point); /proc/cpuinfo's fields as arch/x86/kernel/cpu/proc
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from pathlib import Path
 from types import SimpleNamespace
@@ -253,6 +254,10 @@ def test_a_calibration_is_saved_with_its_figures_rounded():
     odd = calibrate_cpu(COST, CpuSpec("slow", 1, 1.0, 128, 1, 1.0, 1.0, call_ms=5.1234), {1: 25.0, 2: 40.456})
     saved = odd.to_json()
     assert (saved["call_ms"], saved["measured_images_per_s"]) == (5.123, {"1": 25.0, "2": 40.46})
+    # a calibration of a device that says nowhere how its peak was described (a Device row without sources)
+    # is saved with an empty description: "described" is text in every record, never null
+    bare = dataclasses.replace(c, device=dataclasses.replace(c.device, sources={}))
+    assert bare.to_json()["described"] == ""
 
 
 def test_fit_cpu_finds_the_efficiency_and_call_cost_that_made_the_figures():

@@ -278,11 +278,13 @@ def test_a_pointwise_op_joins_the_kernel_only_of_a_full_size_operand_written_bef
 def test_without_reads_a_pointwise_op_joins_the_op_listed_before_it():
     """Costs saved before reads: an element-wise op adds its FLOPs and weights to the op before it,
     and its traffic beyond its output's size counted twice (activations - 2 · FLOPs: a second
-    operand), never below 0; a batch norm adds no traffic. The first op has nothing to join."""
+    operand), never below 0; a batch norm adds no traffic, even one saved with more than twice its FLOPs (60
+    against 20: its scale and shift are weights, its one full-size read the op's output). The first op has
+    nothing to join."""
     ops = (
         OpCost("relu0", "Relu", 10, 20, 0),
         OpCost("conv", "Conv2D", 100, 20, 5),
-        OpCost("bn", "FusedBatchNormV3", 20, 20, 4),
+        OpCost("bn", "FusedBatchNormV3", 20, 60, 4),
         OpCost("add", "AddV2", 10, 30, 1, False),
         OpCost("clip", "Relu6", 10, 15, 0),
         OpCost("pool", "MaxPool", 40, 30, 0),

@@ -55,9 +55,18 @@ def _same(size: int, stride: int) -> int:
 
 
 def _keras_padding(value: str) -> str:
-    padding = value.lower()  # Keras lowercases a layer's padding (keras.src.utils.argument_validation)
+    padding = value.lower()  # Keras lowercases a convolution's padding (argument_validation.standardize_padding)
     assert padding in ("same", "valid"), value
     return padding
+
+
+def _keras_pooling_padding(value: str) -> str:
+    """A pooling layer keeps its padding as given (keras/src/layers/pooling/base_pooling.py: self.padding =
+    padding) and its shape rule takes "valid" or "same" only (keras/src/ops/operation_utils.py,
+    compute_pooling_output_shape: "Argument `padding` must be either 'valid' or 'same'"), Keras 3.15.1."""
+    if value not in ("same", "valid"):
+        raise ValueError(f"Argument `padding` must be either 'valid' or 'same'. Received: padding={value}")
+    return value
 
 
 def _fake_tf(rec: _Recorder) -> Any:
@@ -120,7 +129,7 @@ def _fake_tf(rec: _Recorder) -> Any:
         return x.shape, {"epsilon": epsilon}, 2 * x.shape[-1]  # scale and shift, as served
 
     def max_pool(x: _T, size: int, *, strides: int, padding: str) -> Any:
-        assert _keras_padding(padding) == "same"
+        assert _keras_pooling_padding(padding) == "same"
         h, w, c = x.shape
         return (_same(h, strides), _same(w, strides), c), {"size": size, "stride": strides}, 0
 
