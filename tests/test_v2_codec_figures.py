@@ -36,6 +36,9 @@ def test_metadata_gives_one_signature_named_serving_default_with_each_tensors_dt
     assert signature.inputs["x"].shape == (-1, 32) and signature.inputs["x"].dtype == 1  # DT_FLOAT
     assert signature.inputs["q"].dtype == 0 and signature.inputs["q"].shape == (4,)
     assert signature.outputs["y"].shape == (-1,) and signature.outputs["y"].dtype == 9  # DT_INT64
+    # BYTES is DT_STRING (7); datatypes are upper case (required_api.md's tensor data types), so "bytes" is not one
+    (texts,) = signatures([("s", "BYTES", [-1]), ("t", "bytes", [-1])], []).values()
+    assert (texts.inputs["s"].dtype, texts.inputs["t"].dtype) == (7, 0)
 
 
 def test_a_model_is_asked_for_the_version_given_else_the_numeric_versions_it_lists():
@@ -50,6 +53,9 @@ def test_a_model_is_asked_for_the_version_given_else_the_numeric_versions_it_lis
 def test_numpy_dtypes_name_their_v2_datatypes_and_others_are_refused_by_name():
     # numpy bytes ("S") and str ("U") arrays are BYTES as object arrays are
     assert datatype_of(np.array([b"ab"])) == "BYTES" and datatype_of(np.array(["ab"])) == "BYTES"
+    # ... and so are numpy 2's variable-width strings, written as the same length-prefixed bytes
+    strings = np.array(["ab", "c"], dtype=np.dtypes.StringDType())
+    assert datatype_of(strings) == "BYTES" and to_raw(strings) == b"\x02\x00\x00\x00ab\x01\x00\x00\x00c"
     assert datatype_of(np.zeros(1, ">f4")) == "FP32"  # big-endian in memory is still FP32
     assert all(datatype_of(np.zeros(1, dtype)) == name for name, dtype in DATATYPES.items() if name != "BYTES")
     with pytest.raises(CodecError, match=r"^numpy dtype complex64 has no Open Inference Protocol datatype$"):

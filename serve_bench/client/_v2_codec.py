@@ -18,7 +18,7 @@ import numpy as np
 import orjson
 
 from serve_bench.client._base import SignatureInfo, TensorInfo
-from serve_bench.codec import DT_STRING, DTYPE_TO_NUMPY, NUMPY_TO_DTYPE, CodecError, gc_paused
+from serve_bench.codec import DTYPE_TO_NUMPY, NUMPY_TO_DTYPE, CodecError, gc_paused
 
 __all__ = [
     "BINARY_EXTENSION",
@@ -68,9 +68,13 @@ _BY_NUMPY = {v: k for k, v in DATATYPES.items() if k != "BYTES"}
 _WIRE_DTYPES = {k: v.newbyteorder("<") for k, v in DATATYPES.items() if k != "BYTES"}
 
 
+# numpy kinds sent as BYTES: objects, bytes, str, and numpy 2's variable-width StringDType ("T")
+_BYTES_KINDS = ("O", "S", "U", "T")
+
+
 def datatype_of(array: np.ndarray) -> str:
     """The v2 datatype name for a numpy array (strings and objects are BYTES)."""
-    if array.dtype.kind in ("O", "S", "U"):
+    if array.dtype.kind in _BYTES_KINDS:
         return "BYTES"
     name = _BY_NUMPY.get(array.dtype.newbyteorder("=") if array.dtype.byteorder == ">" else array.dtype)
     if name is None:
@@ -79,13 +83,9 @@ def datatype_of(array: np.ndarray) -> str:
 
 
 def _tensor_info(datatype: str, shape: Iterable[int]) -> TensorInfo:
-    np_dtype = DATATYPES.get(datatype)
-    if datatype == "BYTES":
-        number = DT_STRING
-    elif np_dtype is not None:
-        number = NUMPY_TO_DTYPE[np_dtype]
-    else:  # DT_INVALID for a datatype serve-bench does not know: Client.check then refuses any array for it
-        number = 0
+    np_dtype = DATATYPES.get(datatype)  # BYTES is numpy's object dtype, DT_STRING's
+    # DT_INVALID for a datatype serve-bench does not know: Client.check then refuses any array for it
+    number = NUMPY_TO_DTYPE[np_dtype] if np_dtype is not None else 0
     return TensorInfo(number, tuple(int(d) for d in shape))
 
 
@@ -157,7 +157,7 @@ def unpack_bytes(buffer: bytes | memoryview, count: int) -> np.ndarray:
 
 def to_raw(array: np.ndarray) -> bytes:
     """An array's raw form: little-endian row-major numbers, or length-prefixed BYTES."""
-    if array.dtype.kind in ("O", "S", "U"):
+    if array.dtype.kind in _BYTES_KINDS:
         return pack_bytes(array.reshape(-1).tolist())
     datatype_of(array)  # refuses dtypes the protocol has no name for
     return np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
@@ -192,7 +192,7 @@ class RestBody:
 
 
 def _json_data(array: np.ndarray) -> Any:
-    if array.dtype.kind in ("O", "S", "U"):
+    if array.dtype.kind in _BYTES_KINDS:
         values = []
         for value in array.reshape(-1).tolist():
             if isinstance(value, bytes):
