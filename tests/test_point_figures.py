@@ -73,6 +73,9 @@ def test_latencies_outside_the_histograms_range_are_clipped_to_it() -> None:
     clipped = Percentiles.of(histogram_of([0.2, 5e9]))
     assert clipped.count == 2 and clipped.p50 == 1.0
     assert clipped.max >= HIGHEST_US and clipped.max <= HIGHEST_US * 1.001  # one hour, to 0.1%
+    # not a number is not a latency: refused, not cast to int64's lowest value and then lost without a word
+    with pytest.raises(ValueError, match=r"^a latency is NaN \(not a number\): no histogram can count it$"):
+        histogram_of([float("nan"), 5.0])
 
 
 # -- Counts, Throughput, Latency ---------------------------------------------------------------------------------

@@ -23,7 +23,10 @@ def new_histogram() -> HdrHistogram:
 def histogram_of(values_us: Iterable[float]) -> HdrHistogram:
     """A histogram of latencies in µs (rounded to whole µs, clipped to the histogram's range)."""
     histogram = new_histogram()
-    values = np.clip(np.rint(np.fromiter(values_us, dtype=np.float64)), LOWEST_US, HIGHEST_US).astype(np.int64)
+    raw = np.fromiter(values_us, dtype=np.float64)
+    if np.isnan(raw).any():  # a cast to int64 would make it a huge negative number, then lose it
+        raise ValueError("a latency is NaN (not a number): no histogram can count it")
+    values = np.clip(np.rint(raw), LOWEST_US, HIGHEST_US).astype(np.int64)
     # one record_value per distinct value: latencies repeat, and each call is a Python call
     distinct, counts = np.unique(values, return_counts=True)
     for value, count in zip(distinct.tolist(), counts.tolist()):
