@@ -108,19 +108,27 @@ def test_latency_exactly_proportional_to_the_batch_has_no_fixed_cost_and_is_not_
     """2 and 4 µs at batch 1 and 2 (2 µs × B): the free fit's a is exactly 0, a fixed cost that is not
     negative, so the free line stands (the through-origin refit is for a negative a only). Its two
     parameters take both batch sizes' degrees of freedom: the bound is 1 (no fixed cost to spread), with no
-    range claimed. A power of two per item makes the sums exact in binary, so a is 0.0, not ±1e-16."""
+    range claimed. The pairwise sums make it exact: xj·yi - xi·yj is 0 for whole batch sizes at any whole number
+    of µs per item (3 µs × B at batch 1, 3, 7 and 100 too), so a is 0.0, not ±1e-15."""
     model = fit_latency_model([1, 2], [2.0, 4.0])
     assert model is not None and (model.a_us, model.b_us) == (0.0, 2.0)
     assert model.bound == Estimate(1.0)
     # three batch sizes on the same line: one degree of freedom, no residual, so the range is [1, 1]
     three = fit_latency_model([1, 2, 4], [2.0, 4.0, 8.0])
     assert three is not None and three.bound == Estimate(1.0, 1.0, 1.0, FIT)
+    assert (model := fit_latency_model([1, 3, 7, 100], [3.0, 9.0, 21.0, 300.0])) is not None and model.a_us == 0.0
 
 
-def test_a_clock_too_coarse_to_see_the_call_gives_no_model():
+def test_zero_latencies_give_no_model_and_no_division_by_zero():
     """Every latency 0 µs (a clock that did not tick during the call): latency does not grow with the batch,
-    so there is no per-image cost to fit and no model, as for any flat curve; not a division by zero."""
+    so there is no per-image cost to fit and no model, as for any flat curve. One 0 µs among others (a repeat
+    that answered nothing, its latencies zeros) weighs 1/(1e-9)² = 1e18: the fit goes through it, so the fixed
+    cost is negative, the line through the origin has a slope of about 0, and there is no model either, where
+    the normal matrix's sw·sxx - sx² rounded to exactly 0 and divided by it."""
     assert fit_latency_model([1, 2, 4], [0.0, 0.0, 0.0]) is None
+    assert fit_latency_model([1, 2, 4], [0.0, 1000.0, 2000.0]) is None
+    assert fit_latency_model([1, 2], [0.0, 5.0]) is None
+    assert fit_latency_model([1, 2, 4], [1000.0, 0.0, 2000.0]) is None
 
 
 def test_the_fit_does_not_depend_on_the_unit_of_latency():
@@ -464,6 +472,21 @@ def test_a_tie_as_printed_between_runtime_and_batching_without_ranges_moves_it_a
     assert _levers([*tf, *apart])[1].endswith(
         "(onnxruntime, 2.02×) moved throughput more than batching (2.00× on tensorflow)."
     )
+
+
+def test_a_ratio_is_printed_to_two_decimals_below_ten_and_to_one_from_ten_as_it_rounds():
+    """format_ratio, which the tie above compares: 9.994 reads 9.99×; 9.996 rounds to 10.00, which is ten or
+    more, so it reads 10.0× as 10.004 does (it read 10.00×, and a tie between the two was missed)."""
+    from serve_bench.stats import format_ratio
+
+    assert [format_ratio(v) for v in (9.994, 9.996, 10.004, 12.34, 0.5)] == [
+        "9.99×",
+        "10.0×",
+        "10.0×",
+        "12.3×",
+        "0.50×",
+    ]
+    assert (format_ratio(None), format_ratio(float("inf"))) == ("n/a", "n/a")
 
 
 def test_each_device_gets_its_runtime_lines_whatever_the_device_before_it_lacked():

@@ -76,13 +76,17 @@ def fit_latency_model(batches: list[int], latencies_us: list[float]) -> LatencyM
     x = np.asarray(batches, dtype=float)
     y = np.asarray(latencies_us, dtype=float)
     w2 = 1.0 / np.maximum(y, 1e-9) ** 2
-    # the normal equations solved by hand (Cramer's rule), not by LU: latencies exactly proportional to the
-    # batch (at a power of two µs per item) then give a fixed cost of exactly 0, whose sign decides the branch
+    # The weighted normal equations by Cramer's rule, each sum over pairs of points (Lagrange's identity):
+    # det = Σ wi·wj·(xj - xi)² > 0 as soon as two batch sizes differ, where sw·sxx - sx² can cancel to 0 (a
+    # 0 µs latency weighs 1e18); and latencies exactly proportional to whole batch sizes give xj·yi - xi·yj = 0,
+    # so a fixed cost of exactly 0, not ±1e-15, whose sign would pick the branch below.
+    i, j = np.triu_indices(len(x), 1)
+    wij, dx = w2[i] * w2[j], x[j] - x[i]
+    det = float((wij * dx * dx).sum())
+    a = float((wij * dx * (x[j] * y[i] - x[i] * y[j])).sum()) / det
+    b = float((wij * dx * (y[j] - y[i])).sum()) / det
     sw, sx, sxx = float(w2.sum()), float((w2 * x).sum()), float((w2 * x * x).sum())
-    sy, sxy = float((w2 * y).sum()), float((w2 * x * y).sum())
-    det = sw * sxx - sx * sx  # > 0: two batch sizes or more
-    a, b = (sy * sxx - sx * sxy) / det, (sw * sxy - sx * sy) / det
-    normal = np.array([[sw, sx], [sx, sxx]])
+    inverse = np.array([[sxx, -sx], [-sx, sw]]) / det  # of the normal matrix [[sw, sx], [sx, sxx]]
     through_origin = a < 0
     if through_origin:
         a, b = 0.0, float((w2 * x * y).sum() / (w2 * x * x).sum())
@@ -102,7 +106,7 @@ def fit_latency_model(batches: list[int], latencies_us: list[float]) -> LatencyM
         if through_origin:
             bound = Estimate(gain, 1.0, 1.0, "±2 sigma of the fit")  # no fixed cost: batching cannot raise throughput
         else:
-            cov = variance * np.linalg.inv(normal)
+            cov = variance * inverse
             # delta method on g = 1 + a/b
             grad = np.array([1.0 / b, -a / b**2])
             sigma = math.sqrt(max(float(grad @ cov @ grad), 0.0))
@@ -369,7 +373,7 @@ def _runtime_lines(targets: list[TargetAnalysis]) -> list[str]:
             by_batching = f"batching ({batching.text()} on {base_runtime})"
             if _overlap(batching.ratio, switch.ratio):
                 lever = f"{by_batching} and {by_runtime} move it alike, within the noise; use both."
-            # no ranges to compare: alike as the reader sees them (2.004× and 1.996× both read 2.00×) is a tie
+            # ranges apart, or none: alike as the reader sees them (2.004× and 1.996× both read 2.00×) is a tie
             elif format_ratio(batching.ratio.value) == format_ratio(switch.ratio.value):
                 lever = f"{by_batching} and {by_runtime} move it alike; use both."
             elif batching.ratio.value > switch.ratio.value:
