@@ -328,6 +328,11 @@ def test_the_verdict_names_the_cpu_when_it_wins_all_three_word_for_word() -> Non
         "batching raised p99 2.00× on gpu (12.0 → 24.0 ms, g b4 c1 vs g b1 c1) "
         "and 1.25× on cpu (4.80 → 6.00 ms, c b2 c1 vs c b1 c1).",
     )
+    # a factor that prints as 1.00× is unchanged too: the GPU's batch 4 at 10.04 ms (p99 12.048 ms) over batch 1's
+    # 12 ms is 1.004×
+    close = [*gpu[:1], point("g", "gpu", 4, 10.04, price=3.6, gpu_w=300.0, **WIDE)]
+    latency = decide(analyze_run(close + cpu)).verdict[2]
+    assert "batching left p99 unchanged on gpu (12.0 → 12.0 ms, g b4 c1 vs g b1 c1)" in latency, latency
 
 
 def test_the_verdict_names_no_winner_when_every_range_straddles_1_word_for_word() -> None:

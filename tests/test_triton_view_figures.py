@@ -192,6 +192,15 @@ def test_a_reload_that_the_page_hides_is_seen_in_the_statistics_apis_counts():
     # the same readings without the dropped size: every count grew, so the point has its figures
     kept = dataclasses.replace(before, stats=dataclasses.replace(before.stats, batches={1: 9, 2: 9}))
     assert server_breakdown(kept, after).available
+    # the rows counted alone fell (61 before, 60 after): that is a reload too
+    rows = dataclasses.replace(kept, stats=dataclasses.replace(kept.stats, inference_count=61))
+    assert server_breakdown(rows, after).reason.startswith(
+        "Triton's counters went down during the point (inference_count (statistics API)): "
+    )
+    # counts that did not move (every request failed before it ran) did not go down: the point keeps its figures
+    still = dataclasses.replace(after, stats=dataclasses.replace(after.stats, batches={1: 9, 2: 9}))
+    unmoved = dataclasses.replace(kept, stats=dataclasses.replace(after.stats, batches={1: 9, 2: 9}))
+    assert server_breakdown(unmoved, still).available
 
 
 def test_overhead_is_never_below_zero_and_batching_means_fewer_executions_than_requests():
