@@ -94,7 +94,8 @@ def format_ratio(value: float | None) -> str:
     """``2.50×`` (``12.3×`` from 10 on); ``n/a`` for no ratio."""
     if value is None or not math.isfinite(value):
         return "n/a"
-    return f"{value:.2f}×" if value < 10 else f"{value:.1f}×"
+    text = f"{value:.2f}"
+    return f"{text}×" if float(text) < 10 else f"{value:.1f}×"  # 9.996 rounds to 10, so it reads 10.0× as 10.004 does
 
 
 def ratio_text(estimate: Estimate | None, why: str = "not measured") -> str:

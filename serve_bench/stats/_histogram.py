@@ -21,7 +21,7 @@ def new_histogram() -> HdrHistogram:
 
 
 def histogram_of(values_us: Iterable[float]) -> HdrHistogram:
-    """A histogram of latencies in µs (rounded to whole µs, clipped to the histogram's range)."""
+    """A histogram of latencies in µs (rounded to whole µs, clipped to the histogram's range); ValueError for NaN."""
     histogram = new_histogram()
     raw = np.fromiter(values_us, dtype=np.float64)
     if np.isnan(raw).any():  # a cast to int64 would make it a huge negative number, then lose it
