@@ -13,6 +13,7 @@ Random weights and random pixels: equality of features does not depend on what t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -252,6 +253,30 @@ def test_every_runtime_tried_is_its_own_configuration(kind):
     assert [c.runtime for c in configs] == list(RECORDS)
     tags = [runtimes.record(r).short for r in RECORDS if r != runtimes.DEFAULT_RUNTIME]
     assert all(tags) and len(set(tags)) == len(tags)
+
+
+def test_a_tune_whose_configuration_ids_changed_since_is_not_resumed(tmp_path):
+    """A run directory written when jax had no tag of its own filed jax's configuration under TensorFlow's id
+    (mbs4): resumed now, its points would be TensorFlow's and TensorFlow never measured. One line, naming the
+    file and both ids; a configuration whose id has not changed resumes as before."""
+    from types import SimpleNamespace
+
+    from serve_bench.tune._config import TuneConfig
+    from serve_bench.tune._kinds import family_of
+    from serve_bench.tune._run import CONFIGS_FILE, _finished_configs
+
+    spec = SimpleNamespace(family=family_of("local"))
+    jax = TuneConfig(max_batch_size=4, runtime="jax")
+    tensorflow = TuneConfig(max_batch_size=4)
+    assert _finished_configs({tensorflow.id: {"knobs": dataclasses.asdict(tensorflow)}}, spec, tmp_path) == {
+        tensorflow.id: tensorflow
+    }
+    with pytest.raises(UserError) as caught:
+        _finished_configs({tensorflow.id: {"knobs": dataclasses.asdict(jax)}}, spec, tmp_path)
+    assert str(caught.value) == (
+        f"{tmp_path / CONFIGS_FILE}: configuration {tensorflow.id!r} is {jax.id!r} to this serve-bench, so its "
+        "points cannot be resumed under either name; tune into a new run directory"
+    )
 
 
 @pytest.mark.parametrize("kind", ["triton", "mlserver"])

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from serve_bench.client import Client, ServeBenchError, connect
+from serve_bench.errors import UserError
 from serve_bench.load import InputSet, PointPlan, image_size_of, load_input_data, signature_for_payload
 from serve_bench.runtimes import RUNTIMES, record
 from serve_bench.stats import (
@@ -121,6 +122,20 @@ def _read_finished(run_dir: Path) -> dict[str, dict[str, Any]]:
     return finished
 
 
+def _finished_configs(finished: dict[str, dict[str, Any]], spec: TuneSpec, run_dir: Path) -> dict[str, ServerConfig]:
+    """The configurations a resumed run finished, by the id each was measured under; UserError, one line, when
+    this serve-bench names one differently (jax's configurations had no tag of their own before 2026-11-26,
+    and were merged into TensorFlow's): resuming would file one's points under the other's name."""
+    configs = {cid: spec.family.config_from(e["knobs"]) for cid, e in finished.items()}
+    for cid, config in configs.items():
+        if config.id != cid:
+            raise UserError(
+                f"{run_dir / CONFIGS_FILE}: configuration {cid!r} is {config.id!r} to this serve-bench, so its "
+                "points cannot be resumed under either name; tune into a new run directory"
+            )
+    return configs
+
+
 def _record(point: Point, config: ServerConfig) -> Point:
     """The point with its configuration recorded (a Point field once the results model has one, else a note)."""
     pairs = config.knobs()
@@ -148,9 +163,7 @@ class _Tuner:
         self.points: dict[str, list[Point]] = {}
         for point in points:
             self.points.setdefault(config_id_of(point), []).append(point)
-        self.configs: dict[str, ServerConfig] = {
-            cid: spec.family.config_from(e["knobs"]) for cid, e in self.finished.items()
-        }
+        self.configs: dict[str, ServerConfig] = _finished_configs(self.finished, spec, run_dir)
         self.writer: ResultsWriter | None = None
         self.total = planned_configs(spec)
         self.spent: list[float] = []
