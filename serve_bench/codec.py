@@ -320,7 +320,7 @@ def json_value_to_array(value: Any, dtype: int) -> np.ndarray:
     if np_dtype is None:
         raise CodecError(f"unsupported dtype {dtype_name(dtype)}")
     try:  # a value its dtype cannot hold is refused (as json_tensor.cc refuses an int32's), not wrapped around
-        with np.errstate(over="raise", invalid="raise"):
+        with np.errstate(over="raise"):  # a NaN or inf bound for an int raises by itself
             return np.asarray(value, dtype=np_dtype)
     except (TypeError, ValueError, OverflowError, FloatingPointError) as exc:
         raise CodecError(f"cannot read the values as {dtype_name(dtype)}: {str(exc).splitlines()[0]}") from None

@@ -159,6 +159,8 @@ def test_no_model_when_latency_stays_flat_or_when_one_batch_size_was_measured():
     # batch 4 (4e-6 µs across the batches, four times the cutoff of a billionth of 1000 µs)
     tiny = fit_latency_model([1, 2, 4], [1000.000001, 1000.000002, 1000.000004])
     assert tiny is not None and tiny.b_us == pytest.approx(1e-6, rel=1e-3)
+    # ... and one forty times smaller is not: 2.5e-8 µs × B is 1e-7 µs across the batches, a tenth of the cutoff
+    assert fit_latency_model([1, 2, 4], [1000.000000025, 1000.00000005, 1000.0000001]) is None
 
 
 def test_the_model_s_description_and_its_throughput():

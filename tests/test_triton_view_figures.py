@@ -192,6 +192,11 @@ def test_a_reload_that_the_page_hides_is_seen_in_the_statistics_apis_counts():
     # the same readings without the dropped size: every count grew, so the point has its figures
     kept = dataclasses.replace(before, stats=dataclasses.replace(before.stats, batches={1: 9, 2: 9}))
     assert server_breakdown(kept, after).available
+    # a page counter that fell is named with the statistics API's, not replaced by them (here none of those fell)
+    page_fell = dataclasses.replace(kept, counters={"request_success": 50.0})
+    assert server_breakdown(page_fell, after).reason.startswith(
+        "Triton's counters went down during the point (request_success): "
+    )
     # the rows counted alone fell (61 before, 60 after): that is a reload too
     rows = dataclasses.replace(kept, stats=dataclasses.replace(kept.stats, inference_count=61))
     assert server_breakdown(rows, after).reason.startswith(

@@ -246,7 +246,7 @@ def _json_array(data: Any, datatype: str, shape: tuple[int, ...]) -> np.ndarray:
         out[:] = [v.encode() if isinstance(v, str) else v for v in flat.tolist()]
         return out.reshape(shape)
     try:  # a value its datatype cannot hold is refused, not wrapped around (numpy only warns on a float's cast)
-        with np.errstate(over="raise", invalid="raise"):
+        with np.errstate(over="raise"):  # a NaN or inf bound for an int raises by itself
             return np.asarray(data, dtype=np_dtype).reshape(shape)
     except (TypeError, ValueError, OverflowError, FloatingPointError) as exc:
         raise CodecError(f"cannot read the data as {datatype} of shape {list(shape)}: {exc}") from None
