@@ -27,6 +27,7 @@ __all__ = [
     "element_count",
     "from_tensor_proto",
     "gc_paused",
+    "json_numbers",
     "json_value_to_array",
     "proto_shape",
     "to_tensor_proto",
@@ -319,11 +320,20 @@ def json_value_to_array(value: Any, dtype: int) -> np.ndarray:
     np_dtype = DTYPE_TO_NUMPY.get(dtype)
     if np_dtype is None:
         raise CodecError(f"unsupported dtype {dtype_name(dtype)}")
-    try:  # a value its dtype cannot hold is refused (as json_tensor.cc refuses an int32's), not wrapped around
+    try:
+        return json_numbers(value, np_dtype)
+    except CodecError as exc:
+        raise CodecError(f"cannot read the values as {dtype_name(dtype)}: {exc}") from None
+
+
+def json_numbers(value: Any, np_dtype: np.dtype[Any]) -> np.ndarray:
+    """JSON numbers (nested lists) as an array of ``np_dtype``; CodecError with numpy's words for a value that is
+    not a number or that the dtype cannot hold (refused as json_tensor.cc refuses an int32's, not wrapped around)."""
+    try:
         with np.errstate(over="raise"):  # a NaN or inf bound for an int raises by itself
             return np.asarray(value, dtype=np_dtype)
     except (TypeError, ValueError, OverflowError, FloatingPointError) as exc:
-        raise CodecError(f"cannot read the values as {dtype_name(dtype)}: {str(exc).splitlines()[0]}") from None
+        raise CodecError(str(exc).splitlines()[0]) from None
 
 
 def array_to_json_value(array: np.ndarray, binary: bool = False) -> Any:

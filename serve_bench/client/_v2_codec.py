@@ -18,7 +18,7 @@ import numpy as np
 import orjson
 
 from serve_bench.client._base import SignatureInfo, TensorInfo
-from serve_bench.codec import DTYPE_TO_NUMPY, NUMPY_TO_DTYPE, CodecError, gc_paused
+from serve_bench.codec import DTYPE_TO_NUMPY, NUMPY_TO_DTYPE, CodecError, gc_paused, json_numbers
 
 __all__ = [
     "BINARY_EXTENSION",
@@ -245,10 +245,9 @@ def _json_array(data: Any, datatype: str, shape: tuple[int, ...]) -> np.ndarray:
         out = np.empty(flat.size, dtype=object)
         out[:] = [v.encode() if isinstance(v, str) else v for v in flat.tolist()]
         return out.reshape(shape)
-    try:  # a value its datatype cannot hold is refused, not wrapped around (numpy only warns on a float's cast)
-        with np.errstate(over="raise"):  # a NaN or inf bound for an int raises by itself
-            return np.asarray(data, dtype=np_dtype).reshape(shape)
-    except (TypeError, ValueError, OverflowError, FloatingPointError) as exc:
+    try:
+        return json_numbers(data, np_dtype).reshape(shape)
+    except (CodecError, ValueError) as exc:  # ValueError: not the shape's number of elements
         raise CodecError(f"cannot read the data as {datatype} of shape {list(shape)}: {exc}") from None
 
 

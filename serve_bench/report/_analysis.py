@@ -86,10 +86,9 @@ def fit_latency_model(batches: list[int], latencies_us: list[float]) -> LatencyM
     a = float((wij * dx * (x[j] * y[i] - x[i] * y[j])).sum()) / det
     b = float((wij * dx * (y[j] - y[i])).sum()) / det
     sw, sx, sxx = float(w2.sum()), float((w2 * x).sum()), float((w2 * x * x).sum())
-    inverse = np.array([[sxx, -sx], [-sx, sw]]) / det  # of the normal matrix [[sw, sx], [sx, sxx]]
     through_origin = a < 0
     if through_origin:
-        a, b = 0.0, float((w2 * x * y).sum() / (w2 * x * x).sum())
+        a, b = 0.0, float((w2 * x * y).sum()) / sxx
     # latency does not grow with the batch here: a per-image cost cannot be read from it. A slope of 0 (a flat
     # curve, or 1000/3000/1000 µs) comes out of the solve as ±1e-13 µs, a bound of 1e16×: under a billionth
     # of the latency across the batches measured is rounding, not a cost
@@ -106,7 +105,7 @@ def fit_latency_model(batches: list[int], latencies_us: list[float]) -> LatencyM
         if through_origin:
             bound = Estimate(gain, 1.0, 1.0, "±2 sigma of the fit")  # no fixed cost: batching cannot raise throughput
         else:
-            cov = variance * inverse
+            cov = variance * np.array([[sxx, -sx], [-sx, sw]]) / det  # the normal matrix [[sw, sx], [sx, sxx]]⁻¹
             # delta method on g = 1 + a/b
             grad = np.array([1.0 / b, -a / b**2])
             sigma = math.sqrt(max(float(grad @ cov @ grad), 0.0))
