@@ -148,6 +148,15 @@ def test_joules_not_measured_say_why_in_the_telemetrys_words() -> None:
     assert joules_estimate(cell) == (None, reason)
 
 
+def test_joules_come_from_the_repeats_that_measured_the_speed():
+    """A repeat cut off when the target went down (its telemetry read nothing) is not one of the
+    figures: the other repeat's 100 W at 0.8 images/s, 125 J, with its own range from [0.5, 1.6]
+    images/s (100/1.6 to 100/0.5). Taken as the cell's first point, the cut-off repeat had no joules."""
+    down = point("a", "gpu", 1, 1250.0, notes=(NOT_MEASURED,), cut_off="target down")
+    measured = point("a", "gpu", 1, 1250.0, gpu_w=100.0, items_ci=(0.625, 2.0), repeat=1)
+    assert joules_estimate(Cell.of([down, measured])) == (Estimate(125.0, 62.5, 200.0, "95% CI"), "")
+
+
 def test_compare_divides_b_by_a_only_where_both_sides_have_the_figure() -> None:
     # a: 3.6/h at 100 images/s = 10 USD per million, 100 W / 100 = 1 J; b: twice the images/s
     a = point("a", "gpu", 1, 10.0, price=3.6, gpu_w=100.0)

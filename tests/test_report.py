@@ -15,7 +15,7 @@ from serve_bench.cli import main
 from serve_bench.errors import UserError
 from serve_bench.report import analyze_run, build_report, compare_runs, fit_latency_model
 from serve_bench.report._tables import model_line
-from serve_bench.stats import LoadInfo, Point, ResultsWriter, Slo, format_ratio, read_points
+from serve_bench.stats import Estimate, LoadInfo, Point, ResultsWriter, Slo, format_ratio, read_points
 from serve_bench.sweep import parse_spec, run_sweep
 from tests._points import make_point
 from tests._servers import local_server
@@ -112,6 +112,30 @@ def test_repeats_give_the_median_and_their_range():
     # without a range for the baseline, the gain has none either (not a made-up one)
     single = analyze_run([*points[:3], make_point("gpu", "gpu", 1, 5_000)]).targets[0]
     assert single.client_gain.ratio.low is None
+
+
+def test_a_repeat_that_measured_nothing_is_flagged_but_not_taken_into_the_figures():
+    """Four repeats of gpu b8 c1: 800 and 640 images/s measured, one answered nothing (0 images/s) and
+    one was cut off when the target went down (at 600). The figures are the two that measured (median 720, range
+    640 to 800), the single point is one of them, and the flags still show what happened to the others.
+    Taking all four, the median would be 620 and the single point the cut-off repeat (600 images/s)."""
+    rates = (800.0, 0.0, 640.0, 600.0)
+    points = [
+        make_point("gpu", "gpu", 8, 10_000, repeat=0),
+        make_point("gpu", "gpu", 8, 10_000, repeat=1, ok=0, errors=100),
+        make_point("gpu", "gpu", 8, 12_500, repeat=2),
+        make_point("gpu", "gpu", 8, 8 / rates[3] * 1e6, repeat=3, cut_off="target down"),
+    ]
+    cell = analyze_run(points).targets[0].cells[0]
+    assert [p.items_per_s for p in cell.points] == pytest.approx(rates)
+    assert cell.items_per_s == Estimate(
+        pytest.approx(720.0), pytest.approx(640.0), pytest.approx(800.0), "range of 2 repeats"
+    )
+    assert cell.p50_us.value == pytest.approx(11_250.0) and cell.point.repeat == 2
+    assert cell.usable and {"errors", "cut off"} <= set(cell.flags())
+    # none measured: the figures are all of them (a row to remeasure still shows what was seen)
+    failed = analyze_run([points[1], dataclasses.replace(points[3], repeat=4)]).targets[0].cells[0]
+    assert not failed.usable and failed.items_per_s.basis == "range of 2 repeats"
 
 
 def test_a_latency_model_below_the_measured_gain_is_said_not_to_hold():

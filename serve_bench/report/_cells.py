@@ -2,7 +2,10 @@
 
 A cell is one grid point measured one or more times (``repeats``). Its figures
 are Estimates: with repeats, the median and the range of the repeats; with one
-measurement, the point's own 95% interval when it has one.
+measurement, the point's own 95% interval when it has one. A repeat that says
+nothing about speed (it answered nothing, or the target went down during it) is
+kept in the cell, and its flags shown, but the figures come from the repeats that
+measured (from all of them when none did).
 """
 
 from __future__ import annotations
@@ -39,18 +42,24 @@ class Cell:
     @classmethod
     def of(cls, points: Iterable[Point]) -> Cell:
         group = tuple(points)
-        first = group[0]
+        measured = _measured(group)
+        first = measured[0]
         return cls(
             group,
-            _spread([p.items_per_s for p in group], Estimate.of(first.items_per_s, first.throughput.items_per_s_ci)),
-            _spread([p.latency.p50 for p in group], Estimate.of(first.latency.p50, first.latency.p50_ci)),
-            _spread([p.latency.p99 for p in group], Estimate.of(first.latency.p99, first.latency.p99_ci)),
+            _spread([p.items_per_s for p in measured], Estimate.of(first.items_per_s, first.throughput.items_per_s_ci)),
+            _spread([p.latency.p50 for p in measured], Estimate.of(first.latency.p50, first.latency.p50_ci)),
+            _spread([p.latency.p99 for p in measured], Estimate.of(first.latency.p99, first.latency.p99_ci)),
         )
 
     @property
+    def measured(self) -> tuple[Point, ...]:
+        """The repeats the figures come from: those that measured the server's speed (all, when none did)."""
+        return _measured(self.points)
+
+    @property
     def point(self) -> Point:
-        """The repeat whose items/s is the median (the one the figures of a single point come from)."""
-        ordered = sorted(self.points, key=lambda p: p.items_per_s)
+        """The measured repeat whose items/s is the median (the one the figures of a single point come from)."""
+        ordered = sorted(self.measured, key=lambda p: p.items_per_s)
         return ordered[(len(ordered) - 1) // 2]
 
     @property
@@ -85,6 +94,10 @@ class Cell:
             for flag in point.flags():
                 seen[flag] = None
         return tuple(seen)
+
+
+def _measured(points: tuple[Point, ...]) -> tuple[Point, ...]:
+    return tuple(p for p in points if not p.needs_remeasure) or points
 
 
 def _cell_key(point: Point) -> PointId:

@@ -81,7 +81,7 @@ def joules_estimate(cell: Cell) -> tuple[Estimate | None, str]:
     the range of the repeats' own joules per image. (None, reason) when not measured.
     """
     values = []
-    for point in cell.points:
+    for point in cell.measured:
         value = point.energy.joules_per_item(point.items_per_s) if point.energy is not None else None
         if value is None:
             return None, _energy_why(point)
@@ -91,7 +91,7 @@ def joules_estimate(cell: Cell) -> tuple[Estimate | None, str]:
         mid = len(ordered) // 2
         median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
         return Estimate(median, ordered[0], ordered[-1], f"range of {len(values)} repeats"), ""
-    point = cell.points[0]
+    point = cell.measured[0]
     assert point.energy is not None
     watts = point.energy.watts()
     assert watts is not None
