@@ -230,6 +230,40 @@ async def test_no_garbage_collection_while_a_point_runs():
     assert gc.isenabled() == was_enabled
 
 
+async def test_processes_started_together_count_over_one_agreed_window():
+    """--processes children run a closed loop from an agreed instant for a fixed time, and the parent
+    divides their summed counts by the window they all share (merge_digests). Each child's window is
+    therefore the agreed one, to the float: [start_at + warm-up, that + the fixed duration]. It used to
+    end when the child's loop noticed the time was up (a 50 ms poll later, or more on a busy loop) and
+    start when the child woke, so each child counted over a longer window than the one the parent
+    divided by, and the rate came out high by up to a poll over the duration."""
+    transport = FakeTransport(
+        lambda inputs: {"features": np.zeros((1, 2), np.float32)}, delay=0.002, signatures=image_signature(4, 4, 2)
+    )
+    client = fake_client(transport)
+    prepared = client.prepare({"images": np.zeros((1, 4, 4, 3), np.float32)})
+    settings = PointSettings(warmup_s=0.1, min_duration_s=0.3)
+    start_at = time.perf_counter() + 0.2
+    run = await run_closed_loop(client, prepared, 2, settings, start_at=start_at, fixed_duration=0.3)
+    assert (run.window_start, run.window_end) == (start_at + 0.1, start_at + 0.1 + 0.3)
+    finished = [r.done for r in run.records]
+    assert min(finished) > start_at and max(finished) >= run.window_end  # sends ran past the window's end
+    assert all(r.sent >= start_at for r in run.records)  # and none before the agreed instant
+
+    # a child whose target went down mid-window ends its window there, not at the agreed end
+    def dies(inputs):
+        if time.perf_counter() > down_at:
+            raise ConnectError("connection refused")
+        return {"features": np.zeros((1, 2), np.float32)}
+
+    transport.handler = dies
+    start_at = time.perf_counter() + 0.2
+    down_at = start_at + 0.1 + 0.1
+    run = await run_closed_loop(client, prepared, 2, settings, start_at=start_at, fixed_duration=0.3)
+    assert run.cut_off.startswith("target down"), run.cut_off
+    assert run.window_start == start_at + 0.1 and down_at <= run.window_end < start_at + 0.1 + 0.3
+
+
 def test_poisson_schedule_has_exactly_the_rate_in_the_window():
     # A seeded "50 req/s" point used to send 45.9 req/s: cumulated exponential gaps give a Poisson
     # count. Conditioned on the count, the window holds exactly rate x duration arrivals.

@@ -191,8 +191,9 @@ def digest_records(
 def merge_digests(digests: Sequence[RunDigest]) -> RunDigest:
     """Several processes' digests of the same window as one (histograms added, counters summed).
 
-    The children start together at an agreed instant, so their windows differ by
-    well under a slice; the merged window is the span all of them covered.
+    The children count over one agreed window (the same start instant and fixed
+    duration); one whose target went down ends its window early, and the merged
+    window is the span all of them covered.
     """
     if not digests:
         raise ValueError("nothing to merge")

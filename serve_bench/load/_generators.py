@@ -206,11 +206,11 @@ async def run_closed_loop(
     cpu_start: tuple[float, float] | None = None
     cpu_end = (0.0, 0.0)
     with no_gc_pauses(switch_interval=_SWITCH_INTERVAL_S):
-        t0 = time.perf_counter()
-        window_start = t0 + settings.warmup_s
+        # processes started together share one window: from the agreed instant, not from when each woke
+        window_start = (start_at if start_at is not None else time.perf_counter()) + settings.warmup_s
         workers = [asyncio.ensure_future(worker()) for _ in range(concurrency)]
         try:
-            if not await _wait(ended, settings.warmup_s):
+            if not await _wait(ended, window_start - time.perf_counter()):
                 cpu_start = _cpu()
             before_window = len(records)
             last_stability_check = 0.0
@@ -245,6 +245,8 @@ async def run_closed_loop(
                         continue
                 break
             window_end = time.perf_counter()
+            if fixed_duration is not None and not ended.is_set():
+                window_end = window_start + fixed_duration  # not when the loop noticed (up to a poll later)
             if cpu_start is not None:
                 cpu_end = _cpu()
         finally:
