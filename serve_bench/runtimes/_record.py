@@ -39,8 +39,8 @@ class RuntimeRecord:
     packages: tuple[str, ...]  # modules that must import for it to convert and run (the one that runs it last)
     extra: str  # the pip command that installs them
     converter: str  # what makes its copy from an export
+    short: str  # its tag in tune's configuration ids ("" leaves it out: the default runtime's alone)
     companions: tuple[str, ...] = ()  # suffixes of files beside model_file that belong to it (OpenVINO's .bin)
-    short: str = ""  # its tag in tune's configuration ids ("" leaves it out)
     devices: tuple[str, ...] = ("cpu",)  # --device values it accepts, the default first
     precisions: tuple[str, ...] = ("fp32",)  # --precision values it accepts, the default first
     # it builds one program per input shape (XLA): warm-up compiles every batch size the server can form

@@ -21,5 +21,6 @@ TENSORFLOW = RuntimeRecord(
     packages=("tensorflow",),
     extra="pip install 'serve-bench[tensorflow]'",
     converter="tf.saved_model.save (the export itself)",
+    short="",  # the default runtime: configuration ids leave it out
     runner=TensorFlowRunner,
 )
