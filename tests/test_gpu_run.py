@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 import tarfile
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,63 @@ def test_the_gpu_run_on_this_cpu_writes_ordinary_runs_and_packs_them(tmp_path):
     served_over_floor = one["throughput"]["items_per_s"] / floor[1]["images_per_s"]
     assert cells[5].startswith(f"{served_over_floor:.2f} ·")
     assert cells[7] == f"{0.5 / (3600 * best['throughput']['items_per_s']) * 1e6:.3f}"
+
+
+def test_a_run_cut_short_by_the_hard_limit_still_packs_the_step_under_way(tmp_path):
+    """visit.sh's hard limit sends SIGTERM mid-step: what that step measured so far (a sweep's points, a floor's
+    sizes) is packed at once, before its servers are stopped, and progress says which step was cut short."""
+    driver = tmp_path / "driver.py"
+    driver.write_text(
+        textwrap.dedent(
+            f"""
+            import importlib.util, os, signal, sys, time, types
+            spec = importlib.util.spec_from_file_location("gpu_run", {str(SCRIPT)!r})
+            run = importlib.util.module_from_spec(spec)
+            sys.modules["gpu_run"] = run
+            spec.loader.exec_module(run)
+
+            def steps(plan, args):
+                def finished():
+                    (plan.out / "floor").mkdir()
+                    (plan.out / "floor" / "m-gpu-tf32.jsonl").write_text("{{}}\\n")
+                    return {{}}
+
+                def cut_short():
+                    (plan.out / "runs" / "m").mkdir(parents=True)
+                    (plan.out / "runs" / "m" / "points.jsonl").write_text("{{}}\\n")
+                    try:
+                        os.kill(os.getpid(), signal.SIGTERM)
+                        time.sleep(60)
+                    finally:  # a step's servers stopping after the pack
+                        (plan.out / "stopped").write_text("")
+                    return {{}}
+
+                return [run.Step("finished", finished), run.Step("cut short", cut_short), run.Step("never", finished)]
+
+            run.build_steps = steps
+            run.JAX = types.SimpleNamespace(require=lambda: None)
+            sys.exit(run.main(sys.argv[1:]))
+            """
+        )
+    )
+    out, archive = tmp_path / "gpu-run", tmp_path / "gpu-run.tar.gz"
+    done = subprocess.run(
+        [sys.executable, str(driver), "--out", str(out), "--archive", str(archive)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 143, done.stderr[-2000:]
+    steps = [json.loads(line) for line in (out / "progress.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in steps] == ["host", "finished", "cut short"]
+    assert steps[-1]["interrupted"] == "SystemExit 143" and steps[-1]["seconds"] < 30
+    assert (out / "stopped").exists()
+    with tarfile.open(archive) as tar:
+        names = set(tar.getnames())
+        packed = [json.loads(line) for line in tar.extractfile("gpu-run/progress.jsonl").read().splitlines()]
+    assert {"gpu-run/runs/m/points.jsonl", "gpu-run/floor/m-gpu-tf32.jsonl"} <= names
+    assert packed[-1]["step"] == "cut short"
+    assert not archive.with_name(archive.name + ".part").exists()
 
 
 def test_a_step_past_the_budget_is_skipped_and_listed(tmp_path):

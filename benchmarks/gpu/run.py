@@ -68,6 +68,8 @@ class Plan:
     archive: Path | None
     started: float = field(default_factory=time.monotonic)
     done: list[dict[str, Any]] = field(default_factory=list)
+    _packing: bool = False
+    _terminated: bool = False
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -84,12 +86,29 @@ class Plan:
         if self.archive is None:
             return
         partial = self.archive.with_name(self.archive.name + ".part")
-        with tarfile.open(partial, "w:gz") as tar:
-            for path in sorted(self.out.rglob("*")):
-                relative = path.relative_to(self.out)
-                if path.is_file() and relative.parts[0] not in ("models", "xla-cache"):
-                    tar.add(path, arcname=str(Path(self.out.name) / relative))
-        os.replace(partial, self.archive)
+        self._packing = True
+        try:
+            with tarfile.open(partial, "w:gz") as tar:
+                for path in sorted(self.out.rglob("*")):
+                    relative = path.relative_to(self.out)
+                    if path.is_file() and relative.parts[0] not in ("models", "xla-cache"):
+                        tar.add(path, arcname=str(Path(self.out.name) / relative))
+            os.replace(partial, self.archive)
+        finally:
+            self._packing = False
+        if self._terminated:  # SIGTERM came while packing: this pack was let finish, now exit
+            raise SystemExit(143)
+
+    def terminate(self, *_: object) -> None:
+        """SIGTERM (visit.sh's hard limit): pack at once what the folder holds, so the step under way keeps what
+        it measured so far (a sweep's points, a floor's sizes), then exit through the finally blocks (which stop
+        the servers a step started: each in a session of its own, out of the limit's reach). Packing comes
+        first because stopping servers can outlast the limit's grace before SIGKILL."""
+        self._terminated = True
+        if self._packing:
+            return  # the pack under way finishes, then exits
+        self.pack()
+        raise SystemExit(143)
 
 
 def _environment(out: Path) -> dict[str, str]:
@@ -376,11 +395,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpu-price-per-hour", type=float, default=None)
     parser.add_argument("--cpu-price-per-hour", type=float, default=None)
     args = parser.parse_args(argv)
-    # visit.sh's hard limit sends SIGTERM: exit through the finally blocks, so the servers a step started
-    # (each in a session of its own, out of the limit's reach) are stopped, not left holding the GPU
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     args.out.mkdir(parents=True, exist_ok=True)
     plan = Plan(args.out, args.budget_s, args.archive)
+    # visit.sh's hard limit sends SIGTERM: pack, then exit through the finally blocks, so the servers a step
+    # started are stopped, not left holding the GPU
+    signal.signal(signal.SIGTERM, plan.terminate)
     try:
         JAX.require()
         steps = build_steps(plan, args)
@@ -399,6 +418,10 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as exc:  # one step's failure (a server that does not start) must not lose the others
             failed += 1
             result = {"error": f"{type(exc).__name__}: {str(exc).strip().splitlines()[-1] if str(exc).strip() else ''}"}
+        except BaseException as exc:  # SIGTERM (the hard limit) or Ctrl-C: say which step was cut short, pack again
+            cut = {"step": step.name, "seconds": round(time.monotonic() - began, 1)}
+            plan.progress(cut | {"interrupted": f"{type(exc).__name__} {exc}".strip()})
+            raise
         plan.progress({"step": step.name, "seconds": round(time.monotonic() - began, 1), **result})
     return 1 if failed else 0
 
