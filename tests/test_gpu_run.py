@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import tarfile
@@ -140,6 +141,29 @@ def test_a_run_cut_short_by_the_hard_limit_still_packs_the_step_under_way(tmp_pa
     assert not archive.with_name(archive.name + ".part").exists()
 
 
+def test_a_visit_whose_wheels_do_not_install_still_brings_back_what_the_host_is(tmp_path):
+    """visit.sh records the host (nvidia-smi, Python, packages, environment) before it installs the carried wheels,
+    so a wheel for the wrong Python or platform still brings back host.txt, and pip's refusal in log.txt."""
+    wheels, out = tmp_path / "whl", tmp_path / "out"
+    wheels.mkdir()
+    (wheels / "broken-1.0-py3-none-any.whl").write_bytes(b"not a zip")
+    env = {
+        **os.environ,
+        "OUT": str(out),
+        "WHEELS": str(wheels),
+        "SITE": str(tmp_path / "site"),
+        "PYTHON": sys.executable,
+    }
+    done = subprocess.run(
+        ["bash", str(SCRIPT.with_name("visit.sh"))], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 3, done.stderr[-2000:]
+    host = (out / "host.txt").read_text()
+    assert sys.version.split()[0] in host and "environment:" in host
+    assert "did not install" in (out / "log.txt").read_text()
+    assert not (out / "gpu-run.tar.gz").exists()
+
+
 def test_a_step_past_the_budget_is_skipped_and_listed(tmp_path):
     require_runtime("jax")
     out = tmp_path / "gpu-run"
@@ -172,9 +196,7 @@ def test_the_gpu_visit_measures_the_headline_first(tmp_path, monkeypatch):
         floor_share=0.25,
     )
     plan = script.Plan(tmp_path, 420, None)
-    import serve_bench.stats._metadata as metadata
-
-    monkeypatch.setattr(metadata, "gpu_names", lambda: ["NVIDIA H100 80GB HBM3"])  # as on the host
+    monkeypatch.setattr(script, "_jax_gpus", lambda plan: ["cuda:0 NVIDIA H100 80GB HBM3"])  # as on the host
     names = [step.name for step in script.build_steps(plan, parser)]
     assert names[:4] == [
         "floor inception_v3 gpu tf32",
@@ -194,6 +216,44 @@ def test_the_gpu_visit_measures_the_headline_first(tmp_path, monkeypatch):
         assert json.loads((tmp_path / f"models/jax/{model}/1/conversion.json").read_text())["weights"] == "random"
 
 
+def test_a_gpu_floor_that_measured_nothing_does_not_send_the_servers_every_size_cold(tmp_path, monkeypatch):
+    """A first GPU floor cut off before its first size (a compile slower than its allowance) leaves nothing in
+    the compile cache: the served sweep then takes the sizes the other precision's floor measured, else the
+    smallest size alone, never the whole list (every size compiled cold, per precision, before AVAILABLE)."""
+    script = _script()
+    import argparse
+
+    args = argparse.Namespace(
+        models="tiny",
+        devices="gpu",
+        precisions="tf32,fp32",
+        batch_sizes="4,1,16",
+        cpu_batch_sizes="1",
+        beyond=0,
+        fill="4",
+        gpu_price_per_hour=None,
+        cpu_price_per_hour=None,
+        warmup_s=0.3,
+        min_duration_s=1.0,
+        floor_share=0.25,
+    )
+    monkeypatch.setattr(script, "_jax_gpus", lambda plan: ["cuda:0 NVIDIA H100 80GB HBM3"])
+    served: list[str] = []
+    monkeypatch.setattr(script, "_served", lambda plan, model, targets, sizes, *rest, **kw: served.append(sizes) or {})
+    for other_floor_sizes, expected in (([], "1"), ([1, 4], "1,4")):
+        floors = iter([[], other_floor_sizes])
+        monkeypatch.setattr(script, "_floor", lambda *a, **kw: {"sizes": next(floors)})
+        steps = script.build_steps(script.Plan(tmp_path, 420, None), args)
+        assert [s.name for s in steps[:3]] == [
+            "floor tiny gpu tf32",
+            "floor tiny gpu fp32",
+            "served tiny gpu-tf32 gpu-fp32",
+        ]
+        for step in steps[:3]:
+            step.run()
+        assert served[-1] == expected
+
+
 @pytest.mark.parametrize(
     "bad",
     [["--devices", "tpu"], ["--precisions", "fp8"], ["--batch-sizes", "0"], ["--devices", "gpu,cpu"], ["--models", ""]],
@@ -203,6 +263,8 @@ def test_bad_arguments_are_one_line(tmp_path, bad):
 
     if "gpu,cpu" in bad and gpu_names():
         pytest.skip("this host has a GPU")
+    if "gpu,cpu" in bad:
+        require_runtime("jax")  # the refusal is JAX's: it lists no GPU
     args = ["--out", str(tmp_path / "r"), "--models", "tiny", *bad]
     done = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr

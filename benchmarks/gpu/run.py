@@ -68,6 +68,7 @@ class Plan:
     archive: Path | None
     started: float = field(default_factory=time.monotonic)
     done: list[dict[str, Any]] = field(default_factory=list)
+    jax_gpus: list[str] = field(default_factory=list)  # as JAX lists them (checked before any step)
     _packing: bool = False
     _terminated: bool = False
 
@@ -272,10 +273,30 @@ def _served(
             server.stop()
 
 
+def _jax_gpus(plan: Plan) -> list[str]:
+    """The GPUs JAX sees in a process like the runs' own (their environment, the carried wheels), asked once before
+    any step: the witness that counts, since NVML can see a GPU that JAX cannot use (a CUDA plugin that does not
+    load), and NVML may be unreadable where JAX runs. None: UserError, one line, before the visit spends a step."""
+    code = "import jax\nfor d in jax.devices('gpu'): print(f'{d.platform}:{d.id} {d.device_kind}')"
+    env = _environment(plan.out)
+    env.setdefault("JAX_PLATFORMS", "cuda,cpu")  # as the jax runtime asks for a GPU
+    try:
+        done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=180)
+    except subprocess.TimeoutExpired:
+        raise UserError("--devices gpu: JAX did not list its GPUs within 180 s") from None
+    seen = [line.strip() for line in done.stdout.splitlines() if line.strip()]
+    if done.returncode != 0 or not seen:
+        said = [line.strip() for line in done.stderr.splitlines() if line.strip()] or ["it lists none"]
+        raise UserError(f"--devices gpu: JAX sees no GPU here ({said[-1][:300]}); pass --devices cpu to rehearse")
+    return seen
+
+
 def _gpu_facts(plan: Plan) -> dict[str, Any]:
     from serve_bench.stats._metadata import gpu_details
 
     facts = {"gpus": gpu_details(), "started_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")}
+    if plan.jax_gpus:
+        facts["jax_gpus"] = plan.jax_gpus
     (plan.out / "host.json").write_text(json.dumps(facts, indent=2) + "\n")
     return facts
 
@@ -287,10 +308,7 @@ def build_steps(plan: Plan, args: argparse.Namespace) -> list[Step]:
     for device in devices:
         JAX.check_device(device)
     if "gpu" in devices:
-        from serve_bench.stats._metadata import gpu_names
-
-        if not gpu_names():
-            raise UserError("no GPU here (neither NVML nor nvidia-smi sees one): pass --devices cpu to rehearse")
+        plan.jax_gpus = _jax_gpus(plan)
     for precision in precisions:
         JAX.check_precision(precision)
     parse_batch_sizes(args.batch_sizes, "batch_sizes")
@@ -325,7 +343,15 @@ def build_steps(plan: Plan, args: argparse.Namespace) -> list[Step]:
 
     def other_floor(model: str, precision: str) -> dict[str, Any]:
         seconds = allowance(model, args.floor_share / 2)
-        return _floor(plan, copies[model], model, "gpu", precision, reached.get(model, args.batch_sizes), 0, seconds)
+        result = _floor(plan, copies[model], model, "gpu", precision, reached.get(model, args.batch_sizes), 0, seconds)
+        if model not in reached and result["sizes"]:  # the first measured none: the served sweep takes these
+            reached[model] = ",".join(map(str, result["sizes"]))
+        return result
+
+    def served_sizes(model: str) -> str:
+        """The sizes a GPU floor measured (so compiled: the cache holds them), else the smallest alone: servers
+        compiling every size cold, two precisions at once, could spend the rest of the visit before AVAILABLE."""
+        return reached.get(model) or str(min(parse_batch_sizes(args.batch_sizes, "batch_sizes")))
 
     steps: list[Step] = []
     for model in models:  # the essentials of every model first, in the order given
@@ -336,9 +362,7 @@ def build_steps(plan: Plan, args: argparse.Namespace) -> list[Step]:
             steps.append(
                 Step(
                     f"served {model} " + " ".join(name for name, _, _ in on_gpu),
-                    lambda m=model: _served(
-                        plan, m, on_gpu, reached.get(m, args.batch_sizes), (1,), m, prices, durations
-                    ),
+                    lambda m=model: _served(plan, m, on_gpu, served_sizes(m), (1,), m, prices, durations),
                 )
             )
         if on_cpu:

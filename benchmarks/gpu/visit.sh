@@ -9,33 +9,51 @@
 # a little inside the call's, with a step budget inside that. What comes back under $OUT (four files):
 # gpu-run.tar.gz (every finished step's run directories, packed again after each step), progress.jsonl,
 # log.txt, host.txt. Extra arguments go to run.py (the rehearsal here passes --models tiny --devices cpu).
-# Rehearsed on this CPU, with Python 3.12 and the image's versions, by benchmarks/gpu/rehearse.sh.
+# Rehearsed on this CPU, with Python 3.12 and the image's versions, by benchmarks/gpu/rehearsal-venv.sh and the
+# README's rehearsal command.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/gpu-visit-out}
 mkdir -p "$OUT"
 PYTHON=${PYTHON:-python3}
 SITE=${SITE:-/tmp/site}
-HARD_LIMIT_S=${HARD_LIMIT_S:-520}   # the call allows 560: leave time to pack and send
+# run.py is stopped this many seconds after this script started (the install and the host's record take seconds
+# too): the call allows 560, leave time to pack and send
+END_S=${END_S:-520}
 BUDGET_S=${BUDGET_S:-330}           # no step starts past this; the last one ends before the hard limit
 
-WHEELS=${WHEELS:-.whl}              # WHEELS=none: the interpreter has everything (this CPU's .venv)
-if compgen -G "$WHEELS/*.whl" >/dev/null; then
-    "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "$WHEELS"/*.whl \
-        || { echo "visit.sh: the carried wheels did not install" >&2; exit 3; }
-    export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
-fi
-export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1
+# What the host is, first: a failed install below still brings it back.
 {
     date -u +%FT%TZ
     nvidia-smi 2>&1 || echo "no nvidia-smi"
     "$PYTHON" -c 'import sys; print(sys.version)'
-    "$PYTHON" -m pip list 2>/dev/null | grep -i -E '^(jax|jaxlib|jax-cuda|keras|numpy|grpcio|protobuf|aiohttp|ml.dtypes|nvidia-ml-py) '
+    "$PYTHON" -m pip list 2>/dev/null |
+        grep -i -E '^(jax|jaxlib|jax-cuda[0-9a-z-]*|keras|numpy|grpcio|protobuf|aiohttp|ml.dtypes|nvidia-ml-py|nvidia-cudnn[0-9a-z-]*|nvidia-cublas[0-9a-z-]*|nvidia-cuda-nvcc[0-9a-z-]*) '
+    echo "environment:"
+    env | grep -E '^(XLA_|JAX_|TF_|NVIDIA_|CUDA_|LD_LIBRARY_PATH|KERAS_|PYTHONPATH)' | sort
 } >"$OUT/host.txt" 2>&1
+
+WHEELS=${WHEELS:-.whl}              # WHEELS=none: the interpreter has everything (this CPU's .venv)
+if compgen -G "$WHEELS/*.whl" >/dev/null; then
+    "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" "$WHEELS"/*.whl \
+        >>"$OUT/log.txt" 2>&1 || { echo "visit.sh: the carried wheels did not install" | tee -a "$OUT/log.txt" >&2; cat "$OUT/log.txt" >&2; exit 3; }
+    export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
+fi
+export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1
+{
+    # what JAX and Keras see, with the wheels (the runs refuse a GPU that JAX does not see)
+    echo "jax and keras, as the run sees them:"
+    KERAS_BACKEND=jax XLA_PYTHON_CLIENT_PREALLOCATE=false timeout 60 "$PYTHON" -c '
+import jax, jaxlib, keras
+print("jax", jax.__version__, "jaxlib", jaxlib.__version__, "keras", keras.__version__, keras.backend.backend())
+print("default backend", jax.default_backend(), "devices", jax.devices())' 2>&1 | tail -n 20
+} >>"$OUT/host.txt"
 RUN=/tmp/gpu-run-$(date -u +%Y%m%dT%H%M%SZ)
+HARD_LIMIT_S=${HARD_LIMIT_S:-$((END_S - SECONDS))}
+echo "visit.sh: $SECONDS s before run.py; its hard limit: $HARD_LIMIT_S s" >>"$OUT/log.txt"
 timeout --signal=TERM --kill-after=10 "$HARD_LIMIT_S" \
     "$PYTHON" benchmarks/gpu/run.py --out "$RUN" --archive "$OUT/gpu-run.tar.gz" --budget-s "$BUDGET_S" "$@" \
-    2>&1 | tee "$OUT/log.txt"
+    2>&1 | tee -a "$OUT/log.txt"
 status=${PIPESTATUS[0]}
 cp "$RUN/progress.jsonl" "$OUT/" 2>/dev/null || true
 echo "visit.sh: run.py exited $status; results in $OUT" | tee -a "$OUT/log.txt"
