@@ -50,7 +50,13 @@ def test_the_gpu_run_on_this_cpu_writes_ordinary_runs_and_packs_them(tmp_path):
     assert not [s for s in steps if "error" in s or "skipped" in s]
     with tarfile.open(archive) as tar:
         names = set(tar.getnames())
-    for name in ("runs/tiny/points.jsonl", "runs/tiny/run.json", "runs/tiny/report.html", "floor/tiny-cpu-fp32.jsonl"):
+    for name in (
+        "runs/tiny/points.jsonl",
+        "runs/tiny/run.json",
+        "runs/tiny/report.html",
+        "floor/tiny-cpu-fp32.jsonl",
+        "floor/tiny-cpu-fp32.stderr.txt",
+    ):
         assert f"gpu-run/{name}" in names
     assert not [n for n in names if "/models/" in n or "xla-cache" in n]  # no model files, no caches
     points = [json.loads(line) for line in (out / "runs/tiny/points.jsonl").read_text().splitlines()]

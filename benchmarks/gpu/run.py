@@ -145,10 +145,13 @@ def _floor(
     env = _environment(plan.out)
     if device == "cpu":
         env["JAX_PLATFORMS"] = "cpu"  # leave the GPU alone while the CPU is measured
-    with out.open("w") as sink:
+    # its stderr comes back whole (XLA's warnings, a traceback), not only the last line the progress record keeps
+    errors = out.with_name(out.stem + ".stderr.txt")
+    with out.open("w") as sink, errors.open("w") as stderr:
         limit = max(60.0, (max_seconds or 300.0) * 3)  # a floor past three times its allowance is stuck
         try:
-            done = subprocess.run(command, env=env, stdout=sink, stderr=subprocess.PIPE, text=True, timeout=limit)
+            done = subprocess.run(command, env=env, stdout=sink, stderr=stderr, text=True, timeout=limit)
+            done.stderr = errors.read_text(errors="replace")
         except subprocess.TimeoutExpired:
             done = subprocess.CompletedProcess(command, 124, "", f"the floor ran past {limit:.0f} s and was stopped")
     lines = [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
