@@ -69,6 +69,9 @@ def test_the_gpu_run_on_this_cpu_writes_ordinary_runs_and_packs_them(tmp_path):
     assert sorted(p["load"]["concurrency"] for p in batched) == [2, 4]
     floor = [json.loads(line) for line in (out / "floor/tiny-cpu-fp32.jsonl").read_text().splitlines()]
     assert floor[0]["in_effect"]["weights"].startswith("random")
+    witness = floor[0]["precision_witness"]  # float32 on a CPU: rounding error alone
+    assert set(witness) == {"conv3x3_max_relative_error", "conv1x1_max_relative_error"}
+    assert max(witness.values()) < 1e-5
     assert [(x["batch_size"], x["calls"] >= 5) for x in floor[1:]] == [(1, True), (4, True)]
     # the answer's table, from the same folder: the row's figures are the report's own and the floor's
     summary = subprocess.run(
@@ -88,6 +91,7 @@ def test_the_gpu_run_on_this_cpu_writes_ordinary_runs_and_packs_them(tmp_path):
     served_over_floor = one["throughput"]["items_per_s"] / floor[1]["images_per_s"]
     assert cells[5].startswith(f"{served_over_floor:.2f} ·")
     assert cells[7] == f"{0.5 / (3600 * best['throughput']['items_per_s']) * 1e6:.3f}"
+    assert f"convolutions {max(witness.values()):.1e} off float64." in summary.stdout
 
 
 def test_a_run_cut_short_by_the_hard_limit_still_packs_the_step_under_way(tmp_path):
@@ -181,38 +185,25 @@ def test_a_step_past_the_budget_is_skipped_and_listed(tmp_path):
 
 
 def test_the_gpu_visit_measures_the_headline_first(tmp_path, monkeypatch):
-    """On the GPU host (the defaults): each model's GPU floor in each precision (only the first doubles past
-    the last size) and its served sweep of every device, InceptionV3 first; then the server's own batching;
-    the CPU's floor last."""
+    """On the GPU host (the defaults): model by model, InceptionV3 and MobileNetV2 (the README's headline) first:
+    its GPU floor in each precision (only the first doubles past the last size), its served sweep of every
+    device, the server's own batching, its CPU floor. A visit whose compiles are slow brings back the headline's
+    models whole (the order used to measure every model's GPU steps first, and the batching and CPU steps of
+    none fitted the budget when compiles were slow)."""
     script = _script()
-    import argparse
-
-    parser = argparse.Namespace(
-        models="inception_v3,resnet50,mobilenet_v2",
-        devices="gpu,cpu",
-        precisions="tf32,fp32",
-        batch_sizes=script.GPU_SIZES,
-        cpu_batch_sizes=script.CPU_SIZES,
-        beyond=4,
-        fill="8,32,128",
-        gpu_price_per_hour=None,
-        cpu_price_per_hour=None,
-        warmup_s=0.3,
-        min_duration_s=1.0,
-        floor_share=0.25,
-    )
+    parser = script.arguments().parse_args([])  # the defaults, as the visit runs them
     plan = script.Plan(tmp_path, 420, None)
     monkeypatch.setattr(script, "_jax_gpus", lambda plan: ["cuda:0 NVIDIA H100 80GB HBM3"])  # as on the host
     names = [step.name for step in script.build_steps(plan, parser)]
-    assert names[:4] == [
+    assert names[:6] == [
         "floor inception_v3 gpu tf32",
         "floor inception_v3 gpu fp32",
         "served inception_v3 gpu-tf32 gpu-fp32",
         "served inception_v3 cpu-fp32",  # a sweep of its own, at the CPU's sizes
+        "server batching inception_v3 gpu-tf32 concurrency 8,32,128",
+        "floor inception_v3 cpu fp32",
     ]
-    assert names[4:12:4] == ["floor resnet50 gpu tf32", "floor mobilenet_v2 gpu tf32"]
-    assert names[12] == "server batching inception_v3 gpu-tf32 concurrency 8,32,128"
-    assert names[-3:] == [f"floor {m} cpu fp32" for m in ("inception_v3", "resnet50", "mobilenet_v2")]
+    assert names[6:18:6] == ["floor mobilenet_v2 gpu tf32", "floor resnet50 gpu tf32"]
     assert len(names) == 18
     # the servers take bodies that hold InceptionV3's largest batch over gRPC (the server caps a gRPC input at a
     # quarter of --max_body_bytes in floats: server/_grpc.py)
@@ -258,6 +249,60 @@ def test_a_gpu_floor_that_measured_nothing_does_not_send_the_servers_every_size_
         for step in steps[:3]:
             step.run()
         assert served[-1] == expected
+
+
+def test_the_gpu_batching_server_compiles_only_what_the_floor_compiled(tmp_path, monkeypatch):
+    """The batching server compiles every allowed batch size before it is AVAILABLE. On the GPU they are the sizes
+    the first floor measured, up to the largest fill (the compile cache holds them): with 1, 4, 16 and 256
+    measured, 1, 4 and 16, so no size is compiled cold (it used to ask for every power of two up to 128: up to
+    seven cold compiles of InceptionV3 on a GPU that autotunes each). A floor that measured no size past 1 leaves
+    1 and the largest fill, so the server still batches. On the CPU (compiles of a second), every power of two."""
+    from serve_bench.export import BatchingParams
+
+    script = _script()
+    monkeypatch.setattr(script, "_jax_gpus", lambda plan: ["cuda:0 NVIDIA H100 80GB HBM3"])
+    allowed: list[tuple[int, ...]] = []
+
+    def served(plan, model, targets, sizes, concurrency, name, prices, durations, batching=None):
+        if batching is not None:
+            allowed.append(BatchingParams.from_text(batching.read_text()).allowed_batch_sizes)
+        return {}
+
+    monkeypatch.setattr(script, "_served", served)
+    for devices, floor_sizes, expected in (
+        ("gpu", [1, 4, 16, 256], (1, 4, 16)),
+        ("gpu", [1, 256], (1, 128)),
+        ("gpu", [], (1, 128)),
+        ("cpu", [1, 8, 64], (1, 2, 4, 8, 16, 32, 64, 128)),
+    ):
+        monkeypatch.setattr(script, "_floor", lambda *a, sizes=floor_sizes, **kw: {"sizes": list(sizes)})
+        args = script.arguments().parse_args(["--models", "tiny", "--devices", devices, "--precisions", "tf32"])
+        steps = script.build_steps(script.Plan(tmp_path, 420, None), args)
+        for step in steps:
+            step.run()
+        assert allowed[-1] == expected, (devices, floor_sizes)
+
+
+def test_a_floor_is_stopped_only_well_past_a_slow_compile(tmp_path, monkeypatch):
+    """A floor process is stopped at three times its allowance, and never before 150 s: a GPU whose compiles take
+    40 s a size (InceptionV3, cuDNN autotuning) still measures batch 1 and the largest within a 30 s allowance
+    (stopped at 90 s, as it was, it kept batch 1 alone and lost the compile under way). What it measured before
+    it was stopped is kept."""
+    script = _script()
+    limits: list[float] = []
+
+    def run(command, *, stdout, timeout, **kw):
+        limits.append(timeout)
+        stdout.write(json.dumps({"batch_size": 1, "images_per_s": 10.0, "compile_s": 40.0}) + "\n")
+        stdout.flush()
+        raise subprocess.TimeoutExpired(command, timeout)
+
+    monkeypatch.setattr(script.subprocess, "run", run)
+    plan = script.Plan(tmp_path, 420, None)
+    for allowance, limit in ((30.0, 150.0), (80.0, 240.0)):
+        result = script._floor(plan, tmp_path / "copy", "m", "gpu", "tf32", "1,256", 0, allowance)
+        assert limits[-1] == limit
+        assert result["sizes"] == [1] and result["error"] == f"the floor ran past {limit:.0f} s and was stopped"
 
 
 @pytest.mark.parametrize(

@@ -78,6 +78,25 @@ def test_bf16_moves_the_features_and_tf32_on_a_cpu_does_not(jax_models):
     np.testing.assert_array_equal(tf32, fp32["features"])
 
 
+def test_the_precision_witness_measures_what_the_convolutions_ran_at(jax_models):
+    """The floor's record of the precision a runner's convolutions actually ran at (a GPU's "tf32" is an ask
+    that XLA may or may not honour): a 3x3 and a 1x1 convolution against float64. float32 (fp32, and tf32 on a
+    CPU, which has no tensor cores) is off by float32 rounding alone; bf16 by bfloat16's (8-bit mantissa, a
+    relative step of 2**-8), far more. What this CPU cannot show: TF32 taken on a GPU (about 1e-3)."""
+    copy = export.converted_model_path(jax_models, "jax", "tiny", 1)
+    code = (
+        "import json, sys\nfrom pathlib import Path\nfrom serve_bench.runtimes import JaxRunner\n"
+        "runners = {p: JaxRunner(Path(sys.argv[1]), 'cpu', p) for p in ('fp32', 'tf32', 'bf16')}\n"
+        "print(json.dumps({p: runner.precision_witness() for p, runner in runners.items()}))"
+    )
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
+    done = subprocess.run([sys.executable, "-c", code, str(copy)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    witness = {p: max(errors.values()) for p, errors in json.loads(done.stdout.splitlines()[-1]).items()}
+    assert witness["fp32"] < 2.0**-20 and witness["tf32"] == witness["fp32"]
+    assert 2.0**-12 < witness["bf16"] < 2.0**-6
+
+
 async def test_served_on_jax_over_grpc_and_rest_records_what_ran(jax_models, tf, tmp_path):
     """serve --runtime jax: both APIs answer the copy's features (TensorFlow's within tolerance), validate
     against the signature as before, and a point measured against it records the runtime and what it ran

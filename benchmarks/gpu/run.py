@@ -3,20 +3,23 @@
     python benchmarks/gpu/run.py --out DIR [--archive FILE]                    # the GPU host (make gpu)
     python benchmarks/gpu/run.py --out DIR --models tiny --devices cpu ...     # this CPU, in CI (seconds)
 
-For each model (InceptionV3 first, the headline), with the jax runtime (Keras 3 on JAX; the host has no
-TensorFlow, so each model is built from the catalogue with random weights: timing does not depend on
-their values, and every record says so):
+For each model in turn (InceptionV3, then MobileNetV2: the README's headline; then ResNet-50), with the
+jax runtime (Keras 3 on JAX; the host has no TensorFlow, so each model is built from the catalogue with
+random weights: timing does not depend on their values, and every record says so):
 
 1. the floor: the model called in process (``serve_bench.runtimes._floor``) on the GPU in each precision
    (then doubling the batch past the last size while throughput grows: where it stops growing, and the
-   largest that fits), and on the CPU;
+   largest that fits);
 2. served: one local server per device and precision (``serve --runtime jax --device D --precision P``),
    all of them measured by one sweep through serve-bench's own gRPC client at one request in flight, so
    the run's report compares devices and precisions with no special casing;
-3. the server's own batching filled: a GPU server batching requests of one image at rising concurrency.
+3. the server's own batching filled: a GPU server batching requests of one image at rising concurrency
+   (its allowed batch sizes those the floor compiled, so it compiles nothing cold);
+4. the floor on the CPU.
 
-Steps run in that order of importance while the time budget lasts; a step that would start past it is
-skipped and listed. Every program is compiled in a warm-up (the floor compiles each size before timing
+A model's steps all run before the next model's, so that a visit whose compiles are slow brings back whole
+answers for the models it reached rather than halves of all three. A step that would start past the time
+budget is skipped and listed. Every program is compiled in a warm-up (the floor compiles each size before timing
 it; a server compiles its sizes before it is AVAILABLE), never inside a measured window, and compiled
 programs are shared between processes through JAX's persistent cache. Results are ordinary run
 directories (points.jsonl, run.json with the GPU's NVML facts, report.html) plus ``floor/*.jsonl``; after
@@ -148,7 +151,9 @@ def _floor(
     # its stderr comes back whole (XLA's warnings, a traceback), not only the last line the progress record keeps
     errors = out.with_name(out.stem + ".stderr.txt")
     with out.open("w") as sink, errors.open("w") as stderr:
-        limit = max(60.0, (max_seconds or 300.0) * 3)  # a floor past three times its allowance is stuck
+        # a floor past three times its allowance is stuck; not less than 150 s, which lets a GPU whose compiles take
+        # a minute measure both ends of the curve (batch 1 and the largest) before it is stopped
+        limit = max(150.0, (max_seconds or 300.0) * 3)
         try:
             done = subprocess.run(command, env=env, stdout=sink, stderr=stderr, text=True, timeout=limit)
             done.stderr = errors.read_text(errors="replace")
@@ -356,8 +361,21 @@ def build_steps(plan: Plan, args: argparse.Namespace) -> list[Step]:
         compiling every size cold, two precisions at once, could spend the rest of the visit before AVAILABLE."""
         return reached.get(model) or str(min(parse_batch_sizes(args.batch_sizes, "batch_sizes")))
 
+    def batching_sizes(model: str) -> tuple[int, ...]:
+        """The batcher's allowed_batch_sizes, every one of which its server compiles before AVAILABLE: those a
+        GPU floor measured up to the largest fill (the compile cache holds them), so the step compiles nothing
+        cold on a GPU whose compiles are slow; every power of two up to it where the floors measured them all
+        (or on the CPU, which compiles in a second). At least one size past 1 (the largest fill), so it batches."""
+        powers = {1, *fill, *(1 << i for i in range(max(fill).bit_length()))}
+        every = tuple(sorted(s for s in powers if s <= max(fill)))
+        if served[0][1] != "gpu":
+            return every
+        compiled = {int(s) for s in reached.get(model, "").split(",") if s}
+        allowed = tuple(s for s in every if s in compiled)
+        return allowed if any(s > 1 for s in allowed) else (1, max(fill))
+
     steps: list[Step] = []
-    for model in models:  # the essentials of every model first, in the order given
+    for model in models:  # model by model, in the order given: each one's answer whole before the next
         for i, precision in enumerate(precisions if "gpu" in devices else []):
             floor = first_floor if i == 0 else other_floor
             steps.append(Step(f"floor {model} gpu {precision}", lambda m=model, p=precision, f=floor: f(m, p)))
@@ -377,21 +395,16 @@ def build_steps(plan: Plan, args: argparse.Namespace) -> list[Step]:
                     ),
                 )
             )
-    for model in models:  # then the server's own batching filled, on the first device
+        # then the server's own batching filled, on the first device
         name, device, precision = served[0]
-        allowed = tuple(sorted({1, *(s for s in fill), *(1 << i for i in range(max(fill).bit_length()))}))
-        allowed = tuple(s for s in allowed if s <= max(fill))
 
-        def batched(
-            m: str = model, n: str = name, d: str = device, p: str = precision, sizes: tuple[int, ...] = allowed
-        ) -> dict[str, Any]:
-            batching = _batching_file(plan.out / f"batching-{m}.txt", sizes)
+        def batched(m: str = model, n: str = name, d: str = device, p: str = precision) -> dict[str, Any]:
+            batching = _batching_file(plan.out / f"batching-{m}.txt", batching_sizes(m))
             target = [(f"{n}-batching", d, p)]
             return _served(plan, m, target, "", fill, f"{m}-server-batching", prices, durations, batching)
 
         steps.append(Step(f"server batching {model} {name} concurrency {args.fill}", batched))
-    if "cpu" in devices:
-        for model in models:  # the CPU's floor last: served CPU figures come first
+        if on_cpu:  # and the CPU's floor, after its served figures
             steps.append(
                 Step(
                     f"floor {model} cpu fp32",
@@ -401,12 +414,13 @@ def build_steps(plan: Plan, args: argparse.Namespace) -> list[Step]:
     return steps
 
 
-def main(argv: list[str] | None = None) -> int:
+def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / f"gpu-run-{stamp}")
     parser.add_argument("--archive", type=Path, default=None, help="pack the results here after every step")
-    parser.add_argument("--models", default="inception_v3,resnet50,mobilenet_v2")
+    # the README's headline models first (InceptionV3, MobileNetV2), each one's answer whole before the next
+    parser.add_argument("--models", default="inception_v3,mobilenet_v2,resnet50")
     parser.add_argument("--devices", default="gpu,cpu")
     parser.add_argument("--precisions", default="tf32,fp32", help="the GPU's, first the headline's")
     parser.add_argument("--batch-sizes", default=GPU_SIZES)
@@ -421,7 +435,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-duration-s", type=float, default=1.0)
     parser.add_argument("--gpu-price-per-hour", type=float, default=None)
     parser.add_argument("--cpu-price-per-hour", type=float, default=None)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments().parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     plan = Plan(args.out, args.budget_s, args.archive)
     # visit.sh's hard limit sends SIGTERM: pack, then exit through the finally blocks, so the servers a step

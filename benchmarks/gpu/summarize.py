@@ -38,6 +38,17 @@ def _floor(folder: Path, model: str, device: str, precision: str) -> dict[int, d
     return {x["batch_size"]: x for x in lines if "images_per_s" in x}
 
 
+def _witness(folder: Path, model: str, device: str, precision: str) -> str:
+    """The floor's precision witness: its convolutions' largest error against float64 (about 1e-6 in float32,
+    1e-3 with TF32 inputs), the precision measured rather than asked for ("" without one)."""
+    path = folder / "floor" / f"{model}-{device}-{precision}.jsonl"
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    witness = next((x["precision_witness"] for x in lines if "precision_witness" in x), None)
+    if not witness:
+        return ""
+    return f"; convolutions {max(witness.values()):.1e} off float64"
+
+
 def _interval(estimate: Estimate) -> str:
     if estimate.low is None or estimate.high is None:
         return f"{estimate.value:,.0f}"
@@ -101,7 +112,8 @@ def summarize(folder: Path, prices: dict[str, float]) -> str:
                 lines.append(
                     f"In process on {target.name}: {one:,.0f} img/s at batch 1, {top:,.0f}"
                     f" at {best_batch} ({top / one:.1f}x); largest measured "
-                    f"{max(floor)}, compile {sum(x['compile_s'] for x in floor.values()):.0f} s in all."
+                    f"{max(floor)}, compile {sum(x['compile_s'] for x in floor.values()):.0f} s in all"
+                    f"{_witness(folder, model, device, precision)}."
                 )
         lines.append("")
     return "\n".join(lines)
