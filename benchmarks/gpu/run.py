@@ -56,6 +56,7 @@ GPU_SIZES = "1,2,4,8,16,32,64,128,256"
 # InceptionV3's batch 256 (256 x 299 x 299 x 3 = 65.5 Mi)
 BODY_BYTES = 1 << 30
 CPU_SIZES = "1,8,64"
+GPU_MEMORY_FRACTION = "0.9"  # of the GPU's memory a floor may take (JAX's default limit is 0.75)
 
 
 @dataclass
@@ -148,6 +149,9 @@ def _floor(
     env = _environment(plan.out)
     if device == "cpu":
         env["JAX_PLATFORMS"] = "cpu"  # leave the GPU alone while the CPU is measured
+    else:  # JAX's allocator stops at 75% of GPU memory even when it grows as needed: the largest that fits is
+        # the GPU's, not that default's (a floor runs alone on the GPU; 10% left for XLA's workspace)
+        env["XLA_CLIENT_MEM_FRACTION"] = env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = GPU_MEMORY_FRACTION
     # its stderr comes back whole (XLA's warnings, a traceback), not only the last line the progress record keeps
     errors = out.with_name(out.stem + ".stderr.txt")
     with out.open("w") as sink, errors.open("w") as stderr:
@@ -285,7 +289,8 @@ def _jax_gpus(plan: Plan) -> list[str]:
     """The GPUs JAX sees in a process like the runs' own (their environment, the carried wheels), asked once before
     any step: the witness that counts, since NVML can see a GPU that JAX cannot use (a CUDA plugin that does not
     load), and NVML may be unreadable where JAX runs. None: UserError, one line, before the visit spends a step."""
-    code = "import jax\nfor d in jax.devices('gpu'): print(f'{d.platform}:{d.id} {d.device_kind}')"
+    # Keras too: every step imports it, and a wheel of it that does not import should stop the visit here, once
+    code = "import keras, jax\nfor d in jax.devices('gpu'): print(f'{d.platform}:{d.id} {d.device_kind}')"
     env = _environment(plan.out)
     env.setdefault("JAX_PLATFORMS", "cuda,cpu")  # as the jax runtime asks for a GPU
     try:
@@ -295,7 +300,9 @@ def _jax_gpus(plan: Plan) -> list[str]:
     seen = [line.strip() for line in done.stdout.splitlines() if line.strip()]
     if done.returncode != 0 or not seen:
         said = [line.strip() for line in done.stderr.splitlines() if line.strip()] or ["it lists none"]
-        raise UserError(f"--devices gpu: JAX sees no GPU here ({said[-1][:300]}); pass --devices cpu to rehearse")
+        raise UserError(
+            f"--devices gpu: Keras on JAX sees no GPU here ({said[-1][:300]}); pass --devices cpu to rehearse"
+        )
     return seen
 
 
