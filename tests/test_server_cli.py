@@ -57,6 +57,23 @@ def test_empty_or_corrupt_version_directory_exits_2(tmp_path, capsys, damage):
     assert str(version) in err and "'m'" in err
 
 
+def test_a_grpc_port_in_use_is_one_line_not_grpcs_runtime_error(models_dir, capsys):
+    """grpcio raises RuntimeError ("Failed to bind") for a port another process holds, where older
+    versions returned 0: either way one line naming the address and the flag, exit 2 (a second
+    `serve` beside a running one, or TF Serving already on 8500)."""
+    import socket
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        argv = ["serve", "--model_name", "tiny", "--model_base_path", str(models_dir / "tiny")]
+        code = main([*argv, "--port", str(port), "--rest_api_port", "0"])
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]  # after the server's start-up log lines
+    assert err.startswith("serve-bench serve: error: cannot bind gRPC") and f":{port}" in err and "--port" in err
+
+
 def test_models_config_resolves_container_paths(models_dir, capsys):
     # /models/tiny does not exist here; it resolves under --models_dir. A bad
     # batching file then stops the start-up with the line it fails on.

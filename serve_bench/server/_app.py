@@ -107,9 +107,15 @@ class LocalServer:
         self.core = ServingCore(self.config, registry, self.metrics)
         self._grpc = aio.server(options=SERVER_OPTIONS)
         self._grpc_service = add_services(self._grpc, self.core)
-        grpc_port = self._grpc.add_insecure_port(f"{self.config.host}:{self.config.port}")
+        try:
+            grpc_port = self._grpc.add_insecure_port(f"{self.config.host}:{self.config.port}")
+        except RuntimeError:  # grpcio >= 1.60 raises "Failed to bind" where it used to return 0
+            grpc_port = 0
         if grpc_port == 0:
-            raise UserError(f"cannot bind gRPC to {self.config.host}:{self.config.port} (in use?); choose --port")
+            raise UserError(
+                f"cannot bind gRPC to {self.config.host}:{self.config.port} (in use, or not an address of this "
+                "host?); choose --port or --host"
+            )
         await self._grpc.start()
         rest_port = 0
         if self.config.rest_api_port:
