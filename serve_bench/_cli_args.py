@@ -68,6 +68,7 @@ FLAG_OF = {
     "weights": "--weights",
     "warmup_batch_sizes": "--warmup-batch-sizes",
     "runtime": "--runtime",
+    "seed": "--seed",
 }
 
 # Old flag -> new flag, per subcommand (each old name is a hidden alias that says the new one).

@@ -193,3 +193,45 @@ def test_open_loop_from_two_processes_runs_its_plan(server, tmp_path, capsys) ->
     (point,) = read_points(tmp_path / "run")
     assert point.load.processes == 2 and "load from 2 processes" in point.notes
     assert point.throughput.requests_per_s == pytest.approx(40, rel=0.35)
+
+
+# --- numbers past what the library can hold, refused before connecting ------------------------------
+
+
+@pytest.mark.parametrize(
+    "flags,flag,words",
+    [
+        (["--seed", "-1"], "--seed", ">= 0"),  # numpy's generators take no negative seed (was a ValueError)
+        (["--timeout", "1e10"], "--timeout", "at most 86400"),  # gRPC's deadline overflowed: all DEADLINE_EXCEEDED
+        (["--rate", "5", "--timeout", "1e10"], "--timeout", "at most 86400"),
+        (["--windows", "100000000"], "--windows", "at most 1000"),  # gigabytes of windows, then a hang
+        (["--max-duration", "1e308"], "--max-duration", "at most"),  # was OverflowError in the memory bound
+        (["--warmup", "1e308"], "--warmup", "at most"),  # the warm-up alone: named, not --max-duration
+        (["--warmup", "1e12"], "--warmup", "at most"),
+    ],
+)
+def test_numbers_past_what_a_point_can_hold_are_refused_naming_the_flag(flags, flag, words, tmp_path, capsys) -> None:
+    argv = ["bench", f"grpc://127.0.0.1:{free_port()}", "--model", "m", "--duration", "1", *flags]
+    assert main([*argv, "--run-dir", str(tmp_path / "run")]) == 2
+    err = _one_line_error(capsys, "bench")
+    assert err.startswith(f"serve-bench bench: error: {flag} must be") and words in err, err
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize(
+    "durations,key",
+    [
+        ("seed = -1", "seed"),
+        ("[durations]\ntimeout_s = 1e10", "durations.timeout_s"),
+        ("[durations]\nwindows = 100000000", "durations.windows"),
+    ],
+)
+def test_a_sweep_spec_past_the_same_bounds_names_its_key(durations: str, key: str, tmp_path, capsys) -> None:
+    spec = tmp_path / "bounds.toml"
+    spec.write_text(
+        f'name = "b"\nmodel = "m"\nbatch_sizes = [1]\n{durations}\n'
+        f'[[targets]]\nname = "t"\nurl = "grpc://127.0.0.1:{free_port()}"\n'
+    )
+    assert main(["sweep", str(spec), "--run-dir", str(tmp_path / "run"), "--no-progress"]) == 2
+    err = _one_line_error(capsys, "sweep")
+    assert f"{key} must be" in err, err

@@ -14,7 +14,15 @@ from serve_bench.load._bounds import (
     memory_available,
     point_memory,
 )
-from serve_bench.load._checks import check_batch_size, check_load, check_settings, positive_int, positive_number
+from serve_bench.load._checks import (
+    check_batch_size,
+    check_load,
+    check_seed,
+    check_settings,
+    check_timeout,
+    positive_int,
+    positive_number,
+)
 from serve_bench.load._digest import RunDigest, digest_records, merge_digests
 from serve_bench.load._generators import DOWN_AFTER, LoadRun, PointSettings, run_closed_loop, run_open_loop
 from serve_bench.load._inputs import InputSet, load_input_data
@@ -58,7 +66,9 @@ __all__ = [
     "check_load",
     "check_request",
     "check_schedule",
+    "check_seed",
     "check_settings",
+    "check_timeout",
     "digest_records",
     "image_size_of",
     "import_locust",

@@ -141,11 +141,17 @@ def _records(load: LoadInfo, settings: PointSettings) -> int:
     """Records a point may keep: every scheduled request (open loop), or as many as the generator can
     send while the point may run (closed loop: it ends at max_duration_s at the latest)."""
     if load.mode == "open":
-        return math.ceil((load.rate or 1.0) * (settings.warmup_s + settings.min_duration_s))
+        return _whole((load.rate or 1.0) * (settings.warmup_s + settings.min_duration_s))
     if load.mode in ("locust", "stream"):  # Locust keeps its own statistics; a stream, a record per batch of a video
         return 0
     seconds = settings.warmup_s + settings.max_duration_s  # the closed loop stops there, until stable or not
-    return math.ceil(GENERATOR_CEILING * load.processes * seconds)
+    return _whole(GENERATOR_CEILING * load.processes * seconds)
+
+
+def _whole(count: float) -> int:
+    """``ceil(count)``, held at 2**62 (no memory holds more records): 1e308 s of warm-up is refused, not an
+    OverflowError."""
+    return math.ceil(min(count, 2.0**62))
 
 
 def check_schedule(plan: PointPlan, settings: PointSettings, memory: Memory | None = None) -> None:
@@ -175,6 +181,15 @@ def check_schedule(plan: PointPlan, settings: PointSettings, memory: Memory | No
                 f"{memory.describe()}; free memory, shorten the point, or measure from more machines",
             )
         most_s = usable // RECORD_BYTES / (GENERATOR_CEILING * load.processes) - settings.warmup_s
+        if most_s <= 0:  # the warm-up alone runs past it: name the flag to lower
+            most_warmup = usable // RECORD_BYTES / (GENERATOR_CEILING * load.processes) - settings.max_duration_s
+            raise InvalidValue(
+                "warmup_s",
+                settings.warmup_s,
+                f"at most {max(0.0, most_warmup):.4g} s with max_duration_s {settings.max_duration_s:g}: a closed "
+                f"loop keeps a {RECORD_BYTES}-byte record per answer, up to {GENERATOR_CEILING} answers/s per "
+                f"process, warm-up included, {_size(records)} in all, and {memory.describe()}; shorten the warm-up",
+            )
         raise InvalidValue(
             "max_duration_s",
             settings.max_duration_s,

@@ -14,7 +14,24 @@ from serve_bench.load._generators import PointSettings
 from serve_bench.load._schedule import ARRIVALS, MAX_RATE
 from serve_bench.stats import LoadInfo
 
-__all__ = ["check_batch_size", "check_load", "check_settings", "positive_int", "positive_number"]
+__all__ = [
+    "MAX_TIMEOUT_S",
+    "MAX_WINDOWS",
+    "check_batch_size",
+    "check_load",
+    "check_seed",
+    "check_settings",
+    "check_timeout",
+    "positive_int",
+    "positive_number",
+]
+
+# A per-request deadline past a day measures nothing a shorter one would not; past ~7e9 s gRPC's deadline
+# (now + timeout, in int64 nanoseconds) overflows and every call fails DEADLINE_EXCEEDED at once.
+MAX_TIMEOUT_S = 86_400.0
+# Each window needs MIN_WINDOW_REQUESTS answers and the stability check keeps an entry per window: a
+# billion windows cost gigabytes and minutes per check, and no point has more than a few hundred slices.
+MAX_WINDOWS = 1000
 
 
 def positive_number(name: str, value: object, *, allow_zero: bool = False) -> float:
@@ -36,15 +53,39 @@ def check_batch_size(batch_size: object) -> int:
     return positive_int("batch_size", batch_size)
 
 
+def check_seed(seed: object) -> int:
+    """A whole number >= 0 (numpy's generators take no negative seed)."""
+    return positive_int("seed", seed, minimum=0)
+
+
+def check_timeout(name: str, value: object) -> float:
+    """A per-request deadline: a finite number of seconds > 0, at most ``MAX_TIMEOUT_S``."""
+    seconds = positive_number(name, value)
+    if seconds > MAX_TIMEOUT_S:
+        raise InvalidValue(
+            name,
+            value,
+            f"at most {MAX_TIMEOUT_S:g} s (a day): past ~7e9 s gRPC's deadline overflows and every request "
+            "fails DEADLINE_EXCEEDED",
+        )
+    return seconds
+
+
 def check_settings(settings: PointSettings) -> PointSettings:
     """Refuse durations, counts and tolerances that cannot make a measurement; return ``settings``."""
     positive_number("warmup_s", settings.warmup_s, allow_zero=True)
     positive_number("min_duration_s", settings.min_duration_s)
     positive_int("min_requests", settings.min_requests)
-    positive_int("windows", settings.windows)
+    if positive_int("windows", settings.windows) > MAX_WINDOWS:
+        raise InvalidValue(
+            "windows",
+            settings.windows,
+            f"at most {MAX_WINDOWS}: each window needs at least 10 answered requests to judge stability, and "
+            "the check keeps an entry per window",
+        )
     positive_number("tolerance", settings.tolerance)
     positive_number("max_duration_s", settings.max_duration_s)
-    positive_number("timeout_s", settings.timeout_s)
+    check_timeout("timeout_s", settings.timeout_s)
     positive_int("safety_cap", settings.safety_cap)
     positive_number("drain_s", settings.drain_s, allow_zero=True)
     if settings.until_stable and settings.max_duration_s < settings.min_duration_s:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from serve_bench.load._checks import check_batch_size, check_load
+from serve_bench.load._checks import check_batch_size, check_load, check_seed
 from serve_bench.stats import LoadInfo, Target, point_key
 
 __all__ = ["PointPlan"]
@@ -34,6 +34,7 @@ class PointPlan:
     def __post_init__(self) -> None:
         check_batch_size(self.batch_size)
         check_load(self.load)
+        check_seed(self.seed)
 
     @property
     def key(self) -> str:

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from serve_bench.errors import InvalidValue, UserError
-from serve_bench.load import PAYLOADS, PointSettings, check_load, check_settings, positive_int
+from serve_bench.load import PAYLOADS, PointSettings, check_load, check_seed, check_settings, positive_int
 from serve_bench.metrics import check_endpoint
 from serve_bench.runtimes import check_runtime, record
 from serve_bench.stats import PERCENTILE_NAMES, InvalidTarget, LoadInfo, Slo, Target, parse_target
@@ -257,6 +257,7 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
         if not given:  # the grid would have no point: the sweep would "succeed" measuring nothing
             raise UserError(f"{source}: {key} is empty; give at least one, e.g. {key} = {example}")
     repeats = checked(positive_int, "repeats", data.get("repeats", 1), where="repeats", source=source)
+    seed = checked(check_seed, data.get("seed", 0), where="seed", source=source)
 
     slo = None
     search_steps = 0
@@ -340,7 +341,7 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
         arrival=arrival,
         processes=processes,
         repeats=repeats,
-        seed=data.get("seed", 0),
+        seed=seed,
         settings=settings,
         slo=slo,
         slo_search_steps=search_steps,
