@@ -296,6 +296,8 @@ def test_in_process_onnx_runtime_and_openvino_need_no_tensorflow(models_dir, mon
         (["--max-in-flight", ""], "--max-in-flight"),
         (["--payload", "png"], "--payload"),
         (["--max-frames", "0"], "--max-frames"),
+        (["--max-delay-ms", "nan"], "--max-delay-ms"),  # was a ValueError from the batcher, after decoding
+        (["--timeout", "1e10"], "timeout_s must be at most 86400"),  # gRPC's deadline overflowed: every frame failed
         (["--url", "ftp://host"], "unknown scheme"),
         (["--runtime", "tensorrt"], "--runtime 'tensorrt': use one of tensorflow, onnxruntime, openvino, jax, or"),
         (["--runtime", "openvino", "--payload", "float,jpeg"], "serving_bytes\\) always runs on TensorFlow"),
@@ -305,6 +307,24 @@ def test_bad_flags(tmp_path, argv, message):
     clip = write_clip(tmp_path / "clip.mp4", frames=2, size=(64, 48))
     with pytest.raises(UserError, match=message):
         pipeline([str(clip), "--model", "tiny", *argv])
+
+
+def test_features_naming_a_directory_is_refused_and_the_file_written_is_the_one_said(server, tmp_path, capsys):
+    """np.save appends .npy: `--features DIR` wrote DIR.npy beside it and said DIR; `--features out` wrote
+    out.npy and said out."""
+    clip = write_clip(tmp_path / "clip.mp4", frames=4, size=(64, 48))
+    argv = [str(clip), "--url", server.grpc_url, "--model", "tiny", "--no-inprocess", "--batch-sizes", "1"]
+    with pytest.raises(UserError, match="is a directory"):
+        pipeline([*argv, "--max-in-flight", "1", "--features", str(tmp_path), "--run-dir", str(tmp_path / "r0")])
+    assert not (tmp_path / "r0").exists() and not tmp_path.with_name(tmp_path.name + ".npy").exists()
+    assert (
+        pipeline(
+            [*argv, "--max-in-flight", "1", "--features", str(tmp_path / "out"), "--run-dir", str(tmp_path / "r1")]
+        )
+        == 0
+    )
+    assert f"features: {tmp_path / 'out.npy'} [4, " in capsys.readouterr().out
+    assert (tmp_path / "out.npy").is_file()
 
 
 def test_bad_videos(server, tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import sys
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import numpy as np
 
 from serve_bench.errors import UserError
 from serve_bench.export import parse_batch_sizes
-from serve_bench.load import PAYLOADS
+from serve_bench.load import PAYLOADS, check_timeout
 from serve_bench.pipeline._inprocess import RUNTIME_NAMES
 from serve_bench.pipeline._run import PipelineConfig, PipelineOutcome, run_pipeline
 from serve_bench.runtimes import RUNTIMES, record
@@ -63,8 +64,9 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
             f"--runtime {args.runtime} with --payload jpeg: the jpeg payload (serving_bytes) always runs on "
             "TensorFlow; use --payload float"
         )
-    if args.timeout <= 0 or args.max_delay_ms < 0 or args.compare_frames < 1:
-        raise UserError("--timeout and --compare-frames must be positive and --max-delay-ms >= 0")
+    if args.timeout <= 0 or not 0 <= args.max_delay_ms < math.inf or args.compare_frames < 1:  # NaN fails too
+        raise UserError("--timeout and --compare-frames must be positive and --max-delay-ms a finite number >= 0")
+    check_timeout("timeout_s", args.timeout)  # past a day gRPC's deadline overflows: every request would fail
     from serve_bench.stats import InvalidTarget, parse_target
 
     try:
@@ -99,6 +101,10 @@ def run_pipeline_command(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     probe_video(config.video)  # a missing or non-video file fails before a results directory is made
     out = Path(args.features) if args.features else None
+    if out is not None and out.is_dir():
+        raise UserError(f"--features {out} is a directory; give the .npy file to write, e.g. {out / 'features.npy'}")
+    if out is not None and out.suffix != ".npy":  # np.save appends .npy: say the file it writes
+        out = out.with_name(out.name + ".npy")
     if out is not None and not out.parent.exists():
         raise UserError(f"--features {out}: directory {out.parent} does not exist")
     run_dir = choose_run_dir(args.run_dir, "results", "pipeline")
