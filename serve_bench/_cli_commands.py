@@ -228,6 +228,12 @@ def predict(args: argparse.Namespace) -> int:
     from serve_bench.report import PREDICTIONS_FILE, print_predictions
 
     devices = [get_device(name) for name in args.gpu]  # an unknown GPU fails before TensorFlow loads
+    if args.predictions is not None:  # a file it cannot write fails before the graph is costed, not after
+        target = Path(args.predictions)
+        if target.is_dir():
+            raise UserError(f"--predictions {target} is a directory; give the JSON file to write")
+        if not target.parent.is_dir():
+            raise UserError(f"--predictions {target}: directory {target.parent} does not exist")
     check_tables(args.tables)  # and so do tables predict does not ship
     run_dir = _run_to_read(args)
     if run_dir is None and (args.cpu is not None or args.calibrate_batch is not None):
@@ -254,7 +260,10 @@ def predict(args: argparse.Namespace) -> int:
     }
     text = json.dumps(record, indent=1) + "\n"
     for path in filter(None, (run_dir / PREDICTIONS_FILE if run_dir else None, args.predictions)):
-        Path(path).write_text(text)
+        try:
+            Path(path).write_text(text)
+        except OSError as exc:
+            raise UserError(f"cannot write the predictions to {path} ({exc.strerror or exc})") from None
         print(f"\npredictions: {path}")
     return 0
 

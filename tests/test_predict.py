@@ -271,6 +271,10 @@ def test_a_prediction_says_where_throughput_stops_growing_and_what_it_costs(tiny
             ["--tables", "tensorrt"],
             "the tensorrt tables have no fp32 rows to calibrate on; use --precision mixed or tf32",
         ),
+        # a file it cannot write: refused before the graph is costed (it was an IsADirectoryError or
+        # FileNotFoundError traceback after the predictions were printed)
+        (["--predictions", "/"], "--predictions / is a directory"),
+        (["--predictions", "/nonexistent-dir/p.json"], "directory /nonexistent-dir does not exist"),
     ],
 )
 def test_predict_refuses_bad_input_in_one_line(models_dir, capsys, argv, says):
