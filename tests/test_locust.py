@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import socket
 import subprocess
 import sys
@@ -299,3 +300,37 @@ def test_import_locust_writes_a_kind_in_its_one_name(tmp_path):
     for given, written in (("tensorflow-serving", "tfserving"), ("serve-bench-local", "local"), ("triton", "triton")):
         (point,) = import_locust(str(tmp_path / "l"), server=given)
         assert point.target.server == written
+
+
+@pytest.mark.parametrize(
+    ("row", "options", "says"),
+    [
+        ("grpc,predict tiny b1,200,0,40.0,24.1,60,23,30,33,41,60,60", {"batch_size": -5}, "--batch-size"),
+        ("grpc,predict tiny b1,200,0,40.0,24.1,60,23,30,33,41,60,60", {"batch_size": 0}, "--batch-size"),
+        ("grpc,predict tiny b0,200,0,40.0,24.1,60,23,30,33,41,60,60", {}, "'predict tiny b0'"),  # report divided by 0
+        ("grpc,predict tiny b1,200,500,40.0,24.1,60,23,30,33,41,60,60", {}, "500 failures of 200"),  # < 0 images/s
+        ("grpc,predict tiny b1,inf,0,40.0,24.1,60,23,30,33,41,60,60", {}, "Request Count 'inf'"),  # OverflowError
+        ("grpc,predict tiny b1,200,0,40.0,24.1,60,nan,30,33,41,60,60", {}, "50% 'nan'"),  # ValueError
+    ],
+)
+def test_import_locust_refuses_rows_and_batch_sizes_that_make_no_point(tmp_path, row, options, says):
+    """Each used to be written as a point (negative images/s, batch 0 that `report` then divided by) or to
+    end in a traceback; now one UserError naming the value."""
+    from serve_bench.errors import UserError
+    from serve_bench.load import import_locust
+
+    (tmp_path / "l_stats.csv").write_text(
+        "Type,Name,Request Count,Failure Count,Requests/s,Average Response Time,Max Response Time,"
+        f"50%,90%,95%,99%,99.9%,100%\n{row}\n"
+    )
+    with pytest.raises(UserError, match=re.escape(says)):
+        import_locust(str(tmp_path / "l"), **options)
+
+
+def test_import_locust_of_a_file_that_is_not_text_is_one_line(tmp_path):
+    from serve_bench.errors import UserError
+    from serve_bench.load import import_locust
+
+    (tmp_path / "l_stats.csv").write_bytes(b"garbage\x00\xff\n")
+    with pytest.raises(UserError, match="is not a CSV file Locust wrote"):
+        import_locust(str(tmp_path / "l"))

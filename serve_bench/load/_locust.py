@@ -16,11 +16,12 @@ is Locust's count over Locust's elapsed time at that snapshot).
 from __future__ import annotations
 
 import csv
+import math
 import re
 from pathlib import Path
 from typing import Any
 
-from serve_bench.errors import UserError
+from serve_bench.errors import UserError, first_line
 from serve_bench.stats import (
     PERCENTILE_NAMES,
     ClientView,
@@ -52,18 +53,23 @@ _PERCENTILES = {name: f"{p:g}%" for name, p in PERCENTILE_NAMES.items()}
 
 def _read(path: Path) -> list[dict[str, str]]:
     try:
-        with path.open(newline="") as f:
+        with path.open(newline="", encoding="utf-8") as f:
             return list(csv.DictReader(f))
     except OSError as exc:
         raise UserError(f"cannot read {path} ({exc.strerror or exc}); give the --csv PREFIX Locust wrote") from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise UserError(f"{path} is not a CSV file Locust wrote ({first_line(exc)}); give its --csv PREFIX") from None
 
 
 def _number(row: dict[str, str], key: str) -> float:
     value = row.get(key, "") or "0"
     try:
-        return float(value)
+        number = float(value)
     except ValueError:
         return 0.0
+    if not math.isfinite(number) or number < 0:  # Locust writes none: a hand-edited or foreign file
+        raise UserError(f"{key} {value!r} in a Locust CSV row: expected a finite number >= 0 ({row.get('Name', '')})")
+    return number
 
 
 def _approximate_histogram(latency_ms: dict[str, float], count: int) -> str:
@@ -95,7 +101,13 @@ def _point(
 ) -> Point:
     match = _NAME.search(name)
     model = options.get("model") or (match["model"] if match else "unknown")
-    batch = int(options.get("batch_size") or (match["batch"] if match else 1))
+    given = options.get("batch_size")
+    batch = int(given if given is not None else (match["batch"] if match else 1))
+    if batch < 1:
+        where = "--batch-size" if given is not None else f"the request name {name!r}"
+        raise UserError(f"{where}: a batch size must be a whole number >= 1, got {batch}")
+    if failures > requests:
+        raise UserError(f"{name!r}: {failures:g} failures of {requests:g} requests; is this Locust's stats CSV?")
     protocol = "grpc" if request_type.lower() == "grpc" else "rest"
     load = LoadInfo("locust", concurrency=users)
     ok = int(requests - failures)
