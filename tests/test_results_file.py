@@ -275,3 +275,15 @@ def test_no_record_of_a_point_declares_a_mutable_field():
     walk(Point, "Point")
     assert problems == []
     assert len(seen) > 10  # the walk reached the nested records
+
+
+@pytest.mark.parametrize("name", ["cpu[2]", "a**b", "x?"])
+def test_resume_finds_the_latest_run_of_a_name_that_looks_like_a_pattern(tmp_path, name):
+    """--resume without --run-dir finds results/<name>-<time> by the name as written: "a**b" raised
+    ValueError from pathlib's glob, and "cpu[2]" matched nothing, so the resumed sweep started anew."""
+    from serve_bench.stats import choose_run_dir
+
+    older, newer = tmp_path / f"{name}-20260101-000000", tmp_path / f"{name}-20260102-000000"
+    for run in (older, newer, tmp_path / "cpu2-20260103-000000", tmp_path / "x1-20260103-000000"):
+        run.mkdir()
+    assert choose_run_dir(None, tmp_path, name, resume=True) == newer

@@ -9,6 +9,7 @@ leaves nothing behind.
 from __future__ import annotations
 
 import datetime as _dt
+import glob
 from pathlib import Path
 
 from serve_bench.errors import UserError
@@ -28,7 +29,8 @@ def latest_stamped_run_dir(root: str | Path, name: str, *, holding: str = "") ->
     folder = Path(root)
     if not folder.is_dir():
         return None
-    runs = sorted(p for p in folder.glob(f"{name}-*") if not holding or (p / holding).exists())
+    # the name literally: a spec named "cpu[2]" or "a**b" is no pattern (it matched nothing, or raised ValueError)
+    runs = sorted(p for p in folder.glob(f"{glob.escape(name)}-*") if not holding or (p / holding).exists())
     return runs[-1] if runs else None
 
 
