@@ -229,11 +229,11 @@ def predict(args: argparse.Namespace) -> int:
 
     devices = [get_device(name) for name in args.gpu]  # an unknown GPU fails before TensorFlow loads
     if args.predictions is not None:  # a file it cannot write fails before the graph is costed, not after
-        target = Path(args.predictions)
-        if target.is_dir():
-            raise UserError(f"--predictions {target} is a directory; give the JSON file to write")
-        if not target.parent.is_dir():
-            raise UserError(f"--predictions {target}: directory {target.parent} does not exist")
+        written = Path(args.predictions)
+        if written.is_dir():
+            raise UserError(f"--predictions {written} is a directory; give the JSON file to write")
+        if not written.parent.is_dir():
+            raise UserError(f"--predictions {written}: directory {written.parent} does not exist")
     check_tables(args.tables)  # and so do tables predict does not ship
     run_dir = _run_to_read(args)
     if run_dir is None and (args.cpu is not None or args.calibrate_batch is not None):
