@@ -98,9 +98,13 @@ _TARGET = "model = 'x'\nbatch_sizes = [1]\n[[targets]]\nname='a'\nurl='grpc://h:
             ("[slo]\nmax_ms = -5\n", ["slo.max_ms", "> 0", "got -5"]),
             ("[slo]\nmax_ms = nan\n", ["slo.max_ms", "finite"]),
             ("[slo]\nsearch = true\nsearch_steps = 0\n", ["slo.search_steps", ">= 1"]),
+            # the same point twice was measured twice, the first marked superseded as if it had failed
+            ("[load]\nconcurrency = [1, 4, 1]\n", ["load.concurrency", "1 twice", "repeats"]),
+            ("[load]\nrates = [5, 5.0]\n", ["load.rates", "5.0 twice"]),
         ]
     ]
-    + [("repeats = 0\n" + _TARGET, ["repeats", ">= 1", "got 0"])],
+    + [("repeats = 0\n" + _TARGET, ["repeats", ">= 1", "got 0"])]
+    + [(_TARGET.replace("batch_sizes = [1]", "batch_sizes = [1, 2, 1]"), ["batch_sizes", "1 twice"])],
     ids=[
         "load-key",
         "top-key",
@@ -122,7 +126,10 @@ _TARGET = "model = 'x'\nbatch_sizes = [1]\n[[targets]]\nname='a'\nurl='grpc://h:
         "slo-negative",
         "slo-nan",
         "search-steps-0",
+        "concurrency-twice",
+        "rates-twice",
         "repeats-0",
+        "batch-twice",
     ],
 )
 def test_bad_specs_say_what_and_where(text, words):

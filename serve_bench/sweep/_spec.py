@@ -112,6 +112,17 @@ def _positive_ints(value: Any, where: str, source: str) -> tuple[int, ...]:
     items = typed_list(value, int, where, source, positive=False)
     for i, item in enumerate(items):
         checked(positive_int, where, item, where=f"{where}[{i}]", source=source)
+    return _distinct(items, where, source)
+
+
+def _distinct(items: tuple[Any, ...], where: str, source: str) -> tuple[Any, ...]:
+    """``items`` when no value is listed twice: each is one point of the grid (the same point twice was measured
+    twice, the first marked superseded by the second, as if it had failed)."""
+    seen: set[Any] = set()
+    for item in items:
+        if item in seen:
+            raise UserError(f"{source}: {where} lists {item!r} twice; list each once (repeats = N measures each again)")
+        seen.add(item)
     return items
 
 
@@ -221,6 +232,7 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
 
     concurrency = _positive_ints(load.get("concurrency", []), "load.concurrency", source)
     rates = typed_list(load.get("rates", []), (int, float), "load.rates", source, positive=False)
+    _distinct(tuple(float(r) for r in rates), "load.rates", source)
     server_batching = _positive_ints(
         load.get("server_batching_concurrency", []), "load.server_batching_concurrency", source
     )
