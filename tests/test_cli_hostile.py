@@ -235,3 +235,15 @@ def test_a_sweep_spec_past_the_same_bounds_names_its_key(durations: str, key: st
     assert main(["sweep", str(spec), "--run-dir", str(tmp_path / "run"), "--no-progress"]) == 2
     err = _one_line_error(capsys, "sweep")
     assert f"{key} must be" in err, err
+
+
+@pytest.mark.parametrize("version", ["0", "-3", str(2**63)])
+def test_an_export_version_tf_serving_cannot_read_is_refused(tmp_path, capsys, version):
+    """TF Serving reads a version directory's name as an int64 (ParseVersionNumber: absl::SimpleAtoi,
+    tensorflow_serving/sources/storage_path/file_system_storage_path_source.cc:87): 2**63 is no version it
+    would load, and the local server then answered INVALID_ARGUMENT to every gRPC request. 0 and below are
+    none either. One line naming --version, nothing written."""
+    assert main(["export", "tiny", "--weights", "random", "--models-dir", str(tmp_path), "--version", version]) == 2
+    err = _one_line_error(capsys, "export")
+    assert "--version" in err and str(2**63 - 1) in err, err
+    assert list(tmp_path.iterdir()) == []

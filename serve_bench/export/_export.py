@@ -203,6 +203,19 @@ def model_facts(name: str, weights: str = "random") -> ModelFacts:
     )
 
 
+# TF Serving reads a version directory's name as an int64 (absl::SimpleAtoi in ParseVersionNumber,
+# tensorflow_serving/sources/storage_path/file_system_storage_path_source.cc:87): a larger one is no version
+MAX_VERSION = 2**63 - 1
+
+
+def check_version(version: int | None) -> None:
+    """A version export may write: None (the next free one), or a whole number from 1 to 2**63 - 1."""
+    if version is not None and not 1 <= version <= MAX_VERSION:
+        raise InvalidValue(
+            "version", version, f"a whole number from 1 to {MAX_VERSION} (TF Serving reads a version as an int64)"
+        )
+
+
 def export_without_tensorflow(
     name: str, runtimes: tuple[str, ...], *, weights: str, out: str | os.PathLike[str], version: int | None
 ) -> list[Path]:
@@ -212,8 +225,7 @@ def export_without_tensorflow(
     copies = [record(r) for r in runtimes if record(r).converted]
     if any(kept.write_random is None for kept in copies) or weights != "random" or not copies:
         import_tensorflow()  # the one-line error naming the extra
-    if version is not None and version <= 0:
-        raise InvalidValue("version", version, "a whole number >= 1")
+    check_version(version)
     _check_writable(Path(out))
     written = []
     for kept in copies:
@@ -258,8 +270,7 @@ def export_model(
         for runtime in runtimes:
             check_runtime(runtime, name="runtimes")
         require_runtimes(runtimes)
-    if version is not None and version <= 0:
-        raise InvalidValue("version", version, "a whole number >= 1")
+    check_version(version)
     for size in warmup_batch_sizes:
         if not isinstance(size, int) or size <= 0:
             raise UserError(f"warm-up batch size {size!r} is not a positive integer")
