@@ -168,6 +168,12 @@ def test_parallelism_flags_combine_as_server_cc():
         )
     with pytest.raises(UserError, match="must be 0"):
         config_from_args(_args("--tensorflow_inter_op_parallelism", "-2"))
+    # not TF Serving's (it takes any int32): a pool of 100000 threads grew the local server ~70 MB/s until memory
+    # ran out, and it never served. 1024 is taken; one more is refused, naming the flag.
+    assert config_from_args(_args("--tensorflow_session_parallelism", "1024")).intra_op_threads == 1024
+    for flag in ("--tensorflow_intra_op_parallelism", "--tensorflow_session_parallelism"):
+        with pytest.raises(UserError, match=f"^{flag} 1025: at most 1024 threads"):
+            config_from_args(_args(flag, "1025"))
 
 
 def test_main_cc_flags_are_accepted_boolean_ones_bare():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -307,6 +308,11 @@ def build_arg_parser(parser: argparse.ArgumentParser | None = None) -> argparse.
     return p
 
 
+# The most op threads the local server starts: beyond the largest machines' hardware threads (100000 grew the
+# server by ~70 MB/s until memory ran out, and it never served)
+MAX_OP_THREADS = 1024
+
+
 def _parallelism(args: argparse.Namespace) -> tuple[int, int]:
     """(intra, inter) op threads from the three flags, as model_servers/server.cc:256-279 combines them."""
     intra, inter = args.tensorflow_intra_op_parallelism, args.tensorflow_inter_op_parallelism
@@ -318,6 +324,11 @@ def _parallelism(args: argparse.Namespace) -> tuple[int, int]:
     ):
         if value < 0:
             raise UserError(f"--{name} must be 0 (auto) or a number of threads; got {value}")
+        if value > MAX_OP_THREADS:  # TF Serving takes any int32; a pool that large grows without end and never serves
+            raise UserError(
+                f"--{name} {value}: at most {MAX_OP_THREADS} threads (this machine has {os.cpu_count()} CPUs; "
+                "0 lets the runtime choose)"
+            )
     if intra > 0 and inter > 0 and session > 0:
         raise UserError(
             "Either configure --tensorflow_session_parallelism or (--tensorflow_intra_op_parallelism, "
