@@ -42,6 +42,13 @@ def _one_line_error(capsys: pytest.CaptureFixture[str], command: str) -> str:
     return err
 
 
+def _sweep_refused(spec: Path, head: str, capsys: pytest.CaptureFixture[str]) -> str:
+    """Write ``head`` and one target (a free port) to ``spec``; `sweep` refuses it in one line, exit 2: that line."""
+    spec.write_text(head + f'[[targets]]\nname = "t"\nurl = "grpc://127.0.0.1:{free_port()}"\n')
+    assert main(["sweep", str(spec), "--run-dir", str(spec.parent / "run"), "--no-progress"]) == 2
+    return _one_line_error(capsys, "sweep")
+
+
 @pytest.fixture(scope="module")
 def server(models_dir: Path):
     with local_server(models_dir) as running:
@@ -148,12 +155,11 @@ async def test_the_open_loop_sends_a_lazy_schedule_chunk_by_chunk(monkeypatch, t
 def test_a_sweep_spec_with_an_empty_list_is_refused_naming_it_and_the_file(key: str, tmp_path, capsys) -> None:
     values = {"batch_sizes": "[1]", "payloads": '["float"]', key: "[]"}
     spec = tmp_path / "empty.toml"
-    spec.write_text(
-        f'name = "empty"\nmodel = "m"\nbatch_sizes = {values["batch_sizes"]}\npayloads = {values["payloads"]}\n'
-        f'[[targets]]\nname = "t"\nurl = "grpc://127.0.0.1:{free_port()}"\n'
+    err = _sweep_refused(
+        spec,
+        f'name = "empty"\nmodel = "m"\nbatch_sizes = {values["batch_sizes"]}\npayloads = {values["payloads"]}\n',
+        capsys,
     )
-    assert main(["sweep", str(spec), "--run-dir", str(tmp_path / "run"), "--no-progress"]) == 2
-    err = _one_line_error(capsys, "sweep")
     assert str(spec) in err and key in err and "empty" in err
     assert not (tmp_path / "run" / "points.jsonl").exists()
 
@@ -227,13 +233,7 @@ def test_numbers_past_what_a_point_can_hold_are_refused_naming_the_flag(flags, f
     ],
 )
 def test_a_sweep_spec_past_the_same_bounds_names_its_key(durations: str, key: str, tmp_path, capsys) -> None:
-    spec = tmp_path / "bounds.toml"
-    spec.write_text(
-        f'name = "b"\nmodel = "m"\nbatch_sizes = [1]\n{durations}\n'
-        f'[[targets]]\nname = "t"\nurl = "grpc://127.0.0.1:{free_port()}"\n'
-    )
-    assert main(["sweep", str(spec), "--run-dir", str(tmp_path / "run"), "--no-progress"]) == 2
-    err = _one_line_error(capsys, "sweep")
+    err = _sweep_refused(tmp_path / "bounds.toml", f'name = "b"\nmodel = "m"\nbatch_sizes = [1]\n{durations}\n', capsys)
     assert f"{key} must be" in err, err
 
 

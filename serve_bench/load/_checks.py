@@ -49,6 +49,13 @@ def positive_int(name: str, value: object, *, minimum: int = 1) -> int:
     return value
 
 
+def at_most(name: str, value: object, number: float, most: float, reason: str) -> float:
+    """``number`` (``value`` already checked) when it is at most ``most``; else InvalidValue "at most <reason>"."""
+    if number > most:
+        raise InvalidValue(name, value, f"at most {reason}")
+    return number
+
+
 def check_batch_size(batch_size: object) -> int:
     return positive_int("batch_size", batch_size)
 
@@ -61,14 +68,8 @@ def check_seed(seed: object) -> int:
 def check_timeout(name: str, value: object) -> float:
     """A per-request deadline: a finite number of seconds > 0, at most ``MAX_TIMEOUT_S``."""
     seconds = positive_number(name, value)
-    if seconds > MAX_TIMEOUT_S:
-        raise InvalidValue(
-            name,
-            value,
-            f"at most {MAX_TIMEOUT_S:g} s (a day): past ~7e9 s gRPC's deadline overflows and every request "
-            "fails DEADLINE_EXCEEDED",
-        )
-    return seconds
+    reason = f"{MAX_TIMEOUT_S:g} s (a day): past ~7e9 s gRPC's deadline overflows and every request fails"
+    return at_most(name, value, seconds, MAX_TIMEOUT_S, reason + " DEADLINE_EXCEEDED")
 
 
 def check_settings(settings: PointSettings) -> PointSettings:
@@ -76,13 +77,9 @@ def check_settings(settings: PointSettings) -> PointSettings:
     positive_number("warmup_s", settings.warmup_s, allow_zero=True)
     positive_number("min_duration_s", settings.min_duration_s)
     positive_int("min_requests", settings.min_requests)
-    if positive_int("windows", settings.windows) > MAX_WINDOWS:
-        raise InvalidValue(
-            "windows",
-            settings.windows,
-            f"at most {MAX_WINDOWS}: each window needs at least 10 answered requests to judge stability, and "
-            "the check keeps an entry per window",
-        )
+    windows = positive_int("windows", settings.windows)
+    reason = f"{MAX_WINDOWS}: each window needs at least 10 answered requests to judge stability, and the check"
+    at_most("windows", settings.windows, windows, MAX_WINDOWS, reason + " keeps an entry per window")
     positive_number("tolerance", settings.tolerance)
     positive_number("max_duration_s", settings.max_duration_s)
     check_timeout("timeout_s", settings.timeout_s)
@@ -100,13 +97,9 @@ def check_settings(settings: PointSettings) -> PointSettings:
 def check_load(load: LoadInfo) -> LoadInfo:
     """Closed loop needs concurrency >= 1; open loop a rate in (0, MAX_RATE] and a known arrival."""
     if load.mode == "open":
-        if positive_number("rate", load.rate) > MAX_RATE:
-            raise InvalidValue(
-                "rate",
-                load.rate,
-                f"at most {MAX_RATE:g} requests/s: no generator gets near that (one process sends ~10^4 "
-                "requests/s, benchmarks/README.md), so give a rate it can send",
-            )
+        reason = f"{MAX_RATE:g} requests/s: no generator gets near that (one process sends ~10^4 requests/s,"
+        reason += " benchmarks/README.md), so give a rate it can send"
+        at_most("rate", load.rate, positive_number("rate", load.rate), MAX_RATE, reason)
         if load.arrival not in ARRIVALS:
             raise InvalidValue("arrival", load.arrival, f"one of {', '.join(ARRIVALS)}")
     elif load.mode == "closed":

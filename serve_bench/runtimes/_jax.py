@@ -204,15 +204,15 @@ class JaxRunner:
         images = rng.standard_normal((1, 28, 28, 64))
         dtype = jax.numpy.bfloat16 if self._precision == "bf16" else jax.numpy.float32
         errors = {}
+
+        def conv(x: Any, k: Any) -> Any:
+            return jax.lax.conv_general_dilated(
+                x.astype(dtype), k.astype(dtype), (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
+            ).astype(jax.numpy.float32)
+
         for size in (3, 1):
             kernel = rng.standard_normal((size, size, 64, 64)) / np.sqrt(size * size * 64)
             exact = _conv_float64(images, kernel)
-
-            def conv(x: Any, k: Any) -> Any:
-                return jax.lax.conv_general_dilated(
-                    x.astype(dtype), k.astype(dtype), (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
-                ).astype(jax.numpy.float32)
-
             with jax.default_matmul_precision(self._matmul):
                 on_device = jax.device_put((images.astype(np.float32), kernel.astype(np.float32)), self._device)
                 got = np.asarray(jax.jit(conv)(*on_device), dtype=np.float64)
