@@ -59,10 +59,14 @@ CPU_SIZES = "1,8,64"
 GPU_MEMORY_FRACTION = "0.9"  # of the GPU's memory a floor may take (JAX's default limit is 0.75)
 
 
+STEP_KINDS = ("gpu-floor", "served", "batching", "cpu-floor")
+
+
 @dataclass
 class Step:
     name: str
     run: Callable[[], dict[str, Any]]
+    kind: str = "served"
 
 
 @dataclass
@@ -151,7 +155,10 @@ def _floor(
         env["JAX_PLATFORMS"] = "cpu"  # leave the GPU alone while the CPU is measured
     else:  # JAX's allocator stops at 75% of GPU memory even when it grows as needed: the largest that fits is
         # the GPU's, not that default's (a floor runs alone on the GPU; 10% left for XLA's workspace)
-        env["XLA_CLIENT_MEM_FRACTION"] = env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = GPU_MEMORY_FRACTION
+        # (jaxlib 0.11 refuses the CUDA plugin if the deprecated XLA_PYTHON_CLIENT_MEM_FRACTION is set beside it:
+        # the first H100 visit's six GPU floors failed so, 2026-11-26)
+        env.pop("XLA_PYTHON_CLIENT_MEM_FRACTION", None)
+        env["XLA_CLIENT_MEM_FRACTION"] = GPU_MEMORY_FRACTION
     # its stderr comes back whole (XLA's warnings, a traceback), not only the last line the progress record keeps
     errors = out.with_name(out.stem + ".stderr.txt")
     with out.open("w") as sink, errors.open("w") as stderr:
@@ -320,6 +327,7 @@ def build_steps(plan: Plan, args: argparse.Namespace) -> list[Step]:
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     devices = [d.strip() for d in args.devices.split(",") if d.strip()]
     precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
+    kinds = _step_kinds(args.steps)
     for device in devices:
         JAX.check_device(device)
     if "gpu" in devices:
@@ -385,7 +393,9 @@ def build_steps(plan: Plan, args: argparse.Namespace) -> list[Step]:
     for model in models:  # model by model, in the order given: each one's answer whole before the next
         for i, precision in enumerate(precisions if "gpu" in devices else []):
             floor = first_floor if i == 0 else other_floor
-            steps.append(Step(f"floor {model} gpu {precision}", lambda m=model, p=precision, f=floor: f(m, p)))
+            steps.append(
+                Step(f"floor {model} gpu {precision}", lambda m=model, p=precision, f=floor: f(m, p), "gpu-floor")
+            )
         if on_gpu:
             steps.append(
                 Step(
@@ -410,15 +420,26 @@ def build_steps(plan: Plan, args: argparse.Namespace) -> list[Step]:
             target = [(f"{n}-batching", d, p)]
             return _served(plan, m, target, "", fill, f"{m}-server-batching", prices, durations, batching)
 
-        steps.append(Step(f"server batching {model} {name} concurrency {args.fill}", batched))
+        steps.append(Step(f"server batching {model} {name} concurrency {args.fill}", batched, "batching"))
         if on_cpu:  # and the CPU's floor, after its served figures
             steps.append(
                 Step(
                     f"floor {model} cpu fp32",
                     lambda m=model: _floor(plan, copies[m], m, "cpu", "fp32", args.cpu_batch_sizes, 0),
+                    "cpu-floor",
                 )
             )
-    return steps
+    return [step for step in steps if step.kind in kinds]
+
+
+def _step_kinds(text: str) -> set[str]:
+    kinds = {k.strip() for k in text.split(",") if k.strip()}
+    unknown = sorted(kinds - set(STEP_KINDS))
+    if unknown or not kinds:
+        raise UserError(
+            f"--steps {text!r}: give some of {','.join(STEP_KINDS)} (a second visit runs what the first lacked)"
+        )
+    return kinds
 
 
 def arguments() -> argparse.ArgumentParser:
@@ -437,6 +458,9 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--budget-s", type=float, default=420, help="start no step past this many seconds")
     parser.add_argument(
         "--floor-share", type=float, default=0.25, help="of the time left per model, for its first GPU floor"
+    )
+    parser.add_argument(
+        "--steps", default=",".join(STEP_KINDS), help="which kinds of step run (a second visit: what the first lacked)"
     )
     parser.add_argument("--warmup-s", type=float, default=0.3)
     parser.add_argument("--min-duration-s", type=float, default=1.0)
