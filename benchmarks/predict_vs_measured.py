@@ -14,6 +14,9 @@ give --precision.
 
     .venv/bin/python benchmarks/predict_vs_measured.py RUN_DIR \\
         benchmarks/results/predicted-2026-11-26/inception_v3-tensorrt-tf32.json --device h100
+
+Given a GPU floor's file instead (benchmarks/gpu/run.py's floor/MODEL-gpu-PRECISION.jsonl), the measured
+side is the runtime in process, the way the published tables a prediction is fitted on were measured.
 """
 
 from __future__ import annotations
@@ -113,6 +116,29 @@ def measured(
     )
 
 
+def measured_in_process(path: Path, model: str, precision: str) -> Measured:
+    """A GPU floor's images/s by batch size (``python -m serve_bench.runtimes._floor``'s lines: a header, then
+    one line per size): the runtime called in process, which is what the published tables a prediction is
+    fitted on measured, with no server or network in the way. A floor measures each size once, for about a
+    second, and records no interval. Raises UserError naming what does not match."""
+    lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    header = lines[0] if lines else {}
+    if "in_effect" not in header or "precision" not in header:
+        raise UserError(f"{path}: not a floor's output (its first line names no runtime in effect and precision)")
+    # floors before 2026-11-27 did not name their model; their copy did (MODELS/jax/<model>/<version>/...)
+    said = header.get("model") or Path(str(header.get("copy", ""))).parent.parent.name
+    if said != model:
+        raise UserError(f"{path}: a floor of {said or 'an unnamed model'}, not of {model}")
+    if header.get("device") != "gpu":
+        raise UserError(f"{path}: a floor on {header.get('device')!r}, not on a GPU")
+    if header["precision"] != precision:
+        raise UserError(f"{path}: a floor at {header['precision']}, not at {precision}")
+    sizes = {int(x["batch_size"]): float(x["images_per_s"]) for x in lines[1:] if "images_per_s" in x}
+    if not sizes:
+        raise UserError(f"{path}: the floor measured no batch size")
+    return Measured(f"in process ({path.name})", "the floor's header", dict(sorted(sizes.items())), {})
+
+
 def prediction_row(record: dict[str, Any], device: str | None) -> dict[str, Any]:
     """The row of a predictions file for ``device`` (the only row where there is one)."""
     rows = record.get("predictions")
@@ -181,7 +207,7 @@ def report(record: dict[str, Any], row: dict[str, Any], seen: Measured) -> str:
     lines = [
         f"{record.get('model', '?')} on {row.get('name', row['device'])} ({row['device']}), {row['precision']}, "
         f"predicted by {row.get('runtime', 'tensorflow')} ({fit_text})",
-        f"measured: {seen.target}, precision from {seen.precision_from}, one request in flight",
+        f"measured: {seen.target}, precision from {seen.precision_from}, one call at a time",
         f"{'batch':>5} {'predicted':>10} {'measured':>10} {'95% CI':>20} {'error':>8}",
     ]
     for r in rows:
@@ -204,7 +230,9 @@ def report(record: dict[str, Any], row: dict[str, Any], seen: Measured) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("run", type=Path, help="a measured run directory (points.jsonl)")
+    parser.add_argument(
+        "run", type=Path, help="a measured run directory (points.jsonl), or a GPU floor's .jsonl (in process)"
+    )
     parser.add_argument("predictions", type=Path, help="a predictions file `serve-bench predict` wrote")
     parser.add_argument("--device", default=None, help="the predicted device's id, where the file has several")
     parser.add_argument("--target", default=None, help="the measured GPU target's name, where the run has several")
@@ -215,9 +243,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         row = prediction_row(record, args.device)
         if args.precision is not None and args.precision != row["precision"]:
             raise UserError(f"--precision {args.precision}: the prediction is of {row['precision']}")
-        seen = measured(
-            read_points(args.run), record["model"], row["precision"], args.target, args.precision is not None
-        )
+        if args.run.is_file():
+            seen = measured_in_process(args.run, record["model"], row["precision"])
+        else:
+            seen = measured(
+                read_points(args.run), record["model"], row["precision"], args.target, args.precision is not None
+            )
     except (UserError, OSError, json.JSONDecodeError, KeyError) as exc:
         print(f"predict_vs_measured: {exc}", file=sys.stderr)
         return 2

@@ -152,3 +152,65 @@ def test_two_gpu_targets_need_one_chosen(tmp_path: Path, capsys: Capture) -> Non
     assert "several GPU targets (gpu-h100, gpu-h200)" in capsys.readouterr().err
     assert main([str(run), str(_predictions(tmp_path)), "--target", "gpu-h200"]) == 0
     assert _table(capsys.readouterr().out)[1][:3] == ["500.0", "500.0", "+0.0%"]
+
+
+def _floor(tmp_path: Path, header: dict[str, object]) -> Path:
+    """A GPU floor's file as ``serve_bench.runtimes._floor`` writes it: a header, then a line per size in the order
+    measured (1, 256, 8: coverage order), a size left out, and a size that did not fit (neither counts)."""
+    lines = [
+        {"in_effect": {"runtime": "keras on jax"}, "device": "gpu", "precision": "tf32", **header},
+        {"batch_size": 1, "images_per_s": 250.0, "p50_ms": 4.0},
+        {"batch_size": 256, "images_per_s": 4000.0, "p50_ms": 64.0},
+        {"batch_size": 8, "images_per_s": 2000.0, "p50_ms": 4.0},
+        {"left_out": [32], "reason": "past 60 s"},
+        {"batch_size": 512, "does_not_fit": "RESOURCE_EXHAUSTED: out of memory"},
+    ]
+    path = tmp_path / "inception_v3-gpu-tf32.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    return path
+
+
+def test_a_floor_is_compared_size_by_size_in_process(tmp_path: Path, capsys: Capture) -> None:
+    """Prediction 500, 3000, 6000 (32), 9000 (256); floor 250, 2000 (8), 4000 (256): errors +100.0%, +50.0%,
+    +125.0%; gains over 1, 8, 256: predicted 9000 / 500 = 18.00x, measured 4000 / 250 = 16.00x, error +12.5%."""
+    floor = _floor(tmp_path, {"model": "inception_v3"})
+    assert main([str(floor), str(_predictions(tmp_path))]) == 0
+    printed = capsys.readouterr().out
+    table = _table(printed)
+    assert table[1] == ["500.0", "250.0", "+100.0%"]
+    assert table[8] == ["3000.0", "2000.0", "+50.0%"]
+    assert table[32] == ["6000.0", "-"]
+    assert table[256] == ["9000.0", "4000.0", "+125.0%"]
+    assert 512 not in table
+    assert "predicted 18.00x (at 256), measured 16.00x (at 256), error +12.5%" in printed
+    assert "measured: in process (inception_v3-gpu-tf32.jsonl), precision from the floor's header" in printed
+
+
+@pytest.mark.parametrize(
+    ("header", "says"),
+    [
+        ({"model": "resnet50"}, "a floor of resnet50, not of inception_v3"),
+        ({"model": "inception_v3", "precision": "fp32"}, "a floor at fp32, not at tf32"),
+        ({"model": "inception_v3", "device": "cpu"}, "a floor on 'cpu', not on a GPU"),
+        # a floor written before the header named its model: the copy's path does (MODELS/jax/MODEL/VERSION/...)
+        ({"copy": "/tmp/run/models/jax/mobilenet_v2/1/conversion.json"}, "a floor of mobilenet_v2, not of"),
+    ],
+)
+def test_a_floor_of_something_else_is_one_line(
+    tmp_path: Path, capsys: Capture, header: dict[str, object], says: str
+) -> None:
+    assert main([str(_floor(tmp_path, header)), str(_predictions(tmp_path))]) == 2
+    assert says in capsys.readouterr().err
+
+
+def test_a_floor_named_only_by_its_copy_is_read(tmp_path: Path, capsys: Capture) -> None:
+    floor = _floor(tmp_path, {"copy": "/tmp/run/models/jax/inception_v3/1/conversion.json"})
+    assert main([str(floor), str(_predictions(tmp_path))]) == 0
+    assert _table(capsys.readouterr().out)[1] == ["500.0", "250.0", "+100.0%"]
+
+
+def test_a_file_that_is_not_a_floor_is_one_line(tmp_path: Path, capsys: Capture) -> None:
+    other = tmp_path / "points.jsonl"
+    other.write_text('{"batch_size": 1}\n')
+    assert main([str(other), str(_predictions(tmp_path))]) == 2
+    assert "not a floor's output" in capsys.readouterr().err

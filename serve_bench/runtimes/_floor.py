@@ -92,7 +92,8 @@ def measure_floor(
 
     started = time.perf_counter()
     runner = JaxRunner(copy, device, precision)
-    header = {"in_effect": runner.in_effect, "device": device, "precision": precision, "copy": str(copy)}
+    header = {"model": runner.spec.name, "in_effect": runner.in_effect, "device": device, "precision": precision}
+    header["copy"] = str(copy)
     header["precision_witness"] = runner.precision_witness()  # the precision measured, not only asked for
     print(json.dumps(header), file=out, flush=True)
     lines: list[dict[str, Any]] = []
