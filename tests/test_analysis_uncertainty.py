@@ -18,6 +18,7 @@ import pytest
 from serve_bench.load import LoadRun, PointSettings, _analysis, analyze, stability_of
 from serve_bench.load._digest import RunDigest, SliceDigest
 from serve_bench.stats import OK, RequestRecord, encode, histogram_of
+from serve_bench.stats._bootstrap import RESAMPLES
 
 SETTINGS = PointSettings(windows=3, tolerance=0.10)
 
@@ -133,7 +134,7 @@ def test_the_intervals_are_the_2_5th_and_97_5th_percentiles_of_the_resampled_fig
     sorted, the value at rank ceil(p% × 100) (HdrHistogram's rule). The interval's ends are those figures'
     2.5th and 97.5th percentiles (numpy's linear interpolation), widened to hold the point's own figure."""
     run, latencies, images = _varied_run()
-    picks = [np.random.default_rng(2024 + k).integers(0, BLOCKS, BLOCKS) for k in range(_analysis.RESAMPLES)]
+    picks = [np.random.default_rng(2024 + k).integers(0, BLOCKS, BLOCKS) for k in range(RESAMPLES)]
     seeds: list[int] = []
     monkeypatch.setattr(np.random, "default_rng", lambda seed: seeds.append(seed) or _ChosenResamples(iter(picks)))
     figures = analyze(run, "closed", SETTINGS)

@@ -74,6 +74,8 @@ def test_the_gpu_run_on_this_cpu_writes_ordinary_runs_and_packs_them(tmp_path):
     assert set(witness) == {"conv3x3_max_relative_error", "conv1x1_max_relative_error"}
     assert max(witness.values()) < 1e-5
     assert [(x["batch_size"], x["calls"] >= 5) for x in floor[1:]] == [(1, True), (4, True)]
+    for x in floor[1:]:  # with its 95% interval (tests/test_floor_interval.py: how)
+        assert x["images_per_s_ci"][0] <= x["images_per_s"] <= x["images_per_s_ci"][1]
     # the answer's table, from the same folder: the row's figures are the report's own and the floor's
     summary = subprocess.run(
         [sys.executable, str(SCRIPT.with_name("summarize.py")), str(out), "--cpu-price-per-hour", "0.5"],
@@ -93,6 +95,15 @@ def test_the_gpu_run_on_this_cpu_writes_ordinary_runs_and_packs_them(tmp_path):
     assert cells[5].startswith(f"{served_over_floor:.2f} ·")
     assert cells[7] == f"{0.5 / (3600 * best['throughput']['items_per_s']) * 1e6:.3f}"
     assert f"convolutions {max(witness.values()):.1e} off float64." in summary.stdout
+    # the in-process gain with its interval: the floor's intervals' extremes (stats' ratio)
+    by_size = {x["batch_size"]: x for x in floor[1:]}
+    low, high = (
+        by_size[4]["images_per_s_ci"][0] / by_size[1]["images_per_s_ci"][1],
+        (by_size[4]["images_per_s_ci"][1] / by_size[1]["images_per_s_ci"][0]),
+    )
+    assert (
+        f"({by_size[4]['images_per_s'] / by_size[1]['images_per_s']:.2f}× [{low:.2f}×–{high:.2f}×])" in summary.stdout
+    )
 
 
 def test_a_run_cut_short_by_the_hard_limit_still_packs_the_step_under_way(tmp_path):

@@ -15,10 +15,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from serve_bench.load import LoadRun, PointSettings, _analysis, analyze, is_stable, stability_of
+from serve_bench.load import LoadRun, PointSettings, analyze, is_stable, stability_of
 from serve_bench.load._digest import SLICE_S, RunDigest, SliceDigest
 from serve_bench.report import analyze_run
 from serve_bench.stats import OK, RequestRecord
+from serve_bench.stats._bootstrap import RESAMPLES
 from tests._points import make_point
 
 TOLERANCE = 0.10
@@ -224,7 +225,7 @@ def test_the_95_percent_interval_is_the_bootstraps_2_5th_to_97_5th_percentile(mo
     """
     run = _blocks_run()
     # numpy's default_rng, as _intervals calls it (np.random is one module object for everyone)
-    monkeypatch.setattr(np.random, "default_rng", lambda seed: _ChosenResamples(_resamples(_analysis.RESAMPLES)))
+    monkeypatch.setattr(np.random, "default_rng", lambda seed: _ChosenResamples(_resamples(RESAMPLES)))
     figures = analyze(run, "closed", SETTINGS)
     assert figures.throughput.items_per_s == pytest.approx(30.0)
     assert (figures.latency.due.p50, figures.latency.due.p99) == (1450, 1950)

@@ -23,11 +23,17 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from serve_bench.report import analyze_run  # noqa: E402
-from serve_bench.stats import read_points  # noqa: E402
+from serve_bench.stats import Interval, read_points  # noqa: E402
 from serve_bench.stats._estimate import Estimate, ratio, ratio_text  # noqa: E402
 
 PLATEAU = 0.95  # throughput "stops growing" at the smallest batch within 5% of the best
 DISTORTION = 0.9  # served under this share of in-process at batch 1: the server's fixed cost shows
+
+
+def _in_process(line: dict[str, Any]) -> Estimate:
+    """A floor line's images/s with its 95% interval (floors before 2026-11-27 recorded none)."""
+    ci = line.get("images_per_s_ci")
+    return Estimate.of(line["images_per_s"], Interval(ci[0], ci[1]) if ci else None)
 
 
 def _floor(folder: Path, model: str, device: str, precision: str) -> dict[int, dict[str, Any]]:
@@ -106,12 +112,12 @@ def summarize(folder: Path, prices: dict[str, float]) -> str:
             device, _, precision = target.name.partition("-")
             floor = _floor(folder, model, device, precision)
             if len(floor) > 1:
-                one = floor[min(floor)]["images_per_s"]
+                one = _in_process(floor[min(floor)])
                 best_batch = max(floor, key=lambda b: floor[b]["images_per_s"])
-                top = floor[best_batch]["images_per_s"]
+                top = _in_process(floor[best_batch])
                 lines.append(
-                    f"In process on {target.name}: {one:,.0f} img/s at batch 1, {top:,.0f}"
-                    f" at {best_batch} ({top / one:.1f}x); largest measured "
+                    f"In process on {target.name}: {_interval(one)} img/s at batch 1, {_interval(top)}"
+                    f" at {best_batch} ({ratio_text(ratio(top, one))}); largest measured "
                     f"{max(floor)}, compile {sum(x['compile_s'] for x in floor.values()):.0f} s in all"
                     f"{_witness(folder, model, device, precision)}."
                 )

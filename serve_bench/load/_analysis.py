@@ -38,6 +38,7 @@ from serve_bench.stats import (
     Window,
     decode,
 )
+from serve_bench.stats._bootstrap import MIN_BLOCKS, bounds, resample_weights
 
 __all__ = ["MIN_WINDOW_REQUESTS", "analyze", "is_stable", "stability_of"]
 
@@ -48,9 +49,7 @@ LAG_LIMIT_US = 5_000  # open loop: sends more than 5 ms late at p99 have fallen 
 # windows disagree from sampling noise alone, so they cannot vouch for stability.
 MIN_WINDOW_REQUESTS = 10
 MIN_BLOCK_REQUESTS = 5  # a bootstrap block needs a few requests to carry a percentile
-MIN_BLOCKS, MAX_BLOCKS = 5, 20
-RESAMPLES = 400
-CONFIDENCE = 0.95
+MAX_BLOCKS = 20
 
 
 def _spread(values: list[float]) -> float:
@@ -165,23 +164,14 @@ def _intervals(digest: RunDigest, items_per_s: float, latency: Percentiles) -> t
     items, spans, table, grid, _ = tables
     blocks = len(items)
     # seeded by the data, so a point's interval is the same each time it is analysed
-    rng = np.random.default_rng(int(digest.ok) * 1_000_003 + int(digest.items))
-    weights = np.stack(
-        [np.bincount(rng.integers(0, blocks, blocks), minlength=blocks) for _ in range(RESAMPLES)]
-    ).astype(float)
+    weights = resample_weights(blocks, np.random.default_rng(int(digest.ok) * 1_000_003 + int(digest.items)))
     rate = (weights @ items) / (weights @ spans)
     full_rate = items.sum() / spans.sum()
     cumulative = np.cumsum(weights @ table, axis=1)
-    tail = (1 - CONFIDENCE) / 2 * 100
-
-    def interval(samples: np.ndarray, estimate: float, scale: float = 1.0) -> Interval:
-        low, high = np.percentile(samples * scale, [tail, 100 - tail])
-        return Interval(float(min(low, estimate)), float(max(high, estimate)), CONFIDENCE)
-
     return (
-        interval(rate, items_per_s, items_per_s / full_rate if full_rate > 0 else 0.0),
-        interval(_percentile_rows(cumulative, grid, 50.0), latency.p50),
-        interval(_percentile_rows(cumulative, grid, 99.0), latency.p99),
+        bounds(rate, items_per_s, items_per_s / full_rate if full_rate > 0 else 0.0),
+        bounds(_percentile_rows(cumulative, grid, 50.0), latency.p50),
+        bounds(_percentile_rows(cumulative, grid, 99.0), latency.p99),
     )
 
 

@@ -3,7 +3,8 @@
 ``python -m serve_bench.runtimes._floor COPY --device gpu --precision tf32 --batch-sizes 1,8,64``
 compiles each batch size (timed apart; sizes in the order that covers the curve soonest, so that
 ``--max-seconds`` cuts the resolution, not an end), then calls it until ``--min-seconds`` and ``--min-calls`` are
-both reached, and prints one JSON line per batch size as it finishes: images/s over the timed calls,
+both reached, and prints one JSON line per batch size as it finishes: images/s over the timed calls (with
+its 95% interval, blocks of calls resampled as a served point's time slices are),
 the calls' median and 99th-percentile latency, and the compile time. Every call copies its images
 from the host to the device and its features back, as a served request's do, so what the server
 adds is everything else. ``--beyond`` goes on doubling past the last size while throughput still
@@ -23,6 +24,9 @@ from typing import Any
 import numpy as np
 
 from serve_bench.errors import UserError, first_line
+from serve_bench.stats import rate_interval
+
+MAX_BLOCKS = 20  # as a served point's window: more blocks than this add resampling noise, not information
 
 __all__ = ["coverage_order", "measure_floor"]
 
@@ -40,15 +44,29 @@ def _point(runner: Any, size: int, min_seconds: float, min_calls: int, seed: int
         latencies.append(time.perf_counter() - begun)
     seconds = time.perf_counter() - started
     ms = np.array(latencies) * 1e3
+    images_per_s = size * len(latencies) / seconds
     return {
         "batch_size": size,
         "compile_s": round(compile_s, 3),
         "calls": len(latencies),
         "seconds": round(seconds, 4),
-        "images_per_s": size * len(latencies) / seconds,
+        "images_per_s": images_per_s,
+        "images_per_s_ci": _interval(latencies, size, images_per_s),
         "p50_ms": float(np.percentile(ms, 50)),
         "p99_ms": float(np.percentile(ms, 99)),
     }
+
+
+def _interval(latencies: list[float], size: int, images_per_s: float) -> list[float] | None:
+    """The 95% interval of images/s: consecutive calls in up to MAX_BLOCKS equal blocks, resampled as a served
+    point's time slices are (stats' block bootstrap), so an in-process gain carries an interval of the same
+    kind; None with fewer calls than blocks need. Seeded by the calls, so the same calls give the same."""
+    calls = np.asarray(latencies)
+    blocks = np.array_split(calls, min(MAX_BLOCKS, len(calls)))
+    seconds = np.array([block.sum() for block in blocks])
+    items = np.array([size * len(block) for block in blocks], dtype=float)
+    found = rate_interval(items, seconds, seed=len(calls) * 1_000_003 + size, estimate=images_per_s)
+    return None if found is None else [found.low, found.high]
 
 
 def coverage_order(sizes: tuple[int, ...]) -> list[int]:

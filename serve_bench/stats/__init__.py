@@ -10,6 +10,7 @@ from serve_bench.stats._answer import (
     TuneAnswer,
     read_tune_answer,
 )
+from serve_bench.stats._bootstrap import rate_interval
 from serve_bench.stats._energy import NOT_MEASURED, EnergySource, EnergyView
 from serve_bench.stats._estimate import Estimate, format_ratio, independent_ratio, ratio, ratio_text
 from serve_bench.stats._figures import (
@@ -130,6 +131,7 @@ __all__ = [
     "new_histogram",
     "parse_target",
     "point_key",
+    "rate_interval",
     "ratio",
     "ratio_text",
     "read_points",
