@@ -1,0 +1,74 @@
+"""server/_wire.py finds each input's tensor_content where protobuf's own parse finds it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from serve_bench import _protos
+from serve_bench.client._grpc import encode_predict_request
+from serve_bench.server._wire import content_spans
+
+
+def _tensor(content: bytes) -> bytes:
+    proto = _protos.message("tensorflow.TensorProto")(dtype=1, tensor_content=content)
+    return proto.SerializeToString()
+
+
+def _entry(key: bytes, value: bytes) -> bytes:
+    body = b"\x0a" + bytes([len(key)]) + key + b"\x12" + _varint(len(value)) + value
+    return b"\x12" + _varint(len(body)) + body
+
+
+def _keyless(value: bytes) -> bytes:
+    body = b"\x12" + _varint(len(value)) + value
+    return b"\x12" + _varint(len(body)) + body
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _agrees(data: bytes) -> None:
+    """Every alias the parse holds: the span's bytes are its tensor_content (none where that is empty)."""
+    parsed = _protos.message("tensorflow.serving.PredictRequest").FromString(data)
+    spans = content_spans(data)
+    assert spans is not None
+    for alias, tensor in parsed.inputs.items():
+        offset, size = spans.get(alias, (0, 0))
+        assert data[offset : offset + size] == tensor.tensor_content, alias
+    assert set(spans) <= set(parsed.inputs)
+
+
+def test_what_the_client_sends() -> None:
+    images = np.arange(2 * 5 * 5 * 3, dtype=np.float32).reshape(2, 5, 5, 3)
+    _agrees(encode_predict_request("m", 3, "serving_default", {"images": images, "k": np.zeros(0, np.int64)}))
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        # the same key twice: the last entry wins whole, though it has no content
+        _entry(b"x", _tensor(b"abcd")) + _entry(b"x", _tensor(b"")),
+        _entry(b"x", _tensor(b"")) + _entry(b"x", _tensor(b"efgh")),
+        # one entry's value sent in two parts: they merge, the last content wins
+        _entry(b"x", _tensor(b"abcd") + _tensor(b"efgh")),
+        _entry(b"x", _tensor(b"abcd") + b"\x08\x01"),
+        # a key missing: the empty alias
+        _keyless(_tensor(b"abcd")),
+        # unknown fields at each level, and output_filter beside
+        b"\x1a\x01y\xa0\x06\x07" + _entry(b"x", b"\xa0\x06\x07" + _tensor(b"abcd")),
+    ],
+)
+def test_protobuf_merge_rules(data: bytes) -> None:
+    _agrees(data)
+
+
+def test_groups_and_truncation_are_left_to_the_parse() -> None:
+    assert content_spans(b"\x12\x03\x0b\x0c\x00") is None  # a group inside an entry
+    assert content_spans(b"\x12\x05\x0a\x01") is None  # an entry longer than the message
