@@ -7,7 +7,7 @@ import pytest
 
 from serve_bench import _protos
 from serve_bench.client._grpc import encode_predict_request
-from serve_bench.server._wire import content_spans
+from serve_bench.server._wire import content_spans, split_contents
 
 
 def _tensor(content: bytes) -> bytes:
@@ -43,6 +43,15 @@ def _agrees(data: bytes) -> None:
         offset, size = spans.get(alias, (0, 0))
         assert data[offset : offset + size] == tensor.tensor_content, alias
     assert set(spans) <= set(parsed.inputs)
+    split = split_contents(data)
+    assert split is not None
+    stripped = _protos.message("tensorflow.serving.PredictRequest").FromString(split[0])
+    assert split[1] == spans
+    for alias in list(stripped.inputs):
+        assert stripped.inputs[alias].tensor_content == b""
+        offset, size = spans.get(alias, (0, 0))
+        stripped.inputs[alias].tensor_content = data[offset : offset + size]
+    assert stripped == parsed  # all else as parsed from the whole request
 
 
 def test_what_the_client_sends() -> None:
@@ -70,5 +79,6 @@ def test_protobuf_merge_rules(data: bytes) -> None:
 
 
 def test_groups_and_truncation_are_left_to_the_parse() -> None:
-    assert content_spans(b"\x12\x03\x0b\x0c\x00") is None  # a group inside an entry
-    assert content_spans(b"\x12\x05\x0a\x01") is None  # an entry longer than the message
+    for data in (b"\x12\x03\x0b\x0c\x00", b"\x12\x05\x0a\x01"):  # a group inside an entry; an entry too long
+        assert content_spans(data) is None
+        assert split_contents(data) is None

@@ -30,7 +30,7 @@ from serve_bench.server._budget import COST_FACTOR, TRIM_AFTER_BYTES, trim_soon
 from serve_bench.server._core import ServingCore, record_request
 from serve_bench.server._errors import ServingError
 from serve_bench.server._runtime import Signature, tf_type_name
-from serve_bench.server._wire import content_spans
+from serve_bench.server._wire import split_contents
 
 __all__ = ["IDENTITY_KEY", "SERVER_OPTIONS", "GrpcService", "add_services"]
 
@@ -64,9 +64,10 @@ def _require_spec(request: Any) -> None:
 # quiesce() returns once no Predict call has arrived or run for this long.
 _QUIET_S = 0.25
 
-# From this size on, a request's tensor_content is decoded as a view of the bytes gRPC received (found by
-# server/_wire.py, ~8 µs a request) rather than read from the parsed message, which copies it: ~29 µs per MB
-# here, the walk's cost at ~256 KiB.
+# From this size on, a Predict request is parsed without its tensor_content (server/_wire.py finds and
+# leaves them out, ~10-20 µs a request) and each is decoded as a view of the bytes gRPC received:
+# protobuf copies a bytes field when parsing and again at every read (~29 µs per MB here, 150 ms for
+# 275 MB in fresh pages), the walk's cost at ~256 KiB.
 _VIEW_FROM_BYTES = 1 << 18
 
 
@@ -110,14 +111,14 @@ class GrpcService:
     async def predict(self, received: Received, context: aio.ServicerContext[Any, Any]) -> Any:
         # request_latency starts before the tensors are parsed (prediction_service_impl.cc:41)
         started = time.perf_counter()
-        request, data = received.message, received.data
+        request, spans = received.message, received.spans
         held: list[int] = []
         self.calls += 1
         if self.draining:
             await context.abort(grpc.StatusCode.UNAVAILABLE, "the server is shutting down; retry on another")
         self.active += 1
         try:
-            response = await self._predict(request, data, started, context.time_remaining(), held)
+            response = await self._predict(request, received.data, spans, started, context.time_remaining(), held)
         except ServingError as exc:
             code, message = exc.code, exc.message
             # Its traceback's frames hold the request's decoded tensors; the abort below raises
@@ -125,8 +126,8 @@ class GrpcService:
             exc.__traceback__ = exc.__context__ = exc.__cause__ = None
             del exc
             # That exception keeps this frame and the handler's too: let go of the request's bytes in both.
-            received.message = received.data = None
-            del request, data
+            received.message = received.data = received.spans = None
+            del request
         else:
             return response
         finally:
@@ -155,7 +156,15 @@ class GrpcService:
                 return
             await asyncio.sleep(0.01)
 
-    async def _predict(self, request: Any, data: bytes, started: float, timeout: float | None, held: list[int]) -> Any:
+    async def _predict(
+        self,
+        request: Any,
+        data: bytes,
+        spans: dict[str, tuple[int, int]] | None,
+        started: float,
+        timeout: float | None,
+        held: list[int],
+    ) -> Any:
         """Predict as servables/tensorflow/predict_util.cc:79-119 RunPredict orders its checks: servable
         (NOT_FOUND), signature (FAILED_PRECONDITION), input names, then each tensor parsed."""
         spec = request.model_spec
@@ -169,7 +178,7 @@ class GrpcService:
                 signature = servable.signature(spec.signature_name)
                 shapes = self._check_inputs(request, signature)
                 held.append(self._reserve(request, shapes))
-                inputs = self._decode_inputs(request, data, shapes)
+                inputs = self._decode_inputs(request, data, spans, shapes)
                 reached_core = True  # ServingCore.predict counts the request from here on
                 servable, outputs = await self.core.predict(
                     spec.name,
@@ -263,14 +272,20 @@ class GrpcService:
             shapes[alias] = shape
         return shapes
 
-    def _decode_inputs(self, request: Any, data: bytes, shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+    def _decode_inputs(
+        self,
+        request: Any,
+        data: bytes,
+        spans: dict[str, tuple[int, int]] | None,
+        shapes: dict[str, tuple[int, ...]],
+    ) -> dict[str, np.ndarray]:
+        """``spans``: where each input's tensor_content lies in ``data`` when ``request`` was parsed without them."""
         inputs: dict[str, np.ndarray] = {}
-        spans = content_spans(data) if len(data) >= _VIEW_FROM_BYTES else None
         view = memoryview(data)
         for alias, shape in shapes.items():
             tensor = request.inputs[alias]
             content: bytes | memoryview
-            if spans is not None:  # the walk found every content the parse holds: an absent alias has none
+            if spans is not None:  # the parse holds no content: an alias the walk did not find has none
                 offset, size = spans.get(alias, (0, 0))
                 content = view[offset : offset + size]
             else:
@@ -337,24 +352,29 @@ _UNPARSEABLE = object()
 
 
 class Received:
-    """A Predict request as parsed, with the bytes it was parsed from: its tensors are decoded as views of them."""
+    """A Predict request as parsed, the bytes received, and (for a large one, parsed without its
+    tensor_content) where each input's content lies in them: its tensors are decoded as views."""
 
-    __slots__ = ("data", "message")
+    __slots__ = ("data", "message", "spans")
 
-    def __init__(self, message: Any, data: Any) -> None:
+    def __init__(self, message: Any, data: Any, spans: dict[str, tuple[int, int]] | None) -> None:
         self.message = message
         self.data = data
+        self.spans = spans
 
 
 def _parser(message_type: Any, keep_bytes: bool = False) -> Any:
     """The request deserializer; with ``keep_bytes`` (Predict) it gives a Received."""
 
     def parse(data: bytes) -> Any:
+        split = split_contents(data) if keep_bytes and len(data) >= _VIEW_FROM_BYTES else None
         try:
-            message = message_type.FromString(data)
+            message = message_type.FromString(data if split is None else split[0])
         except DecodeError:
             return _UNPARSEABLE
-        return Received(message, data) if keep_bytes else message
+        if not keep_bytes:
+            return message
+        return Received(message, data, None if split is None else split[1])
 
     return parse
 

@@ -7,7 +7,7 @@ costs nothing, so the server walks the request's wire format once to find each c
 
 from __future__ import annotations
 
-__all__ = ["content_spans"]
+__all__ = ["content_spans", "split_contents"]
 
 # PredictRequest: inputs = 2 (map<string, TensorProto>); a map entry: key = 1, value = 2; TensorProto:
 # tensor_content = 4 (tensorflow_serving/apis/predict.proto, tensorflow/core/framework/tensor.proto).
@@ -31,12 +31,13 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def _fields(data: bytes, start: int, end: int) -> list[tuple[int, int, int, int]]:
-    """(field number, wire type, start, end) of each field in data[start:end]; for wire type 2 the
-    span is the payload's, for the others the value's encoding."""
+def _fields(data: bytes, start: int, end: int) -> list[tuple[int, int, int, int, int]]:
+    """(field number, wire type, start, end, tag's start) of each field in data[start:end]; for wire
+    type 2 the span is the payload's, for the others the value's encoding."""
     fields = []
     pos = start
     while pos < end:
+        tag_start = pos
         tag, pos = _varint(data, pos)
         number, wire = tag >> 3, tag & 7
         if wire == 0:
@@ -52,9 +53,53 @@ def _fields(data: bytes, start: int, end: int) -> list[tuple[int, int, int, int]
             raise _Odd
         if after > end:
             raise _Odd
-        fields.append((number, wire, pos, after))
+        fields.append((number, wire, pos, after, tag_start))
         pos = after
     return fields
+
+
+def _length_prefixed(number: int, body: bytes) -> bytes:
+    """A wire-type-2 field, re-encoded (tag and length as shortest varints: the same parse)."""
+    return _size(number << 3 | 2) + _size(len(body)) + body
+
+
+def split_contents(data: bytes) -> tuple[bytes, dict[str, tuple[int, int]]] | None:
+    """``data`` with every input's ``tensor_content`` left out (a request protobuf parses without
+    copying them), and where the content each input holds lies in ``data`` (content_spans); None
+    where the walk meets something it does not follow."""
+    spans = content_spans(data)
+    if spans is None:
+        return None
+    try:
+        parts = []
+        for number, wire, start, end, tag_start in _fields(data, 0, len(data)):
+            if number != _INPUTS or wire != 2:
+                parts.append(data[tag_start:end])
+                continue
+            entry = []
+            for e_number, e_wire, e_start, e_end, e_tag in _fields(data, start, end):
+                if e_number != _VALUE or e_wire != 2:
+                    entry.append(data[e_tag:e_end])
+                    continue
+                value = [
+                    data[t_tag:t_end]
+                    for t_number, t_wire, _, t_end, t_tag in _fields(data, e_start, e_end)
+                    if t_number != _CONTENT or t_wire != 2
+                ]
+                entry.append(_length_prefixed(_VALUE, b"".join(value)))
+            parts.append(_length_prefixed(_INPUTS, b"".join(entry)))
+    except _Odd:
+        return None
+    return b"".join(parts), spans
+
+
+def _size(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
 
 
 def content_spans(data: bytes) -> dict[str, tuple[int, int]] | None:
@@ -67,16 +112,16 @@ def content_spans(data: bytes) -> dict[str, tuple[int, int]] | None:
     """
     try:
         spans: dict[str, tuple[int, int] | None] = {}
-        for number, wire, start, end in _fields(data, 0, len(data)):
+        for number, wire, start, end, _ in _fields(data, 0, len(data)):
             if number != _INPUTS or wire != 2:
                 continue
             key = b""
             span: tuple[int, int] | None = None
-            for e_number, e_wire, e_start, e_end in _fields(data, start, end):
+            for e_number, e_wire, e_start, e_end, _ in _fields(data, start, end):
                 if e_number == _KEY and e_wire == 2:
                     key = data[e_start:e_end]
                 elif e_number == _VALUE and e_wire == 2:
-                    for t_number, t_wire, t_start, t_end in _fields(data, e_start, e_end):
+                    for t_number, t_wire, t_start, t_end, _ in _fields(data, e_start, e_end):
                         if t_number == _CONTENT and t_wire == 2:
                             span = (t_start, t_end - t_start)
             spans[key.decode("utf-8", "strict")] = span
