@@ -73,9 +73,28 @@ def test_a_requests_tensor_content_is_read_once(values):
     images = np.random.default_rng(0).uniform(0, 255, (2, 4, 4, 3)).astype(np.float32)
     tensor = to_tensor_proto(images, typed_fields=values == "float_val")
     counting = _CountingTensor(tensor)
-    decoded = GrpcService(_Core())._decode_inputs(_Request({"images": counting}), {"images": images.shape})  # type: ignore[arg-type]
+    decoded = GrpcService(_Core())._decode_inputs(_Request({"images": counting}), b"", None, {"images": images.shape})  # type: ignore[arg-type]
     assert counting.content_reads == 1
     assert np.array_equal(decoded["images"], images)
+
+
+def test_a_large_requests_tensor_content_is_a_view_of_the_bytes_received():
+    """From 256 KiB on the request is parsed without its tensor_content and each input decoded as a view
+    of the bytes gRPC gave: protobuf copied the content when parsing and again when it was read."""
+    from serve_bench import _protos
+    from serve_bench.client._grpc import encode_predict_request
+    from serve_bench.server._grpc import Received, _parser
+
+    images = np.random.default_rng(0).uniform(0, 255, (1, 299, 299, 3)).astype(np.float32)
+    data = encode_predict_request("m", None, "serving_default", {"images": images})
+    received = _parser(_protos.message("tensorflow.serving.PredictRequest"), True)(data)
+    assert isinstance(received, Received) and received.spans is not None
+    assert received.message.inputs["images"].tensor_content == b""  # left out of the parse
+    decoded = GrpcService(_Core())._decode_inputs(  # type: ignore[arg-type]
+        received.message, data, received.spans, {"images": images.shape}
+    )
+    assert np.array_equal(decoded["images"], images)
+    assert np.shares_memory(decoded["images"], np.frombuffer(data, np.uint8))
 
 
 def _run(coroutine: Any) -> Any:
