@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from serve_bench import _protos
 from serve_bench.client._grpc import encode_predict_request
@@ -82,3 +84,34 @@ def test_groups_and_truncation_are_left_to_the_parse() -> None:
     for data in (b"\x12\x03\x0b\x0c\x00", b"\x12\x05\x0a\x01"):  # a group inside an entry; an entry too long
         assert content_spans(data) is None
         assert split_contents(data) is None
+
+
+_PARTS = st.sampled_from(
+    [
+        b"",
+        b"\x08\x01",  # dtype
+        b"\xa0\x06\x07",  # an unknown varint field
+        b"\x22\x00",  # an empty tensor_content
+        b"\x22\x04abcd",
+        b"\x22\x02ef",
+        b"\x2d\x00\x00\x80\x3f",  # float_val 1.0, fixed32
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([b"x", b"y", b""]), st.lists(st.lists(_PARTS, max_size=4), min_size=1, max_size=3)),
+        max_size=5,
+    )
+)
+def test_any_mix_of_entries_agrees_with_protobuf(entries: list[tuple[bytes, list[list[bytes]]]]) -> None:
+    """Entries of a few keys (repeated, keyless), each value sent in one to three parts of TensorProto fields
+    (contents of several sizes, empty, none; other fields between): wherever protobuf's merge rules put the
+    last word, the walk finds the same content and the stripped parse the same everything else."""
+    data = b"".join(
+        _entry(key, b"".join(b"".join(part) for part in parts)) if key else _keyless(b"".join(map(b"".join, parts)))
+        for key, parts in entries
+    )
+    _agrees(data)
