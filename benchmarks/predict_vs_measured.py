@@ -120,7 +120,8 @@ def measured_in_process(path: Path, model: str, precision: str) -> Measured:
     """A GPU floor's images/s by batch size (``python -m serve_bench.runtimes._floor``'s lines: a header, then
     one line per size): the runtime called in process, which is what the published tables a prediction is
     fitted on measured, with no server or network in the way. A floor measures each size once, for about a
-    second, and records no interval. Raises UserError naming what does not match."""
+    second, with its 95% interval (floors before 2026-11-27 recorded none). Raises UserError naming what does
+    not match."""
     lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     header = lines[0] if lines else {}
     if "in_effect" not in header or "precision" not in header:
@@ -133,10 +134,16 @@ def measured_in_process(path: Path, model: str, precision: str) -> Measured:
         raise UserError(f"{path}: a floor on {header.get('device')!r}, not on a GPU")
     if header["precision"] != precision:
         raise UserError(f"{path}: a floor at {header['precision']}, not at {precision}")
-    sizes = {int(x["batch_size"]): float(x["images_per_s"]) for x in lines[1:] if "images_per_s" in x}
-    if not sizes:
+    measured_lines = [x for x in lines[1:] if "images_per_s" in x]
+    if not measured_lines:
         raise UserError(f"{path}: the floor measured no batch size")
-    return Measured(f"in process ({path.name})", "the floor's header", dict(sorted(sizes.items())), {})
+    sizes = {int(x["batch_size"]): float(x["images_per_s"]) for x in measured_lines}
+    intervals = {
+        int(x["batch_size"]): Interval(float(x["images_per_s_ci"][0]), float(x["images_per_s_ci"][1]))
+        for x in measured_lines
+        if x.get("images_per_s_ci")
+    }
+    return Measured(f"in process ({path.name})", "the floor's header", dict(sorted(sizes.items())), intervals)
 
 
 def prediction_row(record: dict[str, Any], device: str | None) -> dict[str, Any]:

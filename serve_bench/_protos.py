@@ -37,7 +37,7 @@ from typing import Any
 
 from google.protobuf import any_pb2, descriptor_pb2, descriptor_pool, message_factory, wrappers_pb2
 
-__all__ = ["message", "pool"]
+__all__ = ["message", "pool", "varint"]
 
 SHIPPED = "_tfs_descriptors.binpb"  # package data of serve_bench (pyproject.toml)
 _ROOT_FILES = (
@@ -129,10 +129,11 @@ def wheel_files() -> list[tuple[str, bytes]]:
 
 def encode_set(files: Sequence[tuple[str, bytes]]) -> bytes:
     """A FileDescriptorSet holding each file's bytes unchanged (a set is its files, one field after another)."""
-    return b"".join(bytes([_FILE_TAG]) + _varint(len(data)) + data for _, data in files)
+    return b"".join(bytes([_FILE_TAG]) + varint(len(data)) + data for _, data in files)
 
 
-def _varint(n: int) -> bytes:
+def varint(n: int) -> bytes:
+    """``n`` as a protobuf base-128 varint, shortest form (a tag, a length): the one encoder serve-bench has."""
     out = bytearray()
     while n >= 0x80:
         out.append(n & 0x7F | 0x80)

@@ -159,7 +159,7 @@ def _floor(tmp_path: Path, header: dict[str, object]) -> Path:
     measured (1, 256, 8: coverage order), a size left out, and a size that did not fit (neither counts)."""
     lines = [
         {"in_effect": {"runtime": "keras on jax"}, "device": "gpu", "precision": "tf32", **header},
-        {"batch_size": 1, "images_per_s": 250.0, "p50_ms": 4.0},
+        {"batch_size": 1, "images_per_s": 250.0, "images_per_s_ci": [240.0, 260.0], "p50_ms": 4.0},
         {"batch_size": 256, "images_per_s": 4000.0, "p50_ms": 64.0},
         {"batch_size": 8, "images_per_s": 2000.0, "p50_ms": 4.0},
         {"left_out": [32], "reason": "past 60 s"},
@@ -177,7 +177,7 @@ def test_a_floor_is_compared_size_by_size_in_process(tmp_path: Path, capsys: Cap
     assert main([str(floor), str(_predictions(tmp_path))]) == 0
     printed = capsys.readouterr().out
     table = _table(printed)
-    assert table[1] == ["500.0", "250.0", "+100.0%"]
+    assert table[1] == ["500.0", "250.0", "[240.0,", "260.0]", "+100.0%"]  # its interval, where the floor has one
     assert table[8] == ["3000.0", "2000.0", "+50.0%"]
     assert table[32] == ["6000.0", "-"]
     assert table[256] == ["9000.0", "4000.0", "+125.0%"]
@@ -206,7 +206,7 @@ def test_a_floor_of_something_else_is_one_line(
 def test_a_floor_named_only_by_its_copy_is_read(tmp_path: Path, capsys: Capture) -> None:
     floor = _floor(tmp_path, {"copy": "/tmp/run/models/jax/inception_v3/1/conversion.json"})
     assert main([str(floor), str(_predictions(tmp_path))]) == 0
-    assert _table(capsys.readouterr().out)[1] == ["500.0", "250.0", "+100.0%"]
+    assert _table(capsys.readouterr().out)[1] == ["500.0", "250.0", "[240.0,", "260.0]", "+100.0%"]
 
 
 def test_a_file_that_is_not_a_floor_is_one_line(tmp_path: Path, capsys: Capture) -> None:

@@ -17,13 +17,14 @@ def _tensor(content: bytes) -> bytes:
     return proto.SerializeToString()
 
 
-def _entry(key: bytes, value: bytes) -> bytes:
-    body = b"\x0a" + bytes([len(key)]) + key + b"\x12" + _varint(len(value)) + value
+def _entry(key: bytes, value: bytes, extra: bytes = b"") -> bytes:
+    """An ``inputs`` map entry (PredictRequest field 2): key, value, then ``extra`` fields inside the entry."""
+    body = b"\x0a" + bytes([len(key)]) + key + b"\x12" + _varint(len(value)) + value + extra
     return b"\x12" + _varint(len(body)) + body
 
 
-def _keyless(value: bytes) -> bytes:
-    body = b"\x12" + _varint(len(value)) + value
+def _keyless(value: bytes, extra: bytes = b"") -> bytes:
+    body = b"\x12" + _varint(len(value)) + value + extra
     return b"\x12" + _varint(len(body)) + body
 
 
@@ -41,6 +42,10 @@ def _agrees(data: bytes) -> None:
     parsed = _protos.message("tensorflow.serving.PredictRequest").FromString(data)
     spans = content_spans(data)
     assert spans is not None
+    if not spans:  # no content to leave out: the request is left to protobuf's parse
+        assert split_contents(data) is None
+        assert not any(tensor.tensor_content for tensor in parsed.inputs.values())
+        return
     for alias, tensor in parsed.inputs.items():
         offset, size = spans.get(alias, (0, 0))
         assert data[offset : offset + size] == tensor.tensor_content, alias
@@ -80,6 +85,17 @@ def test_protobuf_merge_rules(data: bytes) -> None:
     _agrees(data)
 
 
+def test_an_entry_with_a_field_besides_key_and_value_is_left_to_the_parse() -> None:
+    """upb does not merge a map entry holding any other field (here field 3, as a varint or empty; or the value
+    sent as a varint): the whole entry becomes an unknown field of the request, and an earlier entry of its key stands.
+    The walk took the later entry: BBBB decoded under AAAA's dtype and shape, for requests over 256 KiB alone."""
+    request = _protos.message("tensorflow.serving.PredictRequest")
+    for odd in (b"\x18\x01", b"\x10\x01", b"\x1a\x00"):  # field 3 as a varint; the value as one; field 3 empty
+        data = _entry(b"x", _tensor(b"AAAA")) + _entry(b"x", _tensor(b"BBBB"), odd)
+        assert request.FromString(data).inputs["x"].tensor_content == b"AAAA"
+        assert content_spans(data) is None and split_contents(data) is None
+
+
 def test_groups_and_truncation_are_left_to_the_parse() -> None:
     for data in (b"\x12\x03\x0b\x0c\x00", b"\x12\x05\x0a\x01"):  # a group inside an entry; an entry too long
         assert content_spans(data) is None
@@ -102,16 +118,24 @@ _PARTS = st.sampled_from(
 @settings(max_examples=300, deadline=None)
 @given(
     st.lists(
-        st.tuples(st.sampled_from([b"x", b"y", b""]), st.lists(st.lists(_PARTS, max_size=4), min_size=1, max_size=3)),
+        st.tuples(
+            st.sampled_from([b"x", b"y", b""]),
+            st.lists(st.lists(_PARTS, max_size=4), min_size=1, max_size=3),
+            st.sampled_from([b"", b"", b"", b"\x18\x01", b"\x1a\x00"]),  # now and then a field an entry may not hold
+        ),
         max_size=5,
     )
 )
-def test_any_mix_of_entries_agrees_with_protobuf(entries: list[tuple[bytes, list[list[bytes]]]]) -> None:
+def test_any_mix_of_entries_agrees_with_protobuf(entries: list[tuple[bytes, list[list[bytes]], bytes]]) -> None:
     """Entries of a few keys (repeated, keyless), each value sent in one to three parts of TensorProto fields
-    (contents of several sizes, empty, none; other fields between): wherever protobuf's merge rules put the
-    last word, the walk finds the same content and the stripped parse the same everything else."""
+    (contents of several sizes, empty, none; other fields between), now and then an entry with a field besides
+    key and value: wherever protobuf's merge rules put the last word, the walk finds the same content and the
+    stripped parse the same everything else, or (an odd entry anywhere) it leaves the request to protobuf."""
     data = b"".join(
-        _entry(key, b"".join(b"".join(part) for part in parts)) if key else _keyless(b"".join(map(b"".join, parts)))
-        for key, parts in entries
+        _entry(key, b"".join(map(b"".join, parts)), odd) if key else _keyless(b"".join(map(b"".join, parts)), odd)
+        for key, parts, odd in entries
     )
-    _agrees(data)
+    if any(odd for *_, odd in entries):
+        assert content_spans(data) is None and split_contents(data) is None
+    else:
+        _agrees(data)

@@ -249,3 +249,29 @@ def test_requests_without_model_spec(server, tf):
     with pytest.raises(grpc.RpcError) as info:
         status_stub.GetModelStatus(get_model_status_pb2.GetModelStatusRequest(), timeout=60)
     assert (info.value.code(), info.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT, "Missing ModelSpec")
+
+
+def test_a_large_request_is_answered_and_refused_as_a_small_one(server, tf):
+    """From 256 KiB on, the local server parses a Predict request without its tensor_content and decodes the
+    input as a view of the bytes received (server/_wire.py); a request under that takes protobuf's parse. Eight
+    64×64 images (393 KB) against the same eight sent four at a time (197 KB each): the same features, and the
+    same TF Serving errors for content of the wrong size (Tensor::FromProto, "tensor parsing error: images") and
+    for a float64 tensor fed to a float input."""
+    images = _images(8)
+    whole = _stub(server).Predict(_request(tf, images), timeout=60)
+    halves = [_stub(server).Predict(_request(tf, images[i : i + 4]), timeout=60) for i in (0, 4)]
+    assert _request(tf, images).ByteSize() >= 1 << 18 > _request(tf, images[:4]).ByteSize()
+    (name,) = whole.outputs
+    together = np.concatenate([tf.make_ndarray(h.outputs[name]) for h in halves])
+    np.testing.assert_allclose(tf.make_ndarray(whole.outputs[name]), together, rtol=1e-5, atol=1e-6)
+    request = _request(tf, images)
+    request.inputs["images"].tensor_content = request.inputs["images"].tensor_content[:-4]
+    error = _fails(server, request)
+    assert error.code() == grpc.StatusCode.INVALID_ARGUMENT and error.details().startswith(
+        "tensor parsing error: images"
+    )
+    error = _fails(server, _request(tf, images.astype(np.float64)))
+    assert (error.code(), error.details()) == (
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "Expects arg[0] to be float but double is provided",
+    )

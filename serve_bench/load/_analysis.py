@@ -24,6 +24,8 @@ import numpy as np
 from serve_bench.load._digest import SLICE_S, RunDigest, SliceDigest, digest_records
 from serve_bench.load._generators import LoadRun, PointSettings
 from serve_bench.stats import (
+    MAX_BLOCKS,
+    MIN_BLOCKS,
     OK,
     ClientView,
     Codec,
@@ -36,9 +38,10 @@ from serve_bench.stats import (
     Stability,
     Throughput,
     Window,
+    bounds,
     decode,
+    resample_weights,
 )
-from serve_bench.stats._bootstrap import MIN_BLOCKS, bounds, resample_weights
 
 __all__ = ["MIN_WINDOW_REQUESTS", "analyze", "is_stable", "stability_of"]
 
@@ -49,7 +52,6 @@ LAG_LIMIT_US = 5_000  # open loop: sends more than 5 ms late at p99 have fallen 
 # windows disagree from sampling noise alone, so they cannot vouch for stability.
 MIN_WINDOW_REQUESTS = 10
 MIN_BLOCK_REQUESTS = 5  # a bootstrap block needs a few requests to carry a percentile
-MAX_BLOCKS = 20
 
 
 def _spread(values: list[float]) -> float:

@@ -24,9 +24,7 @@ from typing import Any
 import numpy as np
 
 from serve_bench.errors import UserError, first_line
-from serve_bench.stats import rate_interval
-
-MAX_BLOCKS = 20  # as a served point's window: more blocks than this add resampling noise, not information
+from serve_bench.stats import MAX_BLOCKS, rate_interval
 
 __all__ = ["coverage_order", "measure_floor"]
 

@@ -126,7 +126,7 @@ class GrpcService:
             exc.__traceback__ = exc.__context__ = exc.__cause__ = None
             del exc
             # That exception keeps this frame and the handler's too: let go of the request's bytes in both.
-            received.message = received.data = received.spans = None
+            received.message, received.data, received.spans = None, b"", None
             del request
         else:
             return response
@@ -357,7 +357,7 @@ class Received:
 
     __slots__ = ("data", "message", "spans")
 
-    def __init__(self, message: Any, data: Any, spans: dict[str, tuple[int, int]] | None) -> None:
+    def __init__(self, message: Any, data: bytes, spans: dict[str, tuple[int, int]] | None) -> None:
         self.message = message
         self.data = data
         self.spans = spans
@@ -406,7 +406,10 @@ def add_services(server: aio.Server, core: ServingCore) -> GrpcService:
         "tensorflow.serving.PredictionService",
         {
             "Predict": handler(
-                service.predict, "tensorflow.serving.PredictRequest", "tensorflow.serving.PredictResponse", True
+                service.predict,
+                "tensorflow.serving.PredictRequest",
+                "tensorflow.serving.PredictResponse",
+                keep_bytes=True,
             ),
             "GetModelMetadata": handler(
                 service.get_model_metadata,

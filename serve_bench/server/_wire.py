@@ -7,6 +7,8 @@ costs nothing, so the server walks the request's wire format once to find each c
 
 from __future__ import annotations
 
+from serve_bench._protos import varint
+
 __all__ = ["content_spans", "split_contents"]
 
 # PredictRequest: inputs = 2 (map<string, TensorProto>); a map entry: key = 1, value = 2; TensorProto:
@@ -18,7 +20,7 @@ class _Odd(Exception):
     """Wire data the walk does not follow (groups, truncation); the caller reads the parsed message instead."""
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
+def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
     result = shift = 0
     while True:
         if pos >= len(data) or shift > 63:
@@ -38,16 +40,16 @@ def _fields(data: bytes, start: int, end: int) -> list[tuple[int, int, int, int,
     pos = start
     while pos < end:
         tag_start = pos
-        tag, pos = _varint(data, pos)
+        tag, pos = _read_varint(data, pos)
         number, wire = tag >> 3, tag & 7
         if wire == 0:
-            _, after = _varint(data, pos)
+            _, after = _read_varint(data, pos)
         elif wire == 1:
             after = pos + 8
         elif wire == 5:
             after = pos + 4
         elif wire == 2:
-            size, pos = _varint(data, pos)
+            size, pos = _read_varint(data, pos)
             after = pos + size
         else:  # groups (3, 4) and invalid wire types
             raise _Odd
@@ -58,9 +60,19 @@ def _fields(data: bytes, start: int, end: int) -> list[tuple[int, int, int, int,
     return fields
 
 
+def _entry_fields(data: bytes, start: int, end: int) -> list[tuple[int, int, int, int, int]]:
+    """A map entry's fields: its key and value, each length-prefixed. Anything else in an entry (an unknown
+    field, a key sent as a varint) makes upb keep the whole entry as an unknown field of the request rather
+    than merge it into the map, so the walk leaves such a request to protobuf's parse (_Odd)."""
+    fields = _fields(data, start, end)
+    if any(number not in (_KEY, _VALUE) or wire != 2 for number, wire, *_ in fields):
+        raise _Odd
+    return fields
+
+
 def _length_prefixed(number: int, body: bytes) -> bytes:
     """A wire-type-2 field, re-encoded (tag and length as shortest varints: the same parse)."""
-    return _size(number << 3 | 2) + _size(len(body)) + body
+    return varint(number << 3 | 2) + varint(len(body)) + body
 
 
 def split_contents(data: bytes) -> tuple[bytes, dict[str, tuple[int, int]]] | None:
@@ -68,7 +80,7 @@ def split_contents(data: bytes) -> tuple[bytes, dict[str, tuple[int, int]]] | No
     copying them), and where the content each input holds lies in ``data`` (content_spans); None
     where the walk meets something it does not follow."""
     spans = content_spans(data)
-    if spans is None:
+    if not spans:  # nothing to leave out (values in float_val, say): protobuf's own parse is the cheaper one
         return None
     try:
         parts = []
@@ -77,8 +89,8 @@ def split_contents(data: bytes) -> tuple[bytes, dict[str, tuple[int, int]]] | No
                 parts.append(data[tag_start:end])
                 continue
             entry = []
-            for e_number, e_wire, e_start, e_end, e_tag in _fields(data, start, end):
-                if e_number != _VALUE or e_wire != 2:
+            for e_number, _, e_start, e_end, e_tag in _entry_fields(data, start, end):
+                if e_number != _VALUE:
                     entry.append(data[e_tag:e_end])
                     continue
                 value = [
@@ -91,15 +103,6 @@ def split_contents(data: bytes) -> tuple[bytes, dict[str, tuple[int, int]]] | No
     except _Odd:
         return None
     return b"".join(parts), spans
-
-
-def _size(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def content_spans(data: bytes) -> dict[str, tuple[int, int]] | None:
@@ -117,10 +120,10 @@ def content_spans(data: bytes) -> dict[str, tuple[int, int]] | None:
                 continue
             key = b""
             span: tuple[int, int] | None = None
-            for e_number, e_wire, e_start, e_end, _ in _fields(data, start, end):
-                if e_number == _KEY and e_wire == 2:
+            for e_number, _, e_start, e_end, _ in _entry_fields(data, start, end):
+                if e_number == _KEY:
                     key = data[e_start:e_end]
-                elif e_number == _VALUE and e_wire == 2:
+                else:
                     for t_number, t_wire, t_start, t_end, _ in _fields(data, e_start, e_end):
                         if t_number == _CONTENT and t_wire == 2:
                             span = (t_start, t_end - t_start)

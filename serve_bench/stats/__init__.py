@@ -10,7 +10,7 @@ from serve_bench.stats._answer import (
     TuneAnswer,
     read_tune_answer,
 )
-from serve_bench.stats._bootstrap import rate_interval
+from serve_bench.stats._bootstrap import MAX_BLOCKS, MIN_BLOCKS, bounds, rate_interval, resample_weights
 from serve_bench.stats._energy import NOT_MEASURED, EnergySource, EnergyView
 from serve_bench.stats._estimate import Estimate, format_ratio, independent_ratio, ratio, ratio_text
 from serve_bench.stats._figures import (
@@ -72,6 +72,8 @@ __all__ = [
     "BEST_TRITON_CONFIG_FILE",
     "IMPRECISE",
     "LOAD_MODES",
+    "MAX_BLOCKS",
+    "MIN_BLOCKS",
     "NOT_MEASURED",
     "OK",
     "PAYLOAD_KINDS",
@@ -116,6 +118,7 @@ __all__ = [
     "Throughput",
     "TuneAnswer",
     "Window",
+    "bounds",
     "choose_run_dir",
     "collect_run_metadata",
     "config_hash",
@@ -137,6 +140,7 @@ __all__ = [
     "read_points",
     "read_run",
     "read_tune_answer",
+    "resample_weights",
     "server_kind_name",
     "stamped_run_dir",
 ]

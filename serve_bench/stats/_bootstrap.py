@@ -9,11 +9,12 @@ import numpy as np
 
 from serve_bench.stats._figures import Interval
 
-__all__ = ["CONFIDENCE", "MIN_BLOCKS", "RESAMPLES", "bounds", "rate_interval", "resample_weights"]
+__all__ = ["CONFIDENCE", "MAX_BLOCKS", "MIN_BLOCKS", "RESAMPLES", "bounds", "rate_interval", "resample_weights"]
 
 RESAMPLES = 400
 CONFIDENCE = 0.95
 MIN_BLOCKS = 5  # fewer blocks than this: no interval (five values cannot carry a 95% one)
+MAX_BLOCKS = 20  # more blocks than this add resampling noise, not information
 
 
 def resample_weights(blocks: int, rng: np.random.Generator) -> np.ndarray:
