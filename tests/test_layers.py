@@ -37,8 +37,9 @@ ALLOWED: dict[str, set[str]] = {
     "catalogue": set(),
     # runtimes: each runtime's record (layout, packages, converter) that export writes copies for
     "export": {"_tf", "runtimes", "catalogue"},
-    # catalogue: the model a runtime builds where it runs without a SavedModel (jax); runtimes sit below export
-    "runtimes": {"catalogue"},
+    # catalogue: the model a runtime builds where it runs without a SavedModel (jax); runtimes sit below export;
+    # stats: the floor's interval, the block bootstrap a served point's throughput gets
+    "runtimes": {"catalogue", "stats"},
     # export: the SavedModel layout and warm-up records it serves; runtimes: the record of what runs the model
     "server": {"codec", "export", "_tf", "runtimes", "catalogue"},
     # export: the model's facts for run.json; servers: a target the spec asks serve-bench to start (launch = ...)

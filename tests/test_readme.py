@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from serve_bench.cli import build_parser
-from serve_bench.stats import Point, read_points
+from serve_bench.stats import Throughput, read_points
 from serve_bench.sweep import parse_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,67 +89,102 @@ def test_the_readme_is_short_and_in_the_order_a_newcomer_needs() -> None:
     text = README.read_text()
     assert len(text.splitlines()) <= 200
     sections = re.findall(r"^## (.*)$", text, re.MULTILINE)
-    assert sections == ["The two commands", "The answer so far", "Point it at your own server", "Documentation"]
+    assert sections == ["The two commands", "The answer, measured", "Point it at your own server", "Documentation"]
 
 
-def test_the_readme_says_what_is_measured_and_what_is_predicted() -> None:
-    """Every GPU row of the answer is marked predicted, and the text says the GPU has not been measured."""
+H100_RUN = ROOT / "benchmarks" / "results" / "h100-2026-11-26"
+PRICES = {"H100": 12.29, "16 cores": 0.714}  # the README's prices: AWS p5.48xlarge over 8 GPUs; c7i.4xlarge
+MODELS = {"InceptionV3": "inception_v3", "ResNet-50": "resnet50", "MobileNetV2": "mobilenet_v2"}
+
+
+def _answer_rows() -> list[list[str]]:
     text = README.read_text()
-    answer = text[text.index("## The answer so far") : text.index("## Point it at your own server")]
-    rows = [r for r in answer.splitlines() if r.startswith("| ") and not r.startswith("| device")]
+    answer = text[text.index("## The answer, measured") : text.index("## Point it at your own server")]
+    rows = [r for r in answer.splitlines() if r.startswith("| ") and not r.startswith("| model")]
     assert rows
-    for row in rows:
-        device, how = (cell.strip() for cell in row.split("|")[1:3])
-        assert how == "measured" if "CPU" in device else how.startswith("predicted"), row
-    assert "predicted, not measured" in answer and "has not been made yet" in answer
+    return [[cell.strip().replace("**", "").replace(" ⚠", "") for cell in row.split("|")[1:-1]] for row in rows]
 
 
-def _cells(label: str, how: str) -> list[str]:
-    text = README.read_text()
-    row = next(r for r in text.splitlines() if r.startswith(f"| {label} | {how}"))
-    return [cell.strip() for cell in row.split("|")[1:-1]]
-
-
-def _interval(value: float, low: float, high: float) -> str:
-    return f"{value:.1f} [{low:.1f}-{high:.1f}]"
-
-
-def _cpu_figures(model: str) -> list[str]:
-    """Batch 1, the best point (batch), and the gain, from the committed demo run's one-in-flight gRPC points."""
-    points: list[Point] = read_points(ROOT / "tests" / "data" / "demo_2core_20261125" / model / "points.jsonl")
-    curve = {
-        p.batch_size: p.throughput
-        for p in points
-        if p.target.name == "local-grpc" and p.load.mode == "closed" and p.load.concurrency == 1
-    }
-    one, (batch, best) = curve[1], max(curve.items(), key=lambda item: item[1].items_per_s)
-    assert one.items_per_s_ci and best.items_per_s_ci
+def _floor_figures(model: str, device: str) -> list[str]:
+    """Batch 1, the best (batch), the gain and the cost per million images of a committed floor: the GPU's from
+    the second H100 visit, its 16 cores' from the first."""
+    name = "cpu-fp32" if device == "16 cores" else "gpu-" + device.split(", ")[1]
+    visit = "visit-1" if device == "16 cores" else "visit-2"
+    lines = [json.loads(x) for x in (H100_RUN / visit / "floor" / f"{model}-{name}.jsonl").read_text().splitlines()]
+    rates = {x["batch_size"]: x["images_per_s"] for x in lines[1:] if "images_per_s" in x}
+    batch = max(rates, key=rates.__getitem__)
+    price = PRICES["16 cores" if device == "16 cores" else "H100"]
     return [
-        _interval(one.items_per_s, one.items_per_s_ci.low, one.items_per_s_ci.high),
-        f"{_interval(best.items_per_s, best.items_per_s_ci.low, best.items_per_s_ci.high)} ({batch})",
-        f"{best.items_per_s / one.items_per_s:.2f}x",
+        f"{rates[1]:,.0f}",
+        f"{rates[batch]:,.0f} ({batch})",
+        f"{rates[batch] / rates[1]:.1f}×",
+        f"${price / (3600 * rates[batch]) * 1e6:.2f}",
     ]
 
 
-def test_the_measured_row_is_the_committed_run() -> None:
-    cells = _cells("2-core CPU", "measured")
-    for model, (one, best, gain) in zip(("inception_v3", "mobilenet_v2"), (cells[2:5], cells[5:8]), strict=True):
-        assert [one, best, gain.split(" ")[0]] == _cpu_figures(model), model
+def _served_figures(model: str, device: str) -> list[str]:
+    """Batch 1 and the best (batch) with their 95% intervals, from the committed one-in-flight sweeps."""
+    if device == "2-core VM":
+        points = read_points(ROOT / "tests" / "data" / "demo_2core_20261125" / model / "points.jsonl")
+        points = [p for p in points if p.target.name == "local-grpc"]
+    else:
+        run = "visit-2/runs/" + model if device.startswith("H100") else f"visit-1/runs/{model}-cpu"
+        target = "cpu-fp32" if device == "16 cores" else "gpu-" + device.split(", ")[1]
+        points = [p for p in read_points(H100_RUN / run / "points.jsonl") if p.target.name == target]
+    curve = {p.batch_size: p.throughput for p in points if p.load.mode == "closed" and p.load.concurrency == 1}
+    best = max(curve, key=lambda b: curve[b].items_per_s)
+    digits = 1 if device == "2-core VM" else 0
+
+    def shown(figure: Throughput) -> str:
+        ci = figure.items_per_s_ci
+        value = f"{figure.items_per_s:,.{digits}f}"
+        return value if ci is None else f"{value} [{ci.low:,.{digits}f}–{ci.high:,.{digits}f}]"
+
+    return [shown(curve[1]), f"{shown(curve[best])} ({best})"]
 
 
-def _predicted_figures(model: str, tables: str) -> list[str]:
-    frozen = ROOT / "benchmarks" / "results" / "predicted-2026-11-26" / f"{model}-{tables}-tf32.json"
-    h100 = next(p for p in json.loads(frozen.read_text())["predictions"] if p["device"] == "h100")
-    images, batches = h100["images_per_s"], h100["batch_sizes"]
-    best = max(range(len(images)), key=images.__getitem__)
-    return [f"{images[0]:,.0f}", f"{images[best]:,.0f} ({batches[best]})", f"{images[best] / images[0]:.0f}x"]
+def test_the_answers_rows_are_the_committed_runs() -> None:
+    """Every row of the README's answer is read from a committed run: a floor (in process) or a sweep (served)."""
+    checked = 0
+    for row in _answer_rows():
+        label, device = row[0], row[1]
+        model = MODELS[label]
+        if device.endswith("in process"):
+            assert [row[2], row[3], row[4], row[6]] == _floor_figures(model, device.removesuffix(", in process")), row
+            checked += 1
+        elif device.endswith("served") and "median call" not in row[2]:  # MobileNetV2 on the H100: its stall, said
+            assert row[2:4] == _served_figures(model, device.removesuffix(", served")), row
+            checked += 1
+    assert checked >= 10
 
 
-@pytest.mark.parametrize("tables", ["tensorflow", "tensorrt"])
-def test_the_predicted_rows_are_the_frozen_predictions(tables: str) -> None:
-    cells = _cells("H100 SXM", f"predicted, `--tables {tables}`")
-    assert cells[2:5] == _predicted_figures("inception_v3", tables)
-    assert cells[5:8] == _predicted_figures("mobilenet_v2", tables)
+def test_the_predictions_error_is_the_frozen_predictions_against_the_floors() -> None:
+    """The medians the README gives for the predictions frozen before the visit: each batch size both sides have,
+    the absolute error of images/s, and the error of the gain, over InceptionV3 and ResNet-50 at tf32 (both
+    calibrations) and fp32 (`tensorflow`), against the floors."""
+    import statistics
+
+    from benchmarks.predict_vs_measured import compare, measured_in_process, prediction_row
+
+    by: dict[str, tuple[list[float], list[float]]] = {"tensorflow": ([], []), "tensorrt": ([], [])}
+    for model in ("inception_v3", "resnet50"):
+        for tables, precision in (("tensorflow", "tf32"), ("tensorrt", "tf32"), ("tensorflow", "fp32")):
+            frozen = ROOT / "benchmarks" / "results" / "predicted-2026-11-26" / f"{model}-{tables}-{precision}.json"
+            row = prediction_row(json.loads(frozen.read_text()), "h100")
+            floor = measured_in_process(
+                H100_RUN / "visit-2" / "floor" / f"{model}-gpu-{precision}.jsonl", model, precision
+            )
+            rows, gain = compare(row, floor)
+            assert gain is not None
+            by[tables][0].extend(abs(r.error) for r in rows if r.error is not None)
+            by[tables][1].append(abs(gain.error))
+    every = (by["tensorflow"][0] + by["tensorrt"][0], by["tensorflow"][1] + by["tensorrt"][1])
+    said = [f"{statistics.median(values):.0%}" for values in (*every, *by["tensorflow"], *by["tensorrt"])]
+    text = README.read_text()
+    assert (
+        f"median error is {said[0]} in images/s and {said[1]} in the gain (`tensorflow` calibration: {said[2]} and "
+        f"{said[3]}; `tensorrt`:\n  {said[4]} and {said[5]})"
+    ) in text
 
 
 def test_the_readme_spec_is_a_valid_sweep_spec() -> None:
