@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from serve_bench import _protos
+from serve_bench._protos import varint as _varint
 from serve_bench.client._grpc import encode_predict_request
 from serve_bench.server._wire import content_spans, split_contents
 
@@ -26,15 +27,6 @@ def _entry(key: bytes, value: bytes, extra: bytes = b"") -> bytes:
 def _keyless(value: bytes, extra: bytes = b"") -> bytes:
     body = b"\x12" + _varint(len(value)) + value + extra
     return b"\x12" + _varint(len(body)) + body
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def _agrees(data: bytes) -> None:
