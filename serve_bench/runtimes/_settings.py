@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -24,10 +24,13 @@ class Runner(Protocol):
     def __call__(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]: ...
 
 
+@runtime_checkable
 class CompilingRunner(Runner, Protocol):
-    """A runner that builds one program per batch size (XLA): ``compile`` builds one ahead of its first call."""
+    """A runner that builds one program per batch size (XLA): ``compile`` builds one and runs it once, ahead of
+    the first request of that size."""
 
     compile_seconds: dict[int, float]
+    first_run_seconds: dict[int, float]
 
     def compile(self, batch_size: int) -> float: ...
 

@@ -65,6 +65,10 @@ class LocalServer:
                 model = Model(entry, tf, self.config.runtime)
             except ServingError as exc:
                 raise UserError(f"cannot load model {entry.name!r}: {exc.message}") from exc
+            # compiling first, with warm-up off too (it is not a warm-up request): a record replayed before would
+            # compile its size inside itself
+            for servable in model.servables.values():
+                self._compile(servable)
             if self.config.enable_model_warmup:
                 for servable in model.servables.values():
                     try:
@@ -73,14 +77,12 @@ class LocalServer:
                         raise UserError(f"model {entry.name!r}: a warm-up request failed: {exc.message}") from exc
                     if count:
                         log.info("replayed %d warm-up requests for %s version %d", count, entry.name, servable.version)
-            for servable in model.servables.values():  # with warm-up off too: compiling is not a warm-up request
-                self._compile(servable)
             models[entry.name] = model
         return ModelRegistry(models)
 
     def _compile(self, servable: Servable) -> None:
-        """A runtime that compiles per batch shape builds, before the model is AVAILABLE, every size this
-        server will run: --compile_batch_sizes, else the batcher's allowed_batch_sizes, else the sizes it
+        """A runtime that compiles per batch shape builds (and runs once), before the model is AVAILABLE, every
+        size this server will run: --compile_batch_sizes, else the batcher's allowed_batch_sizes, else the sizes it
         can form (up to 64), else the sizes of the export's warm-up records."""
         sizes = compile_sizes(self.config, servable)
         if not sizes:
@@ -92,13 +94,14 @@ class LocalServer:
         except Exception as exc:  # the runtime's own kinds (an XLA error, out of device memory)
             raise UserError(f"model {servable.name!r}: compiling for batch sizes failed: {first_line(exc)}") from exc
         if seconds:
+            ready = seconds.items()
             log.info(
-                "%s version %d: compiled batch sizes %s in %.1f s (%s)",
+                "%s version %d: compiled batch sizes %s in %.1f s, each run once (%s)",
                 servable.name,
                 servable.version,
                 ",".join(str(size) for size in seconds),
-                sum(seconds.values()),
-                ", ".join(f"{size}: {s:.2f} s" for size, s in seconds.items()),
+                sum(built + ran for built, ran in seconds.values()),
+                ", ".join(f"{size}: {built:.2f} s + first run {ran * 1e3:.1f} ms" for size, (built, ran) in ready),
             )
 
     async def start(self) -> BoundPorts:

@@ -20,7 +20,7 @@ from serve_bench.export import (
     list_versions,
     read_warmup_records,
 )
-from serve_bench.runtimes import Runner, RuntimeSettings, open_runner, record
+from serve_bench.runtimes import CompilingRunner, Runner, RuntimeSettings, open_runner, record
 from serve_bench.server._config import ModelEntry
 from serve_bench.server._errors import CODE_NAMES, ServingError, invalid, not_found
 
@@ -246,14 +246,15 @@ class Servable:
                 ) from None
             raise ServingError("FAILED_PRECONDITION", f'Serving signature key "{key}" not found.') from None
 
-    def compile(self, batch_sizes: tuple[int, ...]) -> dict[int, float]:
-        """Build the programs of a runtime that compiles per shape (XLA) for ``batch_sizes`` before the model is
-        AVAILABLE, as TF Serving's warm-up runs its records first; {size: seconds} ({} for other runtimes)."""
+    def compile(self, batch_sizes: tuple[int, ...]) -> dict[int, tuple[float, float]]:
+        """Build the programs of a runtime that compiles per shape (XLA) for ``batch_sizes``, and run each once,
+        before the model is AVAILABLE, as TF Serving's warm-up runs its records first; {size: (seconds compiling,
+        seconds of the first run)} for the sizes built now ({} for other runtimes)."""
         runner = self.signatures[DEFAULT_SIGNATURE].runner if DEFAULT_SIGNATURE in self.signatures else None
-        compile_one = getattr(runner, "compile", None)
-        if compile_one is None:
+        if not isinstance(runner, CompilingRunner):
             return {}
-        return {size: compile_one(size) for size in batch_sizes}
+        built = [size for size in batch_sizes if runner.compile(size)]
+        return {size: (runner.compile_seconds[size], runner.first_run_seconds[size]) for size in built}
 
     def run(self, signature: Signature, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Call TensorFlow, or the signature's other runtime (blocking; from a worker thread, never the event loop)."""
