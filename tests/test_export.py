@@ -197,6 +197,21 @@ def test_bad_warmup_batch_size(tmp_path, capsys, sizes):
     assert not (tmp_path / "tiny").exists()
 
 
+def test_a_warm_up_batch_too_large_for_one_record_is_refused_before_anything_is_built(tmp_path, capsys):
+    """A warm-up record is one serialized PredictionLog, and TF Serving parses each with
+    ``prediction_log.ParseFromArray(record.data(), record.size())``, an ``int`` size
+    (tensorflow_serving/servables/tensorflow/saved_model_warmup_util.cc:118): 2 GiB at most, protobuf's limit on
+    one message too. tiny's images are 64x64x3 float32, 49,152 bytes: at most 43,690 in a record. 1e8 used to
+    build a 4.5 TiB array and end in numpy's MemoryError traceback; 43,691 would have written a record no
+    server can read. Refused before anything is built."""
+    for size in ("43691", "100000000"):
+        argv = ["export", "tiny", "--weights", "random", "--models-dir", str(tmp_path / "m")]
+        assert main([*argv, "--warmup-batch-sizes", f"1,{size}"]) == 2
+        said = _one_line_error(capsys)
+        assert "--warmup-batch-sizes must be at most 43690 for tiny" in said and "2 GiB" in said
+        assert not (tmp_path / "m").exists()
+
+
 def test_imagenet_download_failure_suggests_random(tmp_path, capsys, monkeypatch):
     # No network in CI: make the failure immediate and deterministic rather than
     # depending on how this machine's resolver fails.

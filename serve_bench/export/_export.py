@@ -253,6 +253,19 @@ def _check_writable(out: Path) -> None:
         ) from exc
 
 
+_MESSAGE_LIMIT = 2**31 - 1  # protobuf's limit on one serialized message, which a warm-up record is
+_RECORD_OVERHEAD = 1024  # the request's names, shape and framing around its tensor_content (~100 bytes)
+
+
+def _image_bytes(spec: ModelSpec) -> int:
+    return spec.height * spec.width * 3 * 4
+
+
+def _largest_warmup_batch(spec: ModelSpec) -> int:
+    """The largest batch one warm-up record can hold (InceptionV3: 2,001 images)."""
+    return (_MESSAGE_LIMIT - _RECORD_OVERHEAD) // _image_bytes(spec)
+
+
 def export_model(
     name: str,
     *,
@@ -271,9 +284,17 @@ def export_model(
             check_runtime(runtime, name="runtimes")
         require_runtimes(runtimes)
     check_version(version)
+    largest = _largest_warmup_batch(spec)
     for size in warmup_batch_sizes:
         if not isinstance(size, int) or size <= 0:
             raise UserError(f"warm-up batch size {size!r} is not a positive integer")
+        if size > largest:
+            raise InvalidValue(
+                "warmup_batch_sizes",
+                size,
+                f"at most {largest} for {spec.name}: a warm-up record is one protobuf message, which holds at most "
+                f"2 GiB, and {spec.name}'s float32 images are {_image_bytes(spec):,} bytes each",
+            )
     out = Path(out)
     _check_writable(out)
     model_dir = out / spec.name
