@@ -107,7 +107,8 @@ def test_a_size_made_ready_has_run_once_before_its_first_request(jax_models):
     (this process holds Keras on TensorFlow)."""
     copy = export.converted_model_path(jax_models, "jax", "tiny", 1)
     code = (
-        "import json, sys\nfrom pathlib import Path\nimport jax, numpy as np\nfrom serve_bench.runtimes import JaxRunner\n"
+        "import json, sys\nfrom pathlib import Path\nimport jax, numpy as np\n"
+        "from serve_bench.runtimes import JaxRunner\n"
         "runs = []\noriginal = jax.stages.Compiled.__call__\n"
         "def counted(self, *args, **kwargs):\n    runs.append(int(args[1].shape[0]))\n"
         "    return original(self, *args, **kwargs)\n"
