@@ -263,8 +263,8 @@ def test_closed_loop_p50_matches_a_bare_grpc_loop(triton):
     best round gave 0.922-1.163 as is and 1.085-1.352 mutated, overlapping; 9 rounds instead of 15
     widened every spread. Through this test itself: a 0.4 ms busy-wait (12%, beside a 10% claim) went
     red in 1 run of 2 (1.156), 0.7 ms in 3 of 3 (1.18-1.26); as is, with a core busy, 3 of 3 passed.
-    serve-bench as is stays about 0.04 inside the margin. The failure message gives every round, each side's client CPU per
-    request and the CPU model.
+    serve-bench as is stays about 0.04 inside the margin. The failure message gives every round, each
+    side's client CPU per request and the CPU model.
     """
     bare, served, cpu = asyncio.run(_alternate(triton.grpc_url))
     ratios = [s / b for b, s in zip(bare, served)]
