@@ -46,6 +46,7 @@ def test_the_gpu_run_on_this_cpu_writes_ordinary_runs_and_packs_them(tmp_path):
         "served tiny cpu-fp32",
         "server batching tiny cpu-fp32 concurrency 2,4",
         "floor tiny cpu fp32",
+        "overhead tiny cpu-fp32",
     ]
     assert not [s for s in steps if "error" in s or "skipped" in s]
     with tarfile.open(archive) as tar:
@@ -56,9 +57,16 @@ def test_the_gpu_run_on_this_cpu_writes_ordinary_runs_and_packs_them(tmp_path):
         "runs/tiny/report.html",
         "floor/tiny-cpu-fp32.jsonl",
         "floor/tiny-cpu-fp32.stderr.txt",
+        "overhead-tiny-cpu-fp32.txt",
     ):
         assert f"gpu-run/{name}" in names
     assert not [n for n in names if "/models/" in n or "xla-cache" in n]  # no model files, no caches
+    # where a served figure's time goes, at both sizes: in process, a bare gRPC server, served with its split
+    overhead = (out / "overhead-tiny-cpu-fp32.txt").read_text()
+    for size in _script().OVERHEAD_SIZES.split(","):
+        section = overhead.split(f"batch {size}: µs per request")[1].split("batch ")[0]
+        for figure in ("in process (floor)", "bare gRPC server", "served/in-process", "runtime_latency"):
+            assert figure in section, overhead
     points = [json.loads(line) for line in (out / "runs/tiny/points.jsonl").read_text().splitlines()]
     assert sorted(p["batch_size"] for p in points) == [1, 4]
     for point in points:
@@ -216,7 +224,8 @@ def test_the_gpu_visit_measures_the_headline_first(tmp_path, monkeypatch):
         "floor inception_v3 cpu fp32",
     ]
     assert names[6:18:6] == ["floor mobilenet_v2 gpu tf32", "floor resnet50 gpu tf32"]
-    assert len(names) == 18
+    # last, where the headline's served time goes (server_overhead), if the budget leaves time
+    assert names[18:] == ["overhead inception_v3 gpu-tf32"]
     # the servers take bodies that hold InceptionV3's largest batch over gRPC (the server caps a gRPC input at a
     # quarter of --max_body_bytes in floats: server/_grpc.py)
     assert script.BODY_BYTES // 4 >= 256 * 299 * 299 * 3
@@ -383,6 +392,6 @@ def test_a_second_visit_runs_only_the_kinds_of_step_asked(tmp_path, monkeypatch)
     assert [s.name for s in script.build_steps(script.Plan(tmp_path / "b", 420, None), args)] == ["floor tiny cpu fp32"]
     for bad in ("floors", ""):
         args = script.arguments().parse_args(["--models", "tiny", "--steps", bad])
-        with pytest.raises(script.UserError, match="give some of gpu-floor,served,batching,cpu-floor"):
+        with pytest.raises(script.UserError, match="give some of gpu-floor,served,batching,cpu-floor,overhead"):
             script.build_steps(script.Plan(tmp_path / "c", 420, None), args)
         assert not (tmp_path / "c" / "models").exists()

@@ -15,16 +15,20 @@ random weights: timing does not depend on their values, and every record says so
    the run's report compares devices and precisions with no special casing;
 3. the server's own batching filled: a GPU server batching requests of one image at rising concurrency
    (its allowed batch sizes those the floor compiled, so it compiles nothing cold);
-4. the floor on the CPU.
+4. the floor on the CPU;
+
+and, after every model, where the first model's served time goes on the first served target
+(``benchmarks/server_overhead.py``: in process, served, and a bare grpc.aio server answering the same
+bytes, in alternating rounds, at batch 1 and 16), if the budget leaves time.
 
 A model's steps all run before the next model's, so that a visit whose compiles are slow brings back whole
 answers for the models it reached rather than halves of all three. A step that would start past the time
-budget is skipped and listed. Every program is compiled in a warm-up (the floor compiles each size before timing
-it; a server compiles its sizes before it is AVAILABLE), never inside a measured window, and compiled
-programs are shared between processes through JAX's persistent cache. Results are ordinary run
-directories (points.jsonl, run.json with the GPU's NVML facts, report.html) plus ``floor/*.jsonl``; after
-each step the whole result folder (without models or caches) is packed again into ``--archive``, so a
-visit cut short still brings back every step that finished.
+budget is skipped and listed. Every program is compiled and run once in a warm-up (the floor makes each size
+ready before timing it; a server makes its sizes ready before it is AVAILABLE), never inside a measured
+window, and compiled programs are shared between processes through JAX's persistent cache. Results are
+ordinary run directories (points.jsonl, run.json with the GPU's NVML facts, report.html) plus
+``floor/*.jsonl``; after each step the whole result folder (without models or caches) is packed again into
+``--archive``, so a visit cut short still brings back every step that finished.
 """
 
 from __future__ import annotations
@@ -59,7 +63,8 @@ CPU_SIZES = "1,8,64"
 GPU_MEMORY_FRACTION = "0.9"  # of the GPU's memory a floor may take (JAX's default limit is 0.75)
 
 
-STEP_KINDS = ("gpu-floor", "served", "batching", "cpu-floor")
+STEP_KINDS = ("gpu-floor", "served", "batching", "cpu-floor", "overhead")
+OVERHEAD_SIZES = "1,16"  # the served path's fixed cost, and a size where the bytes cost more than the call
 
 
 @dataclass
@@ -183,6 +188,38 @@ def _floor(
         result |= {"batch1_images_per_s": measured[0]["images_per_s"], "best": best["batch_size"]}
         result["best_images_per_s"] = best["images_per_s"]
         result["compile_s"] = round(sum(x["compile_s"] for x in measured), 1)
+    return result
+
+
+def _overhead(plan: Plan, model: str, device: str, precision: str, limit: float = 240.0) -> dict[str, Any]:
+    """benchmarks/server_overhead.py on this host, in alternating rounds: the runtime in process, served by the
+    local server, and a bare grpc.aio server answering the same bytes: how much of the served figure is Python
+    gRPC's, how much serve-bench's own, how much the runtime's. Its children (a floor, servers) are in its
+    session, stopped with it past ``limit``."""
+    out = plan.out / f"overhead-{model}-{device}-{precision}.txt"
+    command = [sys.executable, "-m", "benchmarks.server_overhead", "--runtime", JAX.name, "--model", model]
+    command += ["--device", device, "--precision", precision, "--batch-sizes", OVERHEAD_SIZES, "--rounds", "3"]
+    command += ["--seconds", "1", "--no-batching", "--models-dir", str(plan.out / "models")]
+    env = _environment(plan.out)
+    if device == "cpu":
+        env["JAX_PLATFORMS"] = "cpu"
+    result: dict[str, Any] = {"file": str(out.relative_to(plan.out))}
+    with out.open("w") as sink:
+        child = subprocess.Popen(
+            command, env=env, cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        try:
+            code = child.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            code = None
+            result["error"] = f"ran past {limit:.0f} s and was stopped"
+        finally:
+            if child.poll() is None:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+    if code:
+        lines = out.read_text(errors="replace").strip().splitlines()
+        result["error"] = lines[-1] if lines else f"exit status {code}"
     return result
 
 
@@ -429,6 +466,9 @@ def build_steps(plan: Plan, args: argparse.Namespace) -> list[Step]:
                     "cpu-floor",
                 )
             )
+    # last, on the first served target (the GPU's headline precision): where a served figure's time goes
+    model, (name, device, precision) = models[0], served[0]
+    steps.append(Step(f"overhead {model} {name}", lambda: _overhead(plan, model, device, precision), "overhead"))
     return [step for step in steps if step.kind in kinds]
 
 
