@@ -11,6 +11,7 @@ import pytest
 from serve_bench import export
 from serve_bench.catalogue import CATALOGUE, get_spec
 from serve_bench.cli import main
+from serve_bench.errors import UserError
 
 
 def _png(image: np.ndarray) -> bytes:
@@ -204,7 +205,12 @@ def test_a_warm_up_batch_too_large_for_one_record_is_refused_before_anything_is_
     one message too. tiny's images are 64x64x3 float32, 49,152 bytes: at most 43,690 in a record. 1e8 used to
     build a 4.5 TiB array and end in numpy's MemoryError traceback; 43,691 would have written a record no
     server can read. Refused before anything is built."""
-    for size in ("43691", "100000000"):
+    from serve_bench.export._export import check_warmup_batch_sizes
+
+    check_warmup_batch_sizes(get_spec("tiny"), (1, 43690))  # the largest that fits passes
+    with pytest.raises(UserError, match="warmup_batch_sizes must be at most 43690 for tiny"):
+        check_warmup_batch_sizes(get_spec("tiny"), (43691,))
+    for size in ("100000000", "43691"):  # the fast failure first, if the check went: 43,691 would build 2 GB
         argv = ["export", "tiny", "--weights", "random", "--models-dir", str(tmp_path / "m")]
         assert main([*argv, "--warmup-batch-sizes", f"1,{size}"]) == 2
         said = _one_line_error(capsys)

@@ -266,6 +266,21 @@ def _largest_warmup_batch(spec: ModelSpec) -> int:
     return (_MESSAGE_LIMIT - _RECORD_OVERHEAD) // _image_bytes(spec)
 
 
+def check_warmup_batch_sizes(spec: ModelSpec, sizes: tuple[int, ...]) -> None:
+    """Each a positive integer whose record one protobuf message can hold."""
+    largest = _largest_warmup_batch(spec)
+    for size in sizes:
+        if not isinstance(size, int) or size <= 0:
+            raise UserError(f"warm-up batch size {size!r} is not a positive integer")
+        if size > largest:
+            raise InvalidValue(
+                "warmup_batch_sizes",
+                size,
+                f"at most {largest} for {spec.name}: a warm-up record is one protobuf message, which holds at most "
+                f"2 GiB, and {spec.name}'s float32 images are {_image_bytes(spec):,} bytes each",
+            )
+
+
 def export_model(
     name: str,
     *,
@@ -284,17 +299,7 @@ def export_model(
             check_runtime(runtime, name="runtimes")
         require_runtimes(runtimes)
     check_version(version)
-    largest = _largest_warmup_batch(spec)
-    for size in warmup_batch_sizes:
-        if not isinstance(size, int) or size <= 0:
-            raise UserError(f"warm-up batch size {size!r} is not a positive integer")
-        if size > largest:
-            raise InvalidValue(
-                "warmup_batch_sizes",
-                size,
-                f"at most {largest} for {spec.name}: a warm-up record is one protobuf message, which holds at most "
-                f"2 GiB, and {spec.name}'s float32 images are {_image_bytes(spec):,} bytes each",
-            )
+    check_warmup_batch_sizes(spec, warmup_batch_sizes)
     out = Path(out)
     _check_writable(out)
     model_dir = out / spec.name

@@ -30,7 +30,7 @@ __all__ = ["coverage_order", "measure_floor"]
 
 
 def _point(runner: Any, size: int, min_seconds: float, min_calls: int, seed: int) -> dict[str, Any]:
-    runner.compile(size)  # and runs it once: a program's first execution loads kernels and allocates buffers
+    runner.compile(size)  # and on a GPU runs it once: a program's first execution has costs of its own
     height, width, _ = runner.spec.input_shape
     images = np.random.default_rng(seed).uniform(0, 255, (size, height, width, 3)).astype(np.float32)
     runner({"images": images})  # untimed too: these pixels' first copy to the device
@@ -46,7 +46,7 @@ def _point(runner: Any, size: int, min_seconds: float, min_calls: int, seed: int
     return {
         "batch_size": size,
         "compile_s": round(runner.compile_seconds[size], 3),
-        "first_run_s": round(runner.first_run_seconds[size], 4),
+        "first_run_s": round(runner.first_run_seconds[size], 4) if size in runner.first_run_seconds else None,
         "calls": len(latencies),
         "seconds": round(seconds, 4),
         "images_per_s": images_per_s,

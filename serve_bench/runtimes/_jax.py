@@ -119,7 +119,7 @@ class JaxRunner:
     ``{"features": float32 [n, D]}``. One XLA program per batch size, compiled on first use or ahead of
     it with :meth:`compile` (the server's warm-up); calls from several threads at once are safe."""
 
-    def __init__(self, copy: Path, device: str = "cpu", precision: str = "fp32") -> None:
+    def __init__(self, copy: Path, device: str = "cpu", precision: str = "fp32", first_run: bool | None = None) -> None:
         self.input_names = ["images"]
         JAX.check_device(device)
         JAX.check_precision(precision)
@@ -139,6 +139,9 @@ class JaxRunner:
         self.spec = get_spec(model_name)
         self._jax = jax
         self._device = _device(jax, device)
+        # on a GPU, :meth:`compile` runs each program once too (see there); on a CPU that is one inference more
+        # per size, a batching server's 1..64 (2,080 InceptionV3 images, minutes on 2 cores) for little
+        self._first_run = self._device.platform != "cpu" if first_run is None else first_run
         self._matmul = _MATMUL[precision]
         self._precision = precision
         previous = keras.config.dtype_policy()
@@ -177,11 +180,11 @@ class JaxRunner:
             self.in_effect["threads"] = f"{cpus} (XLA:CPU's pool: the CPUs this process may run on)"
 
     def compile(self, batch_size: int) -> float:
-        """Make ``batch_size`` ready unless it is: compile its program, then run it once on zeros, as the floor's
-        untimed first call does. XLA on a GPU loads kernels and libraries (cuDNN's engines) at a program's first
-        execution, not at compile: on the H100, MobileNetV2's first request after a compile-only warm-up took
-        4.2 s (2.8 at fp32) against 4.7 ms after. The seconds both took (0 if it was ready); apart in
-        ``compile_seconds`` and ``first_run_seconds``."""
+        """Make ``batch_size`` ready unless it is: compile its program and, on a GPU, run it once on zeros, as the
+        floor's untimed first call does. On the H100, MobileNetV2's first request after a compile-only warm-up
+        took 4.2 s (2.8 at fp32) against 4.7 ms after: a program's first execution pays what compiling did not
+        (loading kernels and libraries, allocating; ``first_run_seconds`` records how much). The seconds both
+        took (0 if it was ready); apart in ``compile_seconds`` and ``first_run_seconds`` (sizes run only)."""
         with self._lock:
             if batch_size in self._compiled:
                 return 0.0
@@ -192,12 +195,13 @@ class JaxRunner:
             with jax.default_matmul_precision(self._matmul):
                 program = self._forward.lower(self._variables, abstract).compile()
             compiled = time.perf_counter()
-            # from the host, as a request's images come: the copy to the device has its first-use costs too
-            np.asarray(program(self._variables, jax.device_put(np.zeros(shape, np.float32), self._device)))
+            if self._first_run:  # from the host, as a request's images come: that copy has first-use costs too
+                np.asarray(program(self._variables, jax.device_put(np.zeros(shape, np.float32), self._device)))
             ran = time.perf_counter()
             self._compiled[batch_size] = program
             self.compile_seconds[batch_size] = compiled - started
-            self.first_run_seconds[batch_size] = ran - compiled
+            if self._first_run:
+                self.first_run_seconds[batch_size] = ran - compiled
             return ran - started
 
     def precision_witness(self) -> dict[str, float]:

@@ -94,14 +94,15 @@ class LocalServer:
         except Exception as exc:  # the runtime's own kinds (an XLA error, out of device memory)
             raise UserError(f"model {servable.name!r}: compiling for batch sizes failed: {first_line(exc)}") from exc
         if seconds:
-            ready = seconds.items()
+            ran = any(first is not None for _, first in seconds.values())
             log.info(
-                "%s version %d: compiled batch sizes %s in %.1f s, each run once (%s)",
+                "%s version %d: compiled batch sizes %s in %.1f s%s (%s)",
                 servable.name,
                 servable.version,
                 ",".join(str(size) for size in seconds),
-                sum(built + ran for built, ran in seconds.values()),
-                ", ".join(f"{size}: {built:.2f} s + first run {ran * 1e3:.1f} ms" for size, (built, ran) in ready),
+                sum(built + (first or 0.0) for built, first in seconds.values()),
+                ", each run once" if ran else "",
+                ", ".join(_ready(size, built, first) for size, (built, first) in seconds.items()),
             )
 
     async def start(self) -> BoundPorts:
@@ -184,3 +185,7 @@ class LocalServer:
         await stop.wait()
         print("shutting down: finishing in-flight requests", flush=True)
         await self.stop()
+
+
+def _ready(size: int, built: float, first: float | None) -> str:
+    return f"{size}: {built:.2f} s" + ("" if first is None else f" + first run {first * 1e3:.1f} ms")

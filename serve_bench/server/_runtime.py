@@ -246,15 +246,16 @@ class Servable:
                 ) from None
             raise ServingError("FAILED_PRECONDITION", f'Serving signature key "{key}" not found.') from None
 
-    def compile(self, batch_sizes: tuple[int, ...]) -> dict[int, tuple[float, float]]:
-        """Build the programs of a runtime that compiles per shape (XLA) for ``batch_sizes``, and run each once,
-        before the model is AVAILABLE, as TF Serving's warm-up runs its records first; {size: (seconds compiling,
-        seconds of the first run)} for the sizes built now ({} for other runtimes)."""
+    def compile(self, batch_sizes: tuple[int, ...]) -> dict[int, tuple[float, float | None]]:
+        """Build the programs of a runtime that compiles per shape (XLA) for ``batch_sizes`` (on a GPU, running each
+        once) before the model is AVAILABLE, as TF Serving's warm-up runs its records first; a size whose first run
+        fails fails the load, as a warm-up record does there. {size: (seconds compiling, seconds of the first run
+        or None)} for the sizes built now ({} for other runtimes)."""
         runner = self.signatures[DEFAULT_SIGNATURE].runner if DEFAULT_SIGNATURE in self.signatures else None
         if not isinstance(runner, CompilingRunner):
             return {}
         built = [size for size in batch_sizes if runner.compile(size)]
-        return {size: (runner.compile_seconds[size], runner.first_run_seconds[size]) for size in built}
+        return {size: (runner.compile_seconds[size], runner.first_run_seconds.get(size)) for size in built}
 
     def run(self, signature: Signature, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Call TensorFlow, or the signature's other runtime (blocking; from a worker thread, never the event loop)."""
