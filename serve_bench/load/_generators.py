@@ -185,19 +185,22 @@ async def run_closed_loop(
     records = recorder.records
     stop = False
     ended = asyncio.Event()
+    down_at = 0.0  # when a worker took the target for down: the window ends there, not when the loop notices
     liveness = _Liveness()
     if start_at is not None:
         await asyncio.sleep(max(0.0, start_at - time.perf_counter()))
     timeout = settings.timeout_s
 
     async def worker() -> None:
-        nonlocal stop
+        nonlocal stop, down_at
         send = recorder.send
         while not stop:
             try:
                 await send(prepared)
             except ServeBenchError as exc:
                 if liveness.failed(exc):
+                    if not stop:
+                        down_at = time.perf_counter()
                     stop = True
                     ended.set()
                 continue
@@ -244,9 +247,11 @@ async def run_closed_loop(
                     if not settled:
                         continue
                 break
-            window_end = time.perf_counter()
-            if fixed_duration is not None and not ended.is_set():
-                window_end = window_start + fixed_duration  # not when the loop noticed (up to a poll later)
+            window_end = down_at if down_at else time.perf_counter()  # not when the loop noticed (a poll later)
+            if fixed_duration is not None:  # never past the agreed window, whichever ended it
+                window_end = (
+                    min(window_end, window_start + fixed_duration) if down_at else window_start + fixed_duration
+                )
             if cpu_start is not None:
                 cpu_end = _cpu()
         finally:
