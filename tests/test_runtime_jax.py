@@ -16,6 +16,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -36,6 +37,15 @@ CATALOGUE_ENV = "SERVE_BENCH_CATALOGUE"  # `make test-catalogue`: the jax copy o
 
 def _images(n: int, seed: int, size: int = 64) -> np.ndarray:
     return np.random.default_rng(seed).uniform(0, 255, size=(n, size, size, 3)).astype(np.float32)
+
+
+def _json_from_jax_child(code: str, copy: Path) -> Any:
+    """What ``code`` printed last, as JSON: run with ``copy`` as argv[1] in a child with Keras on JAX on the CPU
+    (this process holds Keras on TensorFlow)."""
+    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
+    done = subprocess.run([sys.executable, "-c", code, str(copy)], capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 def _tolerance(models: Path, model: str = "tiny") -> float:
@@ -90,10 +100,7 @@ def test_the_precision_witness_measures_what_the_convolutions_ran_at(jax_models)
         "runners = {p: JaxRunner(Path(sys.argv[1]), 'cpu', p) for p in ('fp32', 'tf32', 'bf16')}\n"
         "print(json.dumps({p: runner.precision_witness() for p, runner in runners.items()}))"
     )
-    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
-    done = subprocess.run([sys.executable, "-c", code, str(copy)], capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    witness = {p: max(errors.values()) for p, errors in json.loads(done.stdout.splitlines()[-1]).items()}
+    witness = {p: max(errors.values()) for p, errors in _json_from_jax_child(code, copy).items()}
     assert witness["fp32"] < 2.0**-20 and witness["tf32"] == witness["fp32"]
     assert 2.0**-12 < witness["bf16"] < 2.0**-6
 
@@ -123,10 +130,7 @@ def test_a_size_made_ready_has_run_once_before_its_first_request(jax_models):
         "seen['cpu_default'] = [list(runs), sorted(cpu.compile_seconds), sorted(cpu.first_run_seconds)]\n"
         "print(json.dumps(seen))"
     )
-    env = {**os.environ, "KERAS_BACKEND": "jax", "JAX_PLATFORMS": "cpu"}
-    done = subprocess.run([sys.executable, "-c", code, str(copy)], capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    seen = json.loads(done.stdout.splitlines()[-1])
+    seen = _json_from_jax_child(code, copy)
     assert seen["first"] and seen["compiled"] == [3]  # built and run once on its own
     assert seen["again"] == 0 and seen["after_again"] == [3]  # a ready size is left alone
     assert seen["served"] == [3, 3] and seen["timed"] == [[3], [3]]
