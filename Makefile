@@ -4,13 +4,15 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.serve-bench-installed
+# pip install, tried again when the registries drop a connection (tools/pip_install.sh says why)
+PIP_INSTALL := bash tools/pip_install.sh
 
 .PHONY: demo test lint format lock clean-results servers-env mutants
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -c constraints.txt -e '.[all]'
+	$(PIP_INSTALL) $(PY) --quiet --upgrade pip
+	$(PIP_INSTALL) $(PY) --quiet -c constraints.txt -e '.[all]'
 	touch $(STAMP)
 
 # TF Serving's message descriptors ship in the package (serve_bench/_tfs_descriptors.binpb), so the plain
@@ -28,8 +30,8 @@ SERVERS_STAMP := $(SERVERS_VENV)/.serve-bench-servers-installed
 
 $(SERVERS_STAMP): servers-constraints.txt
 	test -x $(SERVERS_VENV)/bin/python || $(PYTHON) -m venv $(SERVERS_VENV)
-	$(SERVERS_VENV)/bin/python -m pip install --quiet --upgrade pip
-	$(SERVERS_VENV)/bin/python -m pip install --quiet -c servers-constraints.txt nvidia-pytriton mlserver tensorflow onnxruntime openvino 'numpy<2'
+	$(PIP_INSTALL) $(SERVERS_VENV)/bin/python --quiet --upgrade pip
+	$(PIP_INSTALL) $(SERVERS_VENV)/bin/python --quiet -c servers-constraints.txt nvidia-pytriton mlserver tensorflow onnxruntime openvino 'numpy<2'
 	touch $(SERVERS_STAMP)
 
 servers-env: $(SERVERS_STAMP)

@@ -207,7 +207,8 @@ except ImportError as exc:
 
 @pytest.fixture(scope="module")
 def plain_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """`pip install -c constraints.txt <the project>`, no extras, not editable, into a fresh virtualenv.
+    """`pip install -c constraints.txt <the project>`, no extras, not editable, into a fresh virtualenv (through
+    tools/pip_install.sh, as the Makefile installs: tried again when the network drops a download).
 
     pip builds from a copy of what the package is made of, so that the build (build/, *.egg-info) never
     writes into the working tree others edit. pip's own cache is used: a warm one makes this ~30 s.
@@ -220,7 +221,7 @@ def plain_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     venv = root / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     install = subprocess.run(
-        [venv / "bin" / "python", "-m", "pip", "install", "-c", ROOT / "constraints.txt", source],
+        ["bash", ROOT / "tools" / "pip_install.sh", venv / "bin" / "python", "-c", ROOT / "constraints.txt", source],
         capture_output=True,
         text=True,
         timeout=540,
