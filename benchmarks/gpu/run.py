@@ -17,9 +17,10 @@ random weights: timing does not depend on their values, and every record says so
    (its allowed batch sizes those the floor compiled, so it compiles nothing cold);
 4. the floor on the CPU;
 
-and, after every model, where the first model's served time goes on the first served target
+and, after the first model's steps, where its served time goes on the first served target
 (``benchmarks/server_overhead.py``: in process, served, and a bare grpc.aio server answering the same
-bytes, in alternating rounds, at batch 1 and 16), if the budget leaves time.
+bytes, in alternating rounds, at batch 1 and 16): part of that model's answer, so it comes before the next
+model's steps (last, it was past the budget of a visit that measures three models at longer points).
 
 A model's steps all run before the next model's, so that a visit whose compiles are slow brings back whole
 answers for the models it reached rather than halves of all three. A step that would start past the time
@@ -466,9 +467,11 @@ def build_steps(plan: Plan, args: argparse.Namespace) -> list[Step]:
                     "cpu-floor",
                 )
             )
-    # last, on the first served target (the GPU's headline precision): where a served figure's time goes
-    model, (name, device, precision) = models[0], served[0]
-    steps.append(Step(f"overhead {model} {name}", lambda: _overhead(plan, model, device, precision), "overhead"))
+        if model == models[0]:  # then where its served time goes, on the first served target (the headline's)
+            split = Step(
+                f"overhead {model} {name}", lambda m=model, d=device, p=precision: _overhead(plan, m, d, p), "overhead"
+            )
+            steps.append(split)
     return [step for step in steps if step.kind in kinds]
 
 
