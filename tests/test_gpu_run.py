@@ -103,6 +103,11 @@ def test_the_gpu_run_on_this_cpu_writes_ordinary_runs_and_packs_them(tmp_path):
     assert cells[5].startswith(f"{served_over_floor:.2f} ·")
     assert cells[7] == f"{0.5 / (3600 * best['throughput']['items_per_s']) * 1e6:.3f}"
     assert f"convolutions {max(witness.values()):.1e} off float64." in summary.stdout
+    # the batch-1 call in process on the fresh array and on the server's view (no first runs on a CPU)
+    assert (
+        f"compile {sum(x['compile_s'] for x in floor[1:]):.0f} s in all; a batch-1 call {floor[1]['p50_ms']:.2f} ms"
+        f" median, {floor[1]['as_served_p50_ms']:.2f} ms on a view as the server passes it; convolutions"
+    ) in summary.stdout
     # the in-process gain with its interval: the floor's intervals' extremes (stats' ratio)
     by_size = {x["batch_size"]: x for x in floor[1:]}
     low, high = (
@@ -397,3 +402,14 @@ def test_a_second_visit_runs_only_the_kinds_of_step_asked(tmp_path, monkeypatch)
         with pytest.raises(script.UserError, match="give some of gpu-floor,served,batching,cpu-floor,overhead"):
             script.build_steps(script.Plan(tmp_path / "c", 420, None), args)
         assert not (tmp_path / "c" / "models").exists()
+
+
+def test_the_summary_adds_up_a_gpus_first_runs_apart_from_its_compiles():
+    """On a GPU each size's program runs once before it is timed or served (first_run_s); a CPU floor has none."""
+    spec = importlib.util.spec_from_file_location("gpu_summarize", SCRIPT.with_name("summarize.py"))
+    assert spec is not None and spec.loader is not None
+    summarize = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(summarize)
+    floor = {1: {"first_run_s": 4.2}, 16: {"first_run_s": 0.05}, 256: {"first_run_s": None}}
+    assert summarize._first_runs(floor) == ", first runs 4.2 s (the longest 4.20)"
+    assert summarize._first_runs({1: {"first_run_s": None}, 8: {}}) == ""

@@ -55,6 +55,23 @@ def _witness(folder: Path, model: str, device: str, precision: str) -> str:
     return f"; convolutions {max(witness.values()):.1e} off float64"
 
 
+def _first_runs(floor: dict[int, dict[str, Any]]) -> str:
+    """The programs' first executions, apart from their compiles (a GPU's; none on a CPU, "" then)."""
+    runs = [x["first_run_s"] for x in floor.values() if x.get("first_run_s") is not None]
+    return f", first runs {sum(runs):.1f} s (the longest {max(runs):.2f})" if runs else ""
+
+
+def _as_served(line: dict[str, Any]) -> str:
+    """The smallest size's median call on the fresh array and on the server's view of a request's bytes, beside
+    the server's runtime call in the row above ("" for floors before 2026-11-27, which timed no view)."""
+    if "as_served_p50_ms" not in line:
+        return ""
+    return (
+        f"; a batch-{line['batch_size']} call {line['p50_ms']:.2f} ms median, {line['as_served_p50_ms']:.2f} ms"
+        " on a view as the server passes it"
+    )
+
+
 def _interval(estimate: Estimate) -> str:
     if estimate.low is None or estimate.high is None:
         return f"{estimate.value:,.0f}"
@@ -119,7 +136,7 @@ def summarize(folder: Path, prices: dict[str, float]) -> str:
                     f"In process on {target.name}: {_interval(one)} img/s at batch 1, {_interval(top)}"
                     f" at {best_batch} ({ratio_text(ratio(top, one))}); largest measured "
                     f"{max(floor)}, compile {sum(x['compile_s'] for x in floor.values()):.0f} s in all"
-                    f"{_witness(folder, model, device, precision)}."
+                    f"{_first_runs(floor)}{_as_served(floor[min(floor)])}{_witness(folder, model, device, precision)}."
                 )
         lines.append("")
     return "\n".join(lines)
