@@ -106,7 +106,8 @@ def test_the_precision_witness_measures_what_the_convolutions_ran_at(jax_models)
 
 
 def test_a_size_made_ready_has_run_once_before_its_first_request(jax_models):
-    """On a GPU, compile() builds a size's program and runs it once, so the first request of that size executes a
+    """On a GPU, compile() builds a size's program and runs it once (a size first met in a request is not run
+    twice: its call is the first run), so the first request of that size executes a
     program that has run before: on the H100, MobileNetV2's first request after a compile-only warm-up took
     4.2 s against 4.7 ms after (benchmarks/results/h100-2026-11-26/visit-1/runs/mobilenet_v2: the point's
     duration is that request's latency less the 0.3 s warm-up plus its 12 other requests'). This CPU has no
@@ -126,6 +127,8 @@ def test_a_size_made_ready_has_run_once_before_its_first_request(jax_models):
         "seen['again'] = runner.compile(3)\nseen['after_again'] = list(runs)\n"
         "runner({'images': np.zeros((3, 64, 64, 3), np.float32)})\nseen['served'] = list(runs)\n"
         "seen['timed'] = [sorted(runner.compile_seconds), sorted(runner.first_run_seconds)]\n"
+        "runs.clear()\nrunner({'images': np.zeros((5, 64, 64, 3), np.float32)})\nseen['inside'] = list(runs)\n"
+        "seen['inside_timed'] = [sorted(runner.compile_seconds), sorted(runner.first_run_seconds)]\n"
         "runs.clear()\ncpu = JaxRunner(Path(sys.argv[1]), 'cpu', 'fp32')\ncpu.compile(2)\n"
         "seen['cpu_default'] = [list(runs), sorted(cpu.compile_seconds), sorted(cpu.first_run_seconds)]\n"
         "print(json.dumps(seen))"
@@ -134,6 +137,8 @@ def test_a_size_made_ready_has_run_once_before_its_first_request(jax_models):
     assert seen["first"] and seen["compiled"] == [3]  # built and run once on its own
     assert seen["again"] == 0 and seen["after_again"] == [3]  # a ready size is left alone
     assert seen["served"] == [3, 3] and seen["timed"] == [[3], [3]]
+    # a size compiled inside a request runs once, the request's own call: no first run before it
+    assert seen["inside"] == [5] and seen["inside_timed"] == [[3, 5], [3]]
     assert seen["cpu_default"] == [[], [2], []]  # a CPU's default: compiled, not run
 
 
