@@ -15,6 +15,7 @@ import multiprocessing
 import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -280,12 +281,29 @@ async def test_processes_started_together_count_over_one_agreed_window(monkeypat
             super().set()
             time.sleep(0.4)
 
-    monkeypatch.setattr(_generators.asyncio, "Event", Stalling)
+    # the loop's own events only (asyncio itself, which others share, left alone)
+    monkeypatch.setattr(_generators, "asyncio", SimpleNamespace(**{**vars(asyncio), "Event": Stalling}))
     start_at = time.perf_counter() + 0.2
     down_at = start_at + 0.1 + 0.1
     run = await run_closed_loop(client, prepared, 2, settings, start_at=start_at, fixed_duration=1.0)
     assert run.cut_off.startswith("target down"), run.cut_off
     assert down_at <= run.window_end < down_at + 0.2, run.window_end - down_at
+    monkeypatch.undo()
+
+    # the target taken for down after the agreed end, before the loop's next look (its looks stretched from
+    # 0.05 s to 0.5 s: at 0.5 and 1.0 s into a 0.7 s window, the failure at 0.8): the window ends at the agreed
+    # end, never past it, as the other children's do
+    polls = _generators._wait
+
+    async def slow_looks(event: asyncio.Event, seconds: float) -> bool:
+        return await polls(event, 0.5 if seconds == 0.05 else seconds)
+
+    monkeypatch.setattr(_generators, "_wait", slow_looks)
+    start_at = time.perf_counter() + 0.2
+    down_at = start_at + 0.1 + 0.8
+    run = await run_closed_loop(client, prepared, 2, settings, start_at=start_at, fixed_duration=0.7)
+    assert run.cut_off.startswith("target down"), run.cut_off
+    assert run.window_end == start_at + 0.1 + 0.7
 
 
 def test_poisson_schedule_has_exactly_the_rate_in_the_window():
