@@ -2,7 +2,7 @@
 
 The server decodes an input as a view of the bytes gRPC received (server/_grpc.py, ``_decode_inputs``), so the
 runtime gets a read-only float32 array at the offset a Predict request puts the pixels, which is not 4-byte
-aligned (75 to 82 bytes for the catalogue's models at batch 1 to 256: this test computes InceptionV3's from the
+aligned (71 to 82 bytes for the catalogue's models at batch 1 to 256: this test computes InceptionV3's from the
 client's own request). On the H100 the server's runtime call at batch 1 took 0.4 ms over the floor's 4.5 ms;
 the floor line's ``as_served_p50_ms`` says on the next visit whether such a view is the difference. A stand-in
 runner and clock: the test is about what is passed and what is recorded, not about a device.

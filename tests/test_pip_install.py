@@ -27,7 +27,7 @@ def _fake_python(tmp_path: Path, failures: int, code: int = 2) -> Path:
     return python
 
 
-def _install(python: Path, tries: int | None = None) -> subprocess.CompletedProcess[str]:
+def _install(python: Path, tries: int | str | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k != "PIP_TRIES"}
     if tries is not None:
         env["PIP_TRIES"] = str(tries)
@@ -58,7 +58,8 @@ def test_it_gives_up_after_its_tries_with_pips_exit_status(tmp_path):
     assert done.returncode == 7
     assert len(_calls(tmp_path)) == 2
     assert done.stderr.splitlines()[-1] == (
-        "tools/pip_install.sh: pip install failed 2 times (exit 7); check the network and run make again"
+        "tools/pip_install.sh: pip install failed 2 times (exit 7): pip's error is above (a dropped download: run"
+        " make again)"
     )
 
 
@@ -73,3 +74,12 @@ def test_the_makefile_installs_through_it():
     installs = [line for line in makefile.splitlines() if line.startswith("\t") and "-m pip install" in line]
     assert installs == [], f"a pip install past the retries: {installs}"
     assert makefile.count("$(PIP_INSTALL) ") == 4
+
+
+def test_a_number_of_tries_that_is_not_one_is_refused_before_pip_runs(tmp_path):
+    """PIP_TRIES=x once made the give-up test an error, read as false: a pip failing for good looped forever."""
+    python = _fake_python(tmp_path, failures=99)
+    for tries in ("x", "0", "-1", "2.5"):
+        done = _install(python, tries=tries)
+        assert done.returncode == 2 and done.stderr.startswith(f"tools/pip_install.sh: PIP_TRIES={tries}: give")
+    assert not (tmp_path / "calls").exists()
