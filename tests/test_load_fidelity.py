@@ -291,12 +291,13 @@ async def test_processes_started_together_count_over_one_agreed_window(monkeypat
     monkeypatch.undo()
 
     # the target taken for down after the agreed end, before the loop's next look (its looks stretched from
-    # 0.05 s to 0.5 s: at 0.5 and 1.0 s into a 0.7 s window, the failure at 0.8): the window ends at the agreed
-    # end, never past it, as the other children's do
+    # 0.05 s to 3 s: the first at 3 s into a 0.7 s window, the failure at 0.8, which wakes the loop): the window
+    # ends at the agreed end, never past it, as the other children's do. (Looks of 0.5 s failed a clean CI run:
+    # the first came 0.2 s late, past the agreed end, and ended the point before the target failed.)
     polls = _generators._wait
 
     async def slow_looks(event: asyncio.Event, seconds: float) -> bool:
-        return await polls(event, 0.5 if seconds == 0.05 else seconds)
+        return await polls(event, 3.0 if seconds == 0.05 else seconds)
 
     monkeypatch.setattr(_generators, "_wait", slow_looks)
     start_at = time.perf_counter() + 0.2
