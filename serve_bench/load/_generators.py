@@ -247,11 +247,9 @@ async def run_closed_loop(
                     if not settled:
                         continue
                 break
-            window_end = down_at if down_at else time.perf_counter()  # not when the loop noticed (a poll later)
+            window_end = down_at or time.perf_counter()  # not when the loop noticed (a poll later)
             if fixed_duration is not None:  # never past the agreed window, whichever ended it
-                window_end = (
-                    min(window_end, window_start + fixed_duration) if down_at else window_start + fixed_duration
-                )
+                window_end = min(window_end, window_start + fixed_duration)
             if cpu_start is not None:
                 cpu_end = _cpu()
         finally:

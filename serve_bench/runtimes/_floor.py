@@ -67,9 +67,9 @@ def _as_served(runner: Any, images: np.ndarray) -> np.ndarray:
     """The call's latencies (ms) with the same pixels as the local server hands them to the runtime: a read-only
     view of the request's bytes, at an offset a Predict request puts them, which is never 4-byte aligned (71 to
     82 for InceptionV3, ResNet-50 and MobileNetV2 at batch 1 to 256, 2 or 3 mod 4; float32 wants 4; one offset
-    stands for them all here: the floor knows no request). On the H100 the server's
-    runtime call at batch 1 took 0.4 ms over the floor's 4.5, and whether such a view costs a GPU's host-to-device
-    copy more than a fresh array does is one candidate this CPU cannot answer (here both are copied alike).
+    stands for them all here: the floor knows no request). On the H100 the server's runtime call at batch 1 took
+    0.4 ms over the floor's 4.5, and whether such a view costs a GPU's host-to-device copy more than a fresh array
+    does is one candidate this CPU cannot answer (here both are copied alike).
     AS_SERVED_CALLS calls after the timed ones (fewer past AS_SERVED_SECONDS, at least 3), and one untimed before
     them: the timed figures stay the fresh array's."""
     received = bytes(AS_SERVED_OFFSET) + images.tobytes()
