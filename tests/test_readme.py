@@ -8,6 +8,7 @@ The README is what a newcomer reads first: it starts with the two commands a new
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import json
 import re
@@ -15,16 +16,22 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from serve_bench.cli import build_parser
-from serve_bench.stats import Interval, Throughput, read_points
+from serve_bench.report import analyze_run
+from serve_bench.stats import Interval, read_points
 from serve_bench.stats._estimate import Estimate, ratio, ratio_text
 from serve_bench.sweep import parse_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+_SPEC = importlib.util.spec_from_file_location("gpu_summarize", ROOT / "benchmarks" / "gpu" / "summarize.py")
+assert _SPEC is not None and _SPEC.loader is not None
+SUMMARIZE = importlib.util.module_from_spec(_SPEC)  # the answer's table: where throughput stops growing
+_SPEC.loader.exec_module(SUMMARIZE)
 DOCS = ROOT / "docs"
 USER_DOCS = [README, *sorted(DOCS.glob("*.md"))]
 SERVE_BENCH = Path(sys.executable).parent / "serve-bench"
@@ -107,7 +114,7 @@ def _answer_rows() -> list[list[str]]:
     answer = text[text.index("## The answer, measured") : text.index("## Point it at your own server")]
     rows = [r for r in answer.splitlines() if r.startswith("| ") and not r.startswith("| model")]
     assert rows
-    return [[cell.strip().replace("**", "").replace(" ⚠", "") for cell in row.split("|")[1:-1]] for row in rows]
+    return [[cell.strip().replace("**", "") for cell in row.split("|")[1:-1]] for row in rows]
 
 
 def _shown(estimate: Estimate) -> str:
@@ -117,7 +124,7 @@ def _shown(estimate: Estimate) -> str:
 
 def _floor_figures(model: str, device: str) -> list[str]:
     """Batch 1 and the best (batch) with their 95% intervals, the gain with its interval, where throughput stops
-    growing (the smallest size within 5% of the best; "or later" when that is the largest measured) and the cost
+    growing (summarize.stops_growing: as far as the measured sizes say) and the cost
     per million images, of a committed floor."""
     kind = "cpu" if device == "16 cores" else "gpu"
     name = "cpu-fp32" if kind == "cpu" else "gpu-" + device.split(", ")[1]
@@ -127,37 +134,48 @@ def _floor_figures(model: str, device: str) -> list[str]:
     floor = {x["batch_size"]: x for x in lines[1:] if "images_per_s" in x}
     rate = {b: Estimate.of(x["images_per_s"], Interval(*x["images_per_s_ci"])) for b, x in floor.items()}
     batch = max(rate, key=lambda b: rate[b].value)
-    stops = min(b for b in rate if rate[b].value >= 0.95 * rate[batch].value)
     price = PRICES["16 cores" if kind == "cpu" else "H100"]
     return [
         _shown(rate[1]),
         f"{_shown(rate[batch])} ({batch})",
         ratio_text(ratio(rate[batch], rate[1])),
-        f"{stops} or later" if stops == max(rate) else str(stops),
+        SUMMARIZE.stops_growing({b: r.value for b, r in rate.items()}),
         f"${price / (3600 * rate[batch].value) * 1e6:.2f}",
     ]
 
 
 def _served_figures(model: str, device: str) -> list[str]:
-    """Batch 1 and the best (batch) with their 95% intervals, from the committed one-in-flight sweeps."""
+    """Batch 1 and the best (batch) with their 95% intervals, ⚠ where serve-bench judged a point unstable (its
+    windows disagree, or too few requests to tell), the gain with its interval, where throughput stops growing
+    and the cost per million images, from the committed one-in-flight sweeps, as the report analyses them."""
     if device == "2-core VM":
         points = read_points(ROOT / "tests" / "data" / "demo_2core_20261125" / model / "points.jsonl")
-        points = [p for p in points if p.target.name == "local-grpc"]
+        name, price = "local-grpc", None
     else:
         kind = "gpu" if device.startswith("H100") else "cpu"
-        run = f"{VISITS[model]}/runs/{model}" + ("-cpu" if kind == "cpu" else "")
-        target = "cpu-fp32" if device == "16 cores" else "gpu-" + device.split(", ")[1]
-        points = [p for p in read_points(H100_RUN / run / "points.jsonl") if p.target.name == target]
-    curve = {p.batch_size: p.throughput for p in points if p.load.mode == "closed" and p.load.concurrency == 1}
-    best = max(curve, key=lambda b: curve[b].items_per_s)
+        points = read_points(H100_RUN / VISITS[model] / "runs" / (model + ("-cpu" if kind == "cpu" else "")))
+        name = "cpu-fp32" if kind == "cpu" else "gpu-" + device.split(", ")[1]
+        price = PRICES["16 cores" if kind == "cpu" else "H100"]
+    (target,) = [t for t in analyze_run(points).targets if t.name == name]
+    base, best = target.baseline, target.best
+    assert base is not None and best is not None
     digits = 1 if device == "2-core VM" else 0
 
-    def shown(figure: Throughput) -> str:
-        ci = figure.items_per_s_ci
-        value = f"{figure.items_per_s:,.{digits}f}"
-        return value if ci is None else f"{value} [{ci.low:,.{digits}f}–{ci.high:,.{digits}f}]"
+    def shown(cell: Any) -> str:
+        figure = cell.items_per_s
+        text = f"{figure.value:,.{digits}f}"
+        if figure.low is not None and figure.high is not None:
+            text += f" [{figure.low:,.{digits}f}–{figure.high:,.{digits}f}]"
+        return text + ("" if cell.point.stability.stable else " ⚠")
 
-    return [shown(curve[1]), f"{shown(curve[best])} ({best})"]
+    rates = {b: cell.items_per_s.value for b, cell in target.client_curve.items()}
+    return [
+        shown(base),
+        f"{shown(best)} ({best.batch_size})",
+        ratio_text(ratio(best.items_per_s, base.items_per_s)),
+        SUMMARIZE.stops_growing(rates),
+        "–" if price is None else f"${price / (3600 * best.items_per_s.value) * 1e6:.2f}",
+    ]
 
 
 def test_the_answers_rows_are_the_committed_runs() -> None:
@@ -170,7 +188,7 @@ def test_the_answers_rows_are_the_committed_runs() -> None:
             assert row[2:] == _floor_figures(model, device.removesuffix(", in process")), row
             checked += 1
         elif device.endswith("served"):
-            assert row[2:4] == _served_figures(model, device.removesuffix(", served")), row
+            assert row[2:] == _served_figures(model, device.removesuffix(", served")), row
             checked += 1
     assert checked == 16
 

@@ -30,6 +30,21 @@ PLATEAU = 0.95  # throughput "stops growing" at the smallest batch within 5% of 
 DISTORTION = 0.9  # served under this share of in-process at batch 1: the server's fixed cost shows
 
 
+def stops_growing(rates: dict[int, float]) -> str:
+    """Where throughput stops growing (the smallest batch within 5% of the best), as far as the measured sizes
+    say: "by B" where a size below B was left out (it stopped somewhere up to B), "past P" where the best is the
+    largest size measured and the one below it, P, is less than half of it (still growing after P, by how much
+    further unknown), "B or later" where the best is the largest measured and its half was measured too."""
+    sizes = sorted(rates)
+    top = max(rates.values())
+    stop = min(b for b in sizes if rates[b] >= PLATEAU * top)
+    below = [b for b in sizes if b < stop]
+    gap = bool(below) and below[-1] * 2 < stop
+    if stop == sizes[-1]:
+        return f"past {below[-1]}" if gap else f"{stop} or later"
+    return f"by {stop}" if gap else str(stop)
+
+
 def _in_process(line: dict[str, Any]) -> Estimate:
     """A floor line's images/s with its 95% interval (floors before 2026-11-27 recorded none)."""
     ci = line.get("images_per_s_ci")
@@ -100,8 +115,7 @@ def summarize(folder: Path, prices: dict[str, float]) -> str:
                 lines.append(f"| {target.name} | not measured | | | | | | |")
                 continue
             curve = target.client_curve
-            top = max(c.items_per_s.value for c in curve.values())
-            plateau = min(b for b, c in curve.items() if c.items_per_s.value >= PLATEAU * top)
+            plateau = stops_growing({b: c.items_per_s.value for b, c in curve.items()})
             device, _, precision = target.name.partition("-")
             floor = _floor(folder, model, device, precision)
             shares: list[float | None] = []
@@ -134,7 +148,8 @@ def summarize(folder: Path, prices: dict[str, float]) -> str:
                 top = _in_process(floor[best_batch])
                 lines.append(
                     f"In process on {target.name}: {_interval(one)} img/s at batch 1, {_interval(top)}"
-                    f" at {best_batch} ({ratio_text(ratio(top, one))}); largest measured "
+                    f" at {best_batch} ({ratio_text(ratio(top, one))}), stops growing "
+                    f"{stops_growing({b: x['images_per_s'] for b, x in floor.items()})}; largest measured "
                     f"{max(floor)}, compile {sum(x['compile_s'] for x in floor.values()):.0f} s in all"
                     f"{_first_runs(floor)}{_as_served(floor[min(floor)])}{_witness(folder, model, device, precision)}."
                 )
