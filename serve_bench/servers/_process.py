@@ -206,5 +206,12 @@ class V2ServerProcess(ServerProcess):
         return f"http://127.0.0.1:{self.metrics_port}/metrics"
 
     def ready_urls(self) -> list[str]:
-        # the server, then the model: both answer 200 only once it can serve (the protocol's health API)
-        return [f"{self.http_base}/v2/health/ready", f"{self.http_base}/v2/models/{self.model}/ready"]
+        # the server, then the model: both answer 200 only once it can serve (the protocol's health API); then
+        # the metrics page, which listens on a port of its own and may open after the HTTP one does (Triton
+        # starts its metrics service after its HTTP service, server src/main.cc StartEndpoints; a CI run with a
+        # core busy read a refused connection there right after ready)
+        return [
+            f"{self.http_base}/v2/health/ready",
+            f"{self.http_base}/v2/models/{self.model}/ready",
+            self.metrics_url,
+        ]
