@@ -14,6 +14,7 @@ import sys
 import tarfile
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -404,12 +405,18 @@ def test_a_second_visit_runs_only_the_kinds_of_step_asked(tmp_path, monkeypatch)
         assert not (tmp_path / "c" / "models").exists()
 
 
-def test_the_summary_adds_up_a_gpus_first_runs_apart_from_its_compiles():
-    """On a GPU each size's program runs once before it is timed or served (first_run_s); a CPU floor has none."""
+def _summarize() -> Any:
+    """benchmarks/gpu/summarize.py as a module (a script, not in a package)."""
     spec = importlib.util.spec_from_file_location("gpu_summarize", SCRIPT.with_name("summarize.py"))
     assert spec is not None and spec.loader is not None
     summarize = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(summarize)
+    return summarize
+
+
+def test_the_summary_adds_up_a_gpus_first_runs_apart_from_its_compiles():
+    """On a GPU each size's program runs once before it is timed or served (first_run_s); a CPU floor has none."""
+    summarize = _summarize()
     floor = {1: {"first_run_s": 4.2}, 16: {"first_run_s": 0.05}, 256: {"first_run_s": None}}
     assert summarize._first_runs(floor) == ", first runs 4.2 s (the longest 4.20)"
     assert summarize._first_runs({1: {"first_run_s": None}, 8: {}}) == ""
@@ -419,10 +426,7 @@ def test_where_throughput_stops_growing_is_said_as_far_as_the_measured_sizes_go(
     """The smallest batch within 5% of the best, and what the sizes left out leave unknown: InceptionV3's GPU
     floor of 2026-11-27 measured 1, 4, 16 and 256 and still grew at 256 ("past 16", not "256"); its CPU floor,
     1, 8 and 64, was within 5% at 8 ("by 8"); ResNet-50's, every size to 1024, stopped at 512."""
-    spec = importlib.util.spec_from_file_location("gpu_summarize", SCRIPT.with_name("summarize.py"))
-    assert spec is not None and spec.loader is not None
-    summarize = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(summarize)
+    summarize = _summarize()
     stops = summarize.stops_growing
     assert stops({1: 288.0, 4: 989.0, 16: 3219.0, 256: 4329.0}) == "past 16"
     assert stops({1: 28.6, 8: 55.0, 64: 57.1}) == "by 8"

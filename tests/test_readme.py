@@ -22,8 +22,8 @@ import pytest
 
 from serve_bench.cli import build_parser
 from serve_bench.report import analyze_run
-from serve_bench.stats import Interval, read_points
-from serve_bench.stats._estimate import Estimate, ratio, ratio_text
+from serve_bench.stats import read_points
+from serve_bench.stats._estimate import ratio, ratio_text
 from serve_bench.sweep import parse_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -117,27 +117,21 @@ def _answer_rows() -> list[list[str]]:
     return [[cell.strip().replace("**", "") for cell in row.split("|")[1:-1]] for row in rows]
 
 
-def _shown(estimate: Estimate) -> str:
-    assert estimate.low is not None and estimate.high is not None, "a floor of 2026-11-27 records intervals"
-    return f"{estimate.value:,.0f} [{estimate.low:,.0f}–{estimate.high:,.0f}]"
-
-
 def _floor_figures(model: str, device: str) -> list[str]:
     """Batch 1 and the best (batch) with their 95% intervals, the gain with its interval, where throughput stops
     growing (summarize.stops_growing: as far as the measured sizes say) and the cost
-    per million images, of a committed floor."""
+    per million images, of a committed floor, read as summarize.py reads it."""
     kind = "cpu" if device == "16 cores" else "gpu"
-    name = "cpu-fp32" if kind == "cpu" else "gpu-" + device.split(", ")[1]
+    precision = "fp32" if kind == "cpu" else device.split(", ")[1]
     visit = FLOOR_VISITS.get((model, kind), VISITS[model])
-    path = H100_RUN / visit / "floor" / f"{model}-{name}.jsonl"
-    lines = [json.loads(x) for x in path.read_text().splitlines()]
-    floor = {x["batch_size"]: x for x in lines[1:] if "images_per_s" in x}
-    rate = {b: Estimate.of(x["images_per_s"], Interval(*x["images_per_s_ci"])) for b, x in floor.items()}
+    floor = SUMMARIZE._floor(H100_RUN / visit, model, kind, precision)
+    rate = {b: SUMMARIZE._in_process(line) for b, line in floor.items()}
+    assert all(r.low is not None for r in rate.values()), "a floor of 2026-11-27 records intervals"
     batch = max(rate, key=lambda b: rate[b].value)
     price = PRICES["16 cores" if kind == "cpu" else "H100"]
     return [
-        _shown(rate[1]),
-        f"{_shown(rate[batch])} ({batch})",
+        SUMMARIZE._interval(rate[1]),
+        f"{SUMMARIZE._interval(rate[batch])} ({batch})",
         ratio_text(ratio(rate[batch], rate[1])),
         SUMMARIZE.stops_growing({b: r.value for b, r in rate.items()}),
         f"${price / (3600 * rate[batch].value) * 1e6:.2f}",

@@ -1,8 +1,9 @@
 """A v2 server (Triton, MLServer) counts as started only once its metrics page answers too.
 
-Triton starts its metrics service after its HTTP service (server src/main.cc, StartEndpoints: gRPC, HTTP, ...,
-then StartMetricsService), so `/v2/health/ready` can answer while the metrics port still refuses connections: a
-CI run with one core busy read a refused connection on Triton's metrics right after start() returned. The
+Triton starts its metrics service after its HTTP service (server src/main.cc, StartEndpoints: HTTP at line
+280, metrics at 316, main of 2026-11, e1db8a603), so `/v2/health/ready` can answer while the metrics port
+still refuses connections: a CI run with one core busy read a refused connection on Triton's metrics right after
+start() returned. The
 stand-in here is a process that answers both ready URLs at once and opens its metrics port a second after the
 model's ready URL first answered: the logic of waiting, not Triton (tests/test_v2_server_views_live.py reads
 real Triton's and MLServer's pages).
