@@ -4,7 +4,8 @@ The server decodes an input as a view of the bytes gRPC received (server/_grpc.p
 runtime gets a read-only float32 array at the offset a Predict request puts the pixels, which is not 4-byte
 aligned (71 to 82 bytes for the catalogue's models at batch 1 to 256: this test computes InceptionV3's from the
 client's own request). On the H100 the server's runtime call at batch 1 took 0.4 ms over the floor's 4.5 ms;
-the floor line's ``as_served_p50_ms`` says on the next visit whether such a view is the difference. A stand-in
+the floor line's ``as_served_p50_ms`` says on the next visit whether such a view is the difference, and its
+``gapped_p50_ms`` whether the device idling between requests is (calls each after ``GAP_MS`` of sleep). A stand-in
 runner and clock: the test is about what is passed and what is recorded, not about a device.
 """
 
@@ -24,13 +25,24 @@ from serve_bench.server._wire import content_spans
 class _Clock:
     def __init__(self) -> None:
         self.now = 0.0
+        self.slept: list[float] = []  # every sleep, in seconds
+        self.idle = False  # slept since the last call
 
     def perf_counter(self) -> float:
         return self.now
 
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        self.slept.append(seconds)
+        self.idle = True
+
+    def time(self) -> SimpleNamespace:
+        return SimpleNamespace(perf_counter=self.perf_counter, sleep=self.sleep)
+
 
 class _Runner:
-    """Records every input it is called with; a fresh array's call takes 1 ms of the clock, a view's 3 ms."""
+    """Records every input it is called with; a fresh array's call takes 1 ms of the clock, a view's 3 ms, and a
+    call after a sleep 0.7 ms more (a device slow to wake)."""
 
     def __init__(self, clock: _Clock, view_s: float = 0.003) -> None:
         self.clock, self.seen, self.view_s = clock, [], view_s
@@ -45,17 +57,19 @@ class _Runner:
     def __call__(self, inputs: dict[str, np.ndarray]) -> dict[str, Any]:
         images = inputs["images"]
         self.seen.append(images)
-        self.clock.now += self.view_s if images.base is not None else 0.001
+        self.clock.now += (self.view_s if images.base is not None else 0.001) + (0.0007 if self.clock.idle else 0.0)
+        self.clock.idle = False
         return {"features": np.zeros((len(images), 4), np.float32)}
 
 
 def test_the_as_served_calls_get_a_read_only_unaligned_view_of_the_same_pixels(monkeypatch):
     clock = _Clock()
-    monkeypatch.setattr(floor, "time", SimpleNamespace(perf_counter=clock.perf_counter))
+    monkeypatch.setattr(floor, "time", clock.time())
     runner = _Runner(clock)
     line = floor._point(runner, 2, min_seconds=0.0, min_calls=4, seed=1)
-    fresh, served = runner.seen[:5], runner.seen[5:]  # one untimed fresh call, four timed; then the view's
-    assert len(served) == floor.AS_SERVED_CALLS + 1  # its first untimed too
+    calls = floor.AS_SERVED_CALLS + 1  # and one untimed first, for the view and for the gapped calls
+    fresh, served = runner.seen[:5], runner.seen[5 : 5 + calls]  # one untimed fresh call, four timed; the view's
+    assert len(runner.seen) == 5 + 2 * calls
     assert all(a is fresh[0] and a.flags.writeable and a.flags.aligned for a in fresh)
     for view in served:
         assert not view.flags.writeable and not view.flags.aligned
@@ -79,8 +93,22 @@ def test_the_offset_is_where_a_predict_request_puts_inceptions_pixels():
 def test_slow_calls_are_as_served_a_half_second_or_three(monkeypatch):
     """A CPU's large batches take a second or more a call: three as-served calls then, not ten."""
     clock = _Clock()
-    monkeypatch.setattr(floor, "time", SimpleNamespace(perf_counter=clock.perf_counter))
+    monkeypatch.setattr(floor, "time", clock.time())
     for view_s, calls in ((1.2, 3), (0.2, 3), (0.15, 4), (0.01, floor.AS_SERVED_CALLS)):
         runner = _Runner(clock, view_s)
         line = floor._point(runner, 2, min_seconds=0.0, min_calls=4, seed=1)
-        assert (len(runner.seen) - 6, line["as_served_p50_ms"]) == (calls, pytest.approx(view_s * 1e3))
+        gapped = 1 + floor.AS_SERVED_CALLS  # on the fresh array, 1.7 ms each
+        assert (len(runner.seen) - 6 - gapped, line["as_served_p50_ms"]) == (calls, pytest.approx(view_s * 1e3))
+
+
+def test_the_gapped_calls_each_come_after_the_gap_and_are_timed_apart(monkeypatch):
+    """Each gapped call comes after ``GAP_MS`` of sleep on the same fresh pixels; the sleep is not in its time,
+    and the back-to-back figures stay without it: a device 0.7 ms slower after idling shows in gapped_p50_ms alone."""
+    clock = _Clock()
+    monkeypatch.setattr(floor, "time", clock.time())
+    runner = _Runner(clock)
+    line = floor._point(runner, 2, min_seconds=0.0, min_calls=4, seed=1)
+    gapped = runner.seen[5 + floor.AS_SERVED_CALLS + 1 :]
+    assert len(gapped) == floor.AS_SERVED_CALLS + 1 and all(a is runner.seen[0] for a in gapped)
+    assert clock.slept == [floor.GAP_MS / 1e3] * floor.AS_SERVED_CALLS  # before each timed call, none before others
+    assert (line["gap_ms"], line["p50_ms"], line["gapped_p50_ms"]) == (floor.GAP_MS, 1.0, pytest.approx(1.7))

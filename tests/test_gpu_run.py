@@ -38,13 +38,14 @@ def test_the_gpu_run_on_this_cpu_writes_ordinary_runs_and_packs_them(tmp_path):
     require_runtime("jax")
     out, archive = tmp_path / "gpu-run", tmp_path / "gpu-run.tar.gz"
     args = ["--out", str(out), "--archive", str(archive), "--models", "tiny", "--devices", "cpu"]
-    args += ["--cpu-batch-sizes", "1,4", "--fill", "2,4", "--budget-s", "300"]
+    args += ["--cpu-batch-sizes", "1,4", "--fill", "2,4", "--in-flight", "1,2", "--budget-s", "300"]
     done = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     steps = [json.loads(line) for line in (out / "progress.jsonl").read_text().splitlines()]
     assert [s["step"] for s in steps] == [
         "host",
         "served tiny cpu-fp32",
+        "in flight tiny cpu-fp32 batch 1 at 1,2",
         "server batching tiny cpu-fp32 concurrency 2,4",
         "floor tiny cpu fp32",
         "overhead tiny cpu-fp32",
@@ -76,6 +77,8 @@ def test_the_gpu_run_on_this_cpu_writes_ordinary_runs_and_packs_them(tmp_path):
     assert "gpu_details" in json.loads((out / "runs/tiny/run.json").read_text())
     batched = [json.loads(line) for line in (out / "runs/tiny-server-batching/points.jsonl").read_text().splitlines()]
     assert sorted(p["load"]["concurrency"] for p in batched) == [2, 4]
+    flying = [json.loads(line) for line in (out / "runs/tiny-batch1-in-flight/points.jsonl").read_text().splitlines()]
+    assert sorted((p["batch_size"], p["load"]["concurrency"]) for p in flying) == [(1, 1), (1, 2)]
     floor = [json.loads(line) for line in (out / "floor/tiny-cpu-fp32.jsonl").read_text().splitlines()]
     assert floor[0]["model"] == "tiny"  # what predict_vs_measured checks against a prediction's model
     assert floor[0]["in_effect"]["weights"].startswith("random")
@@ -93,7 +96,7 @@ def test_the_gpu_run_on_this_cpu_writes_ordinary_runs_and_packs_them(tmp_path):
         timeout=300,
     )
     assert summary.returncode == 0, summary.stderr[-2000:]
-    (row,) = [line for line in summary.stdout.splitlines() if line.startswith("| cpu-fp32 |")]
+    (row,) = [line for line in summary.stdout.splitlines() if line.startswith("| cpu-fp32 |")]  # not in-flight's
     cells = [c.strip() for c in row.strip("|").split("|")]
     best = max(points, key=lambda p: p["throughput"]["items_per_s"])
     one = next(p for p in points if p["batch_size"] == 1)
@@ -107,8 +110,19 @@ def test_the_gpu_run_on_this_cpu_writes_ordinary_runs_and_packs_them(tmp_path):
     # the batch-1 call in process on the fresh array and on the server's view (no first runs on a CPU)
     assert (
         f"compile {sum(x['compile_s'] for x in floor[1:]):.0f} s in all; a batch-1 call {floor[1]['p50_ms']:.2f} ms"
-        f" median, {floor[1]['as_served_p50_ms']:.2f} ms on a view as the server passes it; convolutions"
+        f" median, {floor[1]['as_served_p50_ms']:.2f} ms on a view as the server passes it,"
+        f" {floor[1]['gapped_p50_ms']:.2f} ms after 2 ms idle; convolutions"
     ) in summary.stdout
+    # batch 1 at each in flight, over the floor's batch 1, with the server's runtime call
+    for point in sorted(flying, key=lambda p: p["load"]["concurrency"]):
+        rate = point["throughput"]["items_per_s"]
+        runtime_ms = point["server"]["runtime_us_mean"] / 1e3
+        assert (
+            f"{point['load']['concurrency']} in flight {rate:,.0f} [" in summary.stdout
+            and f"img/s, {rate / floor[1]['images_per_s']:.2f} of in process, runtime call {runtime_ms:.2f} ms"
+            in summary.stdout
+        ), summary.stdout
+    assert "Batch 1 unbatched on cpu-fp32: 1 in flight" in summary.stdout
     # the in-process gain with its interval: the floor's intervals' extremes (stats' ratio)
     by_size = {x["batch_size"]: x for x in floor[1:]}
     low, high = (
@@ -221,19 +235,20 @@ def test_the_gpu_visit_measures_the_headline_first(tmp_path, monkeypatch):
     plan = script.Plan(tmp_path, 420, None)
     monkeypatch.setattr(script, "_jax_gpus", lambda plan: ["cuda:0 NVIDIA H100 80GB HBM3"])  # as on the host
     names = [step.name for step in script.build_steps(plan, parser)]
-    assert names[:6] == [
+    assert names[:7] == [
         "floor inception_v3 gpu tf32",
         "floor inception_v3 gpu fp32",
         "served inception_v3 gpu-tf32 gpu-fp32",
         "served inception_v3 cpu-fp32",  # a sweep of its own, at the CPU's sizes
+        "in flight inception_v3 gpu-tf32 batch 1 at 1,2,4",
         "server batching inception_v3 gpu-tf32 concurrency 8,32,128",
         "floor inception_v3 cpu fp32",
     ]
     # then where the first model's served time goes (server_overhead), part of its answer: last, it was past the
     # budget of a visit of three models at 2 s points (about 250 s a model against 400)
-    assert names[6] == "overhead inception_v3 gpu-tf32"
-    assert names[7::6] == ["floor mobilenet_v2 gpu tf32", "floor resnet50 gpu tf32"]
-    assert len(names) == 19 and [n for n in names if n.startswith("overhead")] == [names[6]]
+    assert names[7] == "overhead inception_v3 gpu-tf32"
+    assert names[8::7] == ["floor mobilenet_v2 gpu tf32", "floor resnet50 gpu tf32"]
+    assert len(names) == 22 and [n for n in names if n.startswith("overhead")] == [names[7]]
     # the servers take bodies that hold InceptionV3's largest batch over gRPC (the server caps a gRPC input at a
     # quarter of --max_body_bytes in floats: server/_grpc.py)
     assert script.BODY_BYTES // 4 >= 256 * 299 * 299 * 3
@@ -257,6 +272,7 @@ def test_a_gpu_floor_that_measured_nothing_does_not_send_the_servers_every_size_
         cpu_batch_sizes="1",
         beyond=0,
         fill="4",
+        in_flight="1,2",
         gpu_price_per_hour=None,
         cpu_price_per_hour=None,
         warmup_s=0.3,
@@ -400,7 +416,7 @@ def test_a_second_visit_runs_only_the_kinds_of_step_asked(tmp_path, monkeypatch)
     assert [s.name for s in script.build_steps(script.Plan(tmp_path / "b", 420, None), args)] == ["floor tiny cpu fp32"]
     for bad in ("floors", ""):
         args = script.arguments().parse_args(["--models", "tiny", "--steps", bad])
-        with pytest.raises(script.UserError, match="give some of gpu-floor,served,batching,cpu-floor,overhead"):
+        with pytest.raises(script.UserError, match="give some of " + ",".join(script.STEP_KINDS)):
             script.build_steps(script.Plan(tmp_path / "c", 420, None), args)
         assert not (tmp_path / "c" / "models").exists()
 
@@ -434,3 +450,25 @@ def test_where_throughput_stops_growing_is_said_as_far_as_the_measured_sizes_go(
     assert stops({64: 2046.0, 128: 2200.0, 256: 2445.0}) == "256 or later"
     assert stops({64: 2400.0, 128: 2420.0, 256: 2445.0}) == "64"
     assert stops({1: 7.0}) == "1 or later"
+
+
+def test_the_next_visits_command_measures_what_the_last_left(tmp_path, monkeypatch):
+    """The call benchmarks/gpu/README.md gives for a next visit (read from it, so the two cannot drift): the
+    headline models' tf32 floors (the sizes the second visit left out, with the idle-gap calls), batch 1 in flight
+    unbatched, and the server's batching on the sizes those floors compile; nothing the second visit measured."""
+    readme = SCRIPT.with_name("README.md").read_text()
+    (line,) = [x for x in readme.splitlines() if x.startswith("bash benchmarks/gpu/visit.sh --models")]
+    script = _script()
+    args = script.arguments().parse_args(line.split()[2:])
+    monkeypatch.setattr(script, "_jax_gpus", lambda plan: ["cuda:0 NVIDIA H100 80GB HBM3"])
+    names = [step.name for step in script.build_steps(script.Plan(tmp_path, 400, None), args)]
+    assert names == [
+        f"{kind} {model} gpu{rest}"
+        for model in ("inception_v3", "mobilenet_v2")
+        for kind, rest in (
+            ("floor", " tf32"),
+            ("in flight", "-tf32 batch 1 at 1,2,4"),
+            ("server batching", "-tf32 concurrency 8,32,128"),
+        )
+    ]
+    assert args.floor_share == 0.5

@@ -13,9 +13,12 @@ random weights: timing does not depend on their values, and every record says so
 2. served: one local server per device and precision (``serve --runtime jax --device D --precision P``),
    all of them measured by one sweep through serve-bench's own gRPC client at one request in flight, so
    the run's report compares devices and precisions with no special casing;
-3. the server's own batching filled: a GPU server batching requests of one image at rising concurrency
+3. batch 1 at rising concurrency without batching (``--in-flight``, default 1, 2 and 4) on the first device:
+   whether requests in flight at once hide the request path's fixed cost, as they would a C++ server's (with
+   it as slow as the GPU's call, batch 1 served can come near in process only so);
+4. the server's own batching filled: a GPU server batching requests of one image at rising concurrency
    (its allowed batch sizes those the floor compiled, so it compiles nothing cold);
-4. the floor on the CPU;
+5. the floor on the CPU;
 
 and, after the first model's steps, where its served time goes on the first served target
 (``benchmarks/server_overhead.py``: in process, served, and a bare grpc.aio server answering the same
@@ -64,7 +67,7 @@ CPU_SIZES = "1,8,64"
 GPU_MEMORY_FRACTION = "0.9"  # of the GPU's memory a floor may take (JAX's default limit is 0.75)
 
 
-STEP_KINDS = ("gpu-floor", "served", "batching", "cpu-floor", "overhead")
+STEP_KINDS = ("gpu-floor", "served", "in-flight", "batching", "cpu-floor", "overhead")
 OVERHEAD_SIZES = "1,16"  # the served path's fixed cost, and a size where the bytes cost more than the call
 
 
@@ -375,6 +378,7 @@ def build_steps(plan: Plan, args: argparse.Namespace) -> list[Step]:
     parse_batch_sizes(args.batch_sizes, "batch_sizes")
     parse_batch_sizes(args.cpu_batch_sizes, "cpu_batch_sizes")
     fill = parse_batch_sizes(args.fill, "fill")
+    in_flight = parse_batch_sizes(args.in_flight, "in_flight")
     prices = {k: v for k, v in (("gpu", args.gpu_price_per_hour), ("cpu", args.cpu_price_per_hour)) if v is not None}
     durations = {"warmup_s": args.warmup_s, "min_duration_s": args.min_duration_s}
     copies = {m: write_random_copy(plan.out / "models", m, version=1) for m in models}
@@ -450,8 +454,18 @@ def build_steps(plan: Plan, args: argparse.Namespace) -> list[Step]:
                     ),
                 )
             )
-        # then the server's own batching filled, on the first device
         name, device, precision = served[0]
+        # then batch 1 at several requests in flight, unbatched, on the first device: the fixed cost hidden or not
+        steps.append(
+            Step(
+                f"in flight {model} {name} batch 1 at {args.in_flight}",
+                lambda m=model: _served(
+                    plan, m, served[:1], "1", in_flight, f"{m}-batch1-in-flight", prices, durations
+                ),
+                "in-flight",
+            )
+        )
+        # then the server's own batching filled, on the first device
 
         def batched(m: str = model, n: str = name, d: str = device, p: str = precision) -> dict[str, Any]:
             batching = _batching_file(plan.out / f"batching-{m}.txt", batching_sizes(m))
@@ -498,6 +512,9 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--cpu-batch-sizes", default=CPU_SIZES, help="the CPU's floor (and sizes with no GPU)")
     parser.add_argument("--beyond", type=int, default=4, help="doublings past the last size, in process")
     parser.add_argument("--fill", default="8,32,128", help="concurrency of batch-1 requests, server batching")
+    parser.add_argument(
+        "--in-flight", default="1,2,4", help="concurrency of batch-1 requests to an unbatched server, first device"
+    )
     parser.add_argument("--budget-s", type=float, default=420, help="start no step past this many seconds")
     parser.add_argument(
         "--floor-share", type=float, default=0.25, help="of the time left per model, for its first GPU floor"

@@ -28,6 +28,7 @@ from serve_bench.stats._estimate import Estimate, ratio, ratio_text  # noqa: E40
 
 PLATEAU = 0.95  # throughput "stops growing" at the smallest batch within 5% of the best
 DISTORTION = 0.9  # served under this share of in-process at batch 1: the server's fixed cost shows
+IN_FLIGHT_RUN = "-batch1-in-flight"  # run.py's in-flight step's runs end so
 
 
 def stops_growing(rates: dict[int, float]) -> str:
@@ -77,14 +78,33 @@ def _first_runs(floor: dict[int, dict[str, Any]]) -> str:
 
 
 def _as_served(line: dict[str, Any]) -> str:
-    """The smallest size's median call on the fresh array and on the server's view of a request's bytes, beside
-    the server's runtime call in the row above ("" for floors before 2026-11-27, which timed no view)."""
+    """The smallest size's median call on the fresh array, on the server's view of a request's bytes and after the
+    device sat idle as between served requests, beside the server's runtime call in the row above ("" for floors
+    before 2026-11-27, which timed no view; no idle figure before 2026-11-28)."""
     if "as_served_p50_ms" not in line:
         return ""
+    idle = f", {line['gapped_p50_ms']:.2f} ms after {line['gap_ms']:g} ms idle" if "gapped_p50_ms" in line else ""
     return (
         f"; a batch-{line['batch_size']} call {line['p50_ms']:.2f} ms median, {line['as_served_p50_ms']:.2f} ms"
-        " on a view as the server passes it"
+        f" on a view as the server passes it{idle}"
     )
+
+
+def _in_flight(points: list[Any], floor: dict[int, dict[str, Any]]) -> str:
+    """Batch-1 requests at several in flight to an unbatched server (run.py's in-flight step): images/s with its
+    interval, over in process at batch 1 where the floor measured it, and the server's mean runtime call. Whether
+    requests in flight at once hide the request path's fixed cost behind the device's call ("" without the step)."""
+    if not points:
+        return ""
+    floor_one = floor.get(1, {}).get("images_per_s")
+    cells = []
+    for point in sorted(points, key=lambda p: p.load.in_flight):
+        share = f", {point.items_per_s / floor_one:.2f} of in process" if floor_one else ""
+        runtime = point.server.runtime_us_mean if point.server is not None else None
+        call = f", runtime call {runtime / 1e3:.2f} ms" if runtime else ""
+        rate = Estimate.of(point.items_per_s, point.throughput.items_per_s_ci)
+        cells.append(f"{point.load.in_flight} in flight {_interval(rate)} img/s{share}{call}")
+    return f"Batch 1 unbatched on {points[0].target.name}: " + "; ".join(cells) + "."
 
 
 def _interval(estimate: Estimate) -> str:
@@ -96,19 +116,23 @@ def _interval(estimate: Estimate) -> str:
 def summarize(folder: Path, prices: dict[str, float]) -> str:
     lines: list[str] = []
     by_model: dict[str, list[Any]] = {}  # a model's GPU and CPU sweeps, one table (the server-batching runs apart)
+    in_flight: dict[str, list[Any]] = {}  # its batch-1 requests at several in flight, a line below the table
     for run_dir in sorted(p for p in (folder / "runs").iterdir() if (p / "points.jsonl").exists()):
         if run_dir.name.endswith("-server-batching"):
             continue
+        into = in_flight if run_dir.name.endswith(IN_FLIGHT_RUN) else by_model
         for point in read_points(run_dir):  # a run killed before its first point has none: nothing to add
-            by_model.setdefault(point.model, []).append(point)
+            into.setdefault(point.model, []).append(point)
+    for model in in_flight:  # a visit that ran the in-flight step alone still says it
+        by_model.setdefault(model, [])
     for model, points in by_model.items():
-        lines += [
-            f"### {model}",
-            "",
-            "| target | batch 1 img/s | best img/s (batch) | gain | stops growing at "
-            "| served / in-process, b1 · best | server's split of b1 (runtime + rest) | $ per M images |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
+        lines += [f"### {model}", ""]
+        if points:  # (none where a visit ran only the in-flight step)
+            lines += [
+                "| target | batch 1 img/s | best img/s (batch) | gain | stops growing at "
+                "| served / in-process, b1 · best | server's split of b1 (runtime + rest) | $ per M images |",
+                "|---|---|---|---|---|---|---|---|",
+            ]
         for target in analyze_run(points).targets:
             base, best = target.baseline, target.best
             if base is None or best is None:
@@ -153,6 +177,10 @@ def summarize(folder: Path, prices: dict[str, float]) -> str:
                     f"{max(floor)}, compile {sum(x['compile_s'] for x in floor.values()):.0f} s in all"
                     f"{_first_runs(floor)}{_as_served(floor[min(floor)])}{_witness(folder, model, device, precision)}."
                 )
+        flying = in_flight.get(model, [])
+        if flying:
+            device, _, precision = flying[0].target.name.partition("-")
+            lines += [_in_flight(flying, _floor(folder, model, device, precision)), ""]
         lines.append("")
     return "\n".join(lines)
 

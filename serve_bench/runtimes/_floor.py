@@ -7,7 +7,8 @@ both reached, and prints one JSON line per batch size as it finishes: images/s o
 its 95% interval, blocks of calls resampled as a served point's time slices are),
 the calls' median and 99th-percentile latency, the compile time and the first run's, and the median of a
 few calls given the pixels as the local server gives them (a read-only view of a request's bytes, not
-aligned). Every call copies its images from the host to the device and its features back, as a served
+aligned), and of a few calls each after the device sat idle for ``GAP_MS`` (as a served request at one in flight
+leaves it). Every call copies its images from the host to the device and its features back, as a served
 request's do, so what the server adds is everything else. ``--beyond`` goes on doubling past the last
 size while throughput still grows by more than ``--growth`` and the device has the memory: the size where
 it stops growing, and the largest that fits (a size that does not fit is one line saying so, not a failure).
@@ -32,6 +33,9 @@ __all__ = ["coverage_order", "measure_floor"]
 AS_SERVED_OFFSET = 78  # where a Predict request puts InceptionV3's pixels from batch 2 to 64 (2 mod 4)
 AS_SERVED_CALLS = 10  # at InceptionV3's batch 256 on an H100, about 0.6 s a size
 AS_SERVED_SECONDS = 0.5  # or fewer, at least 3, where calls are slower (a CPU's large batches: a second or more each)
+# the idle time before each gapped call: what the second H100 visit's served batch-1 requests left between runtime
+# calls at one request in flight (1.6-3.8 ms: gRPC, the client, the server's decoding)
+GAP_MS = 2.0
 
 
 def _point(runner: Any, size: int, min_seconds: float, min_calls: int, seed: int) -> dict[str, Any]:
@@ -49,6 +53,7 @@ def _point(runner: Any, size: int, min_seconds: float, min_calls: int, seed: int
     ms = np.array(latencies) * 1e3
     images_per_s = size * len(latencies) / seconds
     as_served = _as_served(runner, images)
+    gapped = _few_calls(runner, images, gap_s=GAP_MS / 1e3)
     return {
         "batch_size": size,
         "compile_s": round(runner.compile_seconds[size], 3),
@@ -60,6 +65,8 @@ def _point(runner: Any, size: int, min_seconds: float, min_calls: int, seed: int
         "p50_ms": float(np.percentile(ms, 50)),
         "p99_ms": float(np.percentile(ms, 99)),
         "as_served_p50_ms": float(np.percentile(as_served, 50)),
+        "gap_ms": GAP_MS,
+        "gapped_p50_ms": float(np.percentile(gapped, 50)),
     }
 
 
@@ -74,11 +81,22 @@ def _as_served(runner: Any, images: np.ndarray) -> np.ndarray:
     them: the timed figures stay the fresh array's."""
     received = bytes(AS_SERVED_OFFSET) + images.tobytes()
     view = np.frombuffer(memoryview(received)[AS_SERVED_OFFSET:], dtype=np.float32).reshape(images.shape)
-    runner({"images": view})
+    return _few_calls(runner, view)
+
+
+def _few_calls(runner: Any, images: np.ndarray, gap_s: float = 0.0) -> np.ndarray:
+    """The latencies (ms) of AS_SERVED_CALLS calls on ``images`` (fewer past AS_SERVED_SECONDS, at least 3) after
+    one untimed; with ``gap_s``, each timed call after the host slept that long, the device idle. On the second
+    H100 visit the tf32 servers' batch-1 runtime call took 0.3-1.1 ms over the floor's back-to-back calls, with the
+    GPU idle between requests for the 1.6-3.8 ms the request path took (fp32's 0.01-0.05 ms): a device slower
+    to start after idling (clocks, power states, a waiting host thread asleep) would show here, in process."""
+    runner({"images": images})
     latencies: list[float] = []
     while len(latencies) < AS_SERVED_CALLS and (len(latencies) < 3 or sum(latencies) < AS_SERVED_SECONDS):
+        if gap_s:
+            time.sleep(gap_s)
         begun = time.perf_counter()
-        runner({"images": view})
+        runner({"images": images})
         latencies.append(time.perf_counter() - begun)
     return np.array(latencies) * 1e3
 
