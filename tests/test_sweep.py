@@ -19,6 +19,7 @@ from serve_bench.errors import UserError
 from serve_bench.load import PointSettings
 from serve_bench.stats import SCHEMA_VERSION, LoadInfo, read_points
 from serve_bench.sweep import load_spec, measure_async, parse_spec, plan_points, run_sweep
+from serve_bench.sweep._spec import MAX_POINTS
 from tests._delay_server import MODEL, DelayServer
 from tests._servers import local_server
 from tests.conftest import free_port
@@ -104,6 +105,7 @@ _TARGET = "model = 'x'\nbatch_sizes = [1]\n[[targets]]\nname='a'\nurl='grpc://h:
         ]
     ]
     + [("repeats = 0\n" + _TARGET, ["repeats", ">= 1", "got 0"])]
+    + [("repeats = 1000000000\n" + _TARGET, ["1,000,000,000 points", "repeats", "at most 100,000"])]
     + [(_TARGET.replace("batch_sizes = [1]", "batch_sizes = [1, 2, 1]"), ["batch_sizes", "1 twice"])],
     ids=[
         "load-key",
@@ -129,6 +131,7 @@ _TARGET = "model = 'x'\nbatch_sizes = [1]\n[[targets]]\nname='a'\nurl='grpc://h:
         "concurrency-twice",
         "rates-twice",
         "repeats-0",
+        "repeats-billion",
         "batch-twice",
     ],
 )
@@ -139,6 +142,32 @@ def test_bad_specs_say_what_and_where(text, words):
     assert "\n" not in message
     for word in words:
         assert word in message
+
+
+def test_the_grid_is_counted_as_it_is_planned_and_refused_past_its_most(tmp_path, capsys):
+    """spec.size() is the number of plans plan_points builds (server-batching levels at batch 1 only, those not
+    already in concurrency); a spec one point past MAX_POINTS is refused in one line before any plan is built,
+    where `repeats = 1000000000` used to die of MemoryError building a billion plans."""
+    grid = (
+        "model = 'x'\nbatch_sizes = [1, 4]\npayloads = ['float', 'jpeg']\nrepeats = {repeats}\n"
+        "[load]\nconcurrency = [1, 2]\nrates = [5]\nserver_batching_concurrency = [2, 8]\n"
+        "[[targets]]\nname='a'\nurl='grpc://h:1'\n[[targets]]\nname='b'\nurl='grpc://h:2'\n"
+    )
+    spec = parse_spec(grid.format(repeats=3), "spec.toml")
+    plans = plan_points(spec)
+    # 2 targets x 2 payloads x ((2 + 1 + 1 at batch 1) + (2 + 1 at batch 4)) x 3 repeats
+    assert spec.size() == len(plans) == 2 * 2 * 7 * 3
+    assert {p.batch_size for p in plans if p.load.concurrency == 8} == {1}  # server batching: batch 1 alone
+    one = _TARGET.replace("batch_sizes = [1]", "batch_sizes = [4]")  # one point a repeat
+    assert parse_spec(f"repeats = {MAX_POINTS}\n{one}", "spec.toml").size() == MAX_POINTS
+    with pytest.raises(UserError, match=f"the grid has {MAX_POINTS + 1:,} points"):
+        parse_spec(f"repeats = {MAX_POINTS + 1}\n{one}", "spec.toml")
+    path = tmp_path / "huge.toml"
+    path.write_text(grid.format(repeats=10**9))
+    assert main(["sweep", str(path), "--run-dir", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "28,000,000,000 points" in err and "\n" not in err
+    assert not (tmp_path / "run").exists()
 
 
 def test_cli_reports_spec_errors_in_one_line(tmp_path, capsys):

@@ -64,17 +64,7 @@ def plan_points(spec: SweepSpec) -> list[PointPlan]:
         for payload in spec.payloads:
             signature = signature_for_payload(payload, spec.signature)
             for batch in spec.batch_sizes:
-                levels = [LoadInfo("closed", concurrency=c, processes=spec.processes) for c in spec.concurrency]
-                levels += [
-                    LoadInfo("open", rate=float(r), arrival=spec.arrival, processes=spec.processes) for r in spec.rates
-                ]
-                if batch == 1:
-                    levels += [
-                        LoadInfo("closed", concurrency=c, processes=spec.processes)
-                        for c in spec.server_batching_concurrency
-                        if c not in spec.concurrency
-                    ]
-                for load in levels:
+                for load in spec.levels(batch):
                     for repeat in range(spec.repeats):
                         plans.append(
                             PointPlan(target, spec.model, signature, payload, batch, load, repeat, spec.seed + repeat)

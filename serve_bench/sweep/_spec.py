@@ -85,6 +85,31 @@ class SweepSpec:
     launches: dict[str, Launch] = field(default_factory=dict)  # target name -> the server serve-bench starts for it
     models_dir: str = "exported_models"  # where launched servers find the model
 
+    def levels(self, batch_size: int) -> list[LoadInfo]:
+        """The load levels measured at ``batch_size``: each closed-loop concurrency, each open-loop rate, and at
+        batch 1 the server-batching concurrencies not already among them."""
+        levels = [LoadInfo("closed", concurrency=c, processes=self.processes) for c in self.concurrency]
+        levels += [LoadInfo("open", rate=float(r), arrival=self.arrival, processes=self.processes) for r in self.rates]
+        if batch_size == 1:
+            levels += [
+                LoadInfo("closed", concurrency=c, processes=self.processes)
+                for c in self.server_batching_concurrency
+                if c not in self.concurrency
+            ]
+        return levels
+
+    def size(self) -> int:
+        """How many points the grid has (targets x payloads x batch sizes' load levels x repeats), counted
+        without building them."""
+        levels = sum(len(self.levels(batch)) for batch in self.batch_sizes)
+        return len(self.targets) * len(self.payloads) * levels * self.repeats
+
+
+# The most points one sweep plans. At the default durations (2 s warm-up, 5 s measured) 100,000 points are
+# eight days of measuring, more than any grid anybody means; past it is a typo, and `repeats = 1000000000` built a
+# list of a billion plans that died of MemoryError, a traceback, before its first point (2026-11-27).
+MAX_POINTS = 100_000
+
 
 def _at(exc: InvalidValue, where: str, source: str) -> UserError:
     return UserError(f"{source}: {exc.named(where)}")
@@ -339,7 +364,7 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
             )
         )
 
-    return SweepSpec(
+    spec = SweepSpec(
         name=data.get("name", "sweep"),
         model=data["model"],
         targets=tuple(targets),
@@ -364,6 +389,13 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
         launches=launches,
         models_dir=data.get("models_dir", "exported_models"),
     )
+    points = spec.size()
+    if points > MAX_POINTS:
+        raise UserError(
+            f"{source}: the grid has {points:,} points (targets x payloads x batch sizes' load levels x repeats "
+            f"= {spec.repeats:,}); at most {MAX_POINTS:,}: lower repeats or split the grid into several sweeps"
+        )
+    return spec
 
 
 def load_spec(path: str | Path) -> SweepSpec:
