@@ -310,6 +310,7 @@ def main(argv: list[str] | None = None) -> int:
         "model's message sizes (no floor)",
     )
     parser.add_argument("--child", choices=("floor", "grpc", "stub"), help=argparse.SUPPRESS)
+    parser.add_argument("--stub-ms", type=float, default=0.0, help=argparse.SUPPRESS)  # benchmarks/in_flight.py
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
     parser.add_argument("--answers", default="", help=argparse.SUPPRESS)
     argv = sys.argv[1:] if argv is None else argv
@@ -414,33 +415,49 @@ def _compare(args: argparse.Namespace) -> int:
     return 0
 
 
+class StandIn:
+    """A runner answering zeros of ``model``'s output shape: at once, or (``device_ms``) as a device would, one call
+    at a time (a lock: a GPU runs one program at a time) after ``device_ms`` of sleep with the GIL released (a host
+    thread waiting for a GPU's kernels uses no CPU that gRPC needs)."""
+
+    def __init__(self, model: str, device_ms: float = 0.0) -> None:
+        import threading
+
+        from serve_bench.catalogue import get_spec
+
+        self.features = get_spec(model).feature_size
+        self.device_s = device_ms / 1e3
+        self.device = threading.Lock()
+        self.answers: dict[int, dict[str, Any]] = {}
+        self.input_names = ["images"]
+        self.in_effect = {"runtime": "stub", "device": "none (benchmarks.server_overhead --stub)"}
+        if device_ms:
+            self.in_effect["device"] = f"a stand-in taking {device_ms:g} ms a call, one at a time"
+
+    def compile(self, batch_size: int) -> float:
+        return 0.0
+
+    def __call__(self, inputs: dict[str, Any]) -> dict[str, Any]:
+        import numpy as np
+
+        size = len(inputs["images"])
+        if size not in self.answers:
+            self.answers[size] = {"features": np.zeros((size, self.features), np.float32)}
+        if self.device_s:
+            with self.device:
+                time.sleep(self.device_s)
+        return self.answers[size]
+
+
 def _stub_child(args: argparse.Namespace, serve_args: list[str]) -> int:
-    """``serve`` with the runtime's runner replaced by one answering zeros of the model's output shape at once:
-    the server's own cost per request at this model's message sizes, with no model run to drown it."""
-    import numpy as np
+    """``serve`` with the runtime's runner replaced by a StandIn answering zeros of the model's output shape at once
+    (or after ``--stub-ms``): the server's own cost per request at this model's message sizes, with no model run
+    to drown it."""
 
     import serve_bench.server._runtime as runtime_module
-    from serve_bench.catalogue import get_spec
     from serve_bench.cli import main as cli_main
 
-    features = get_spec(args.model).feature_size
-    answers: dict[int, dict[str, np.ndarray]] = {}
-
-    class Stub:
-        def __init__(self) -> None:
-            self.input_names = ["images"]
-            self.in_effect = {"runtime": "stub", "device": "none (benchmarks.server_overhead --stub)"}
-
-        def compile(self, batch_size: int) -> float:
-            return 0.0
-
-        def __call__(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-            size = len(inputs["images"])
-            if size not in answers:
-                answers[size] = {"features": np.zeros((size, features), np.float32)}
-            return answers[size]
-
-    runtime_module.open_runner = lambda runtime, path, settings: Stub()
+    runtime_module.open_runner = lambda runtime, path, settings: StandIn(args.model, args.stub_ms)
     return cli_main(["serve", *serve_args])
 
 

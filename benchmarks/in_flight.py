@@ -1,0 +1,147 @@
+"""Batch 1 at several requests in flight against a device stand-in: does the Python request path hide behind a call?
+
+    .venv/bin/python -m benchmarks.in_flight                                        # InceptionV3's 1.07 MB, 2.5 ms
+    .venv/bin/python -m benchmarks.in_flight --model mobilenet_v2 --device-ms 2.2 --in-flight 1,2,3,4
+
+Issue 31 item 4: at one request in flight, a batch-1 request through serve-bench's Python server and client costs
+1.6-3.8 ms over the H100's 2-3.5 ms call (the second visit), so served is 0.40-0.72 of in process and the served
+gain is the request path's. A C++ server is measured at several requests in flight too (perf_analyzer's
+--concurrency-range); whether two or four in flight hide the Python path's fixed cost behind the device's call is
+what the GPU run's in-flight step measures on the next visit. This says what to expect, on this machine:
+
+- the local server (unbatched) with its runtime replaced by ``server_overhead.StandIn``: each call holds one lock,
+  as a GPU runs one program at a time, and sleeps ``--device-ms`` with the GIL released, as a host thread waits
+  for a GPU's kernels, answering zeros of the model's output;
+- its floor: the same stand-in called back to back in this process (the device's rate, ~1000/device-ms);
+- batch-1 requests of the model's size (float32) through serve-bench's gRPC client at each ``--in-flight``, in
+  alternating rounds, with the server's own runtime call (its metrics).
+
+Printed: images/s per in-flight, median over the rounds (range), and over the floor. The stand-in's host threads
+use no CPU while "computing"; JAX's do (a GPU floor's CPU ran at 1.1x its wall time on the H100), and the GPU host
+has 16 cores where this has 2: a prediction, not a GPU's figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from benchmarks.server_overhead import StandIn, _environment, _image_size, _load  # noqa: E402
+
+
+def _floor(model: str, device_ms: float, seconds: float) -> float:
+    """The stand-in's images/s at batch 1 called back to back in this process: the device's own rate."""
+    import numpy as np
+
+    height, width = _image_size(model)
+    stand_in = StandIn(model, device_ms)
+    images = {"images": np.zeros((1, height, width, 3), np.float32)}
+    calls, started = 0, time.perf_counter()
+    while calls < 5 or time.perf_counter() - started < seconds:
+        stand_in(images)
+        calls += 1
+    return calls / (time.perf_counter() - started)
+
+
+async def _served(url: str, metrics_url: str, model: str, in_flight: int, seconds: float) -> dict[str, float]:
+    from serve_bench.client import connect
+    from serve_bench.load import PointSettings, make_inputs, run_closed_loop
+    from serve_bench.metrics import breakdown, scrape
+
+    settings = PointSettings(warmup_s=0.5, min_duration_s=seconds, min_requests=5, windows=1, timeout_s=60)
+    async with connect(url, model, timeout=60) as client:
+        prepared = client.prepare(make_inputs("float", 1, client.signature_info, image_size=_image_size(model)))
+        before = (await scrape(metrics_url, model))[0]
+        run = await run_closed_loop(client, prepared, in_flight, settings)
+        after = (await scrape(metrics_url, model))[0]
+    failed = [r.status for r in run.records if r.status != "OK"]
+    if failed:
+        raise RuntimeError(f"{len(failed)} requests failed ({failed[0]}) at {url}")
+    timed = [r for r in run.records if run.window_start <= r.intended < run.window_end]
+    view = breakdown(before, after, "GRPC")
+    return {"images_per_s": len(timed) / (run.window_end - run.window_start), "runtime_us": view.runtime_us_mean or 0}
+
+
+def arguments() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.in_flight", description=__doc__.split("\n")[0])
+    parser.add_argument("--model", default="inception_v3", help="whose request size and output (default inception_v3)")
+    parser.add_argument(
+        "--device-ms", type=float, default=2.5, help="the stand-in's call (default 2.5: ResNet-50's tf32 on the H100)"
+    )
+    parser.add_argument("--in-flight", default="1,2,4")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=3.0, help="per figure per round")
+    return parser
+
+
+def measure(args: argparse.Namespace) -> dict[Any, list[dict[str, float]]]:
+    """Per round, the floor's images/s ("floor") and each in-flight level's images/s and server runtime call."""
+    from serve_bench.export import parse_batch_sizes
+    from serve_bench.runtimes import write_random_copy
+    from serve_bench.servers import LocalServerProcess
+
+    levels = parse_batch_sizes(args.in_flight, "in_flight")
+    models = Path(tempfile.mkdtemp(prefix="in-flight-"))
+    write_random_copy(models, args.model, version=1)  # the server needs a copy to load; the stand-in replaces it
+
+    class StandInServer(LocalServerProcess):
+        def command(self) -> list[str]:  # python -m serve_bench serve ARGS -> server_overhead's stub child
+            stub = [str(ROOT / "benchmarks" / "server_overhead.py"), "--child", "stub", "--model", args.model]
+            return [sys.executable, *stub, "--stub-ms", str(args.device_ms), "--", *super().command()[4:]]
+
+        def environment(self) -> dict[str, str]:
+            return _environment("cpu")
+
+    server = StandInServer(models, args.model, extra_flags=("--runtime=jax", "--compile_batch_sizes=1"))
+    results: dict[Any, list[dict[str, float]]] = {}
+    server.start()
+    try:
+        for round_number in range(args.rounds):
+            results.setdefault("floor", []).append({"images_per_s": _floor(args.model, args.device_ms, args.seconds)})
+            for level in levels:
+                figures = asyncio.run(_served(server.grpc_url, server.metrics_url, args.model, level, args.seconds))
+                results.setdefault(level, []).append(figures)
+            print(f"  round {round_number + 1} of {args.rounds} done; load average {_load()}", flush=True)
+    finally:
+        server.stop()
+    return results
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments().parse_args(argv)
+    print(
+        f"in flight: {args.model}'s batch-1 request against a stand-in device of {args.device_ms:g} ms a call, "
+        f"unbatched local server, {args.rounds} rounds x {args.seconds:g} s per figure; load average {_load()}",
+        flush=True,
+    )
+    results = measure(args)
+    floor = [r["images_per_s"] for r in results["floor"]]
+    print(f"  in process (the stand-in back to back)  {_spread(floor)} img/s")
+    for level in (key for key in results if key != "floor"):
+        rates = [r["images_per_s"] for r in results[level]]
+        shares = [rate / f for rate, f in zip(rates, floor)]
+        runtime = [r["runtime_us"] / 1e3 for r in results[level]]
+        print(
+            f"  {level} in flight{'':24s} {_spread(rates)} img/s, {statistics.median(shares):.2f} "
+            f"({min(shares):.2f}-{max(shares):.2f}) of in process; the server's runtime call (its wait for the "
+            f"device included) {statistics.median(runtime):.2f} ms"
+        )
+    print(f"load average {_load()} after", flush=True)
+    return 0
+
+
+def _spread(values: list[float]) -> str:
+    return f"{statistics.median(values):,.0f} ({min(values):,.0f}-{max(values):,.0f})"
+
+
+if __name__ == "__main__":
+    sys.exit(main())
