@@ -68,6 +68,9 @@ GPU_MEMORY_FRACTION = "0.9"  # of the GPU's memory a floor may take (JAX's defau
 
 
 STEP_KINDS = ("gpu-floor", "served", "in-flight", "batching", "cpu-floor", "overhead")
+# the runs of the in-flight and batching steps are named <model> and these (summarize.py keeps them apart)
+IN_FLIGHT_RUN = "-batch1-in-flight"
+SERVER_BATCHING_RUN = "-server-batching"
 OVERHEAD_SIZES = "1,16"  # the served path's fixed cost, and a size where the bytes cost more than the call
 
 
@@ -459,9 +462,7 @@ def build_steps(plan: Plan, args: argparse.Namespace) -> list[Step]:
         steps.append(
             Step(
                 f"in flight {model} {name} batch 1 at {args.in_flight}",
-                lambda m=model: _served(
-                    plan, m, served[:1], "1", in_flight, f"{m}-batch1-in-flight", prices, durations
-                ),
+                lambda m=model: _served(plan, m, served[:1], "1", in_flight, m + IN_FLIGHT_RUN, prices, durations),
                 "in-flight",
             )
         )
@@ -470,7 +471,7 @@ def build_steps(plan: Plan, args: argparse.Namespace) -> list[Step]:
         def batched(m: str = model, n: str = name, d: str = device, p: str = precision) -> dict[str, Any]:
             batching = _batching_file(plan.out / f"batching-{m}.txt", batching_sizes(m))
             target = [(f"{n}-batching", d, p)]
-            return _served(plan, m, target, "", fill, f"{m}-server-batching", prices, durations, batching)
+            return _served(plan, m, target, "", fill, m + SERVER_BATCHING_RUN, prices, durations, batching)
 
         steps.append(Step(f"server batching {model} {name} concurrency {args.fill}", batched, "batching"))
         if on_cpu:  # and the CPU's floor, after its served figures

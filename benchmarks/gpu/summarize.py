@@ -22,13 +22,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.gpu.run import IN_FLIGHT_RUN, SERVER_BATCHING_RUN  # noqa: E402
 from serve_bench.report import analyze_run  # noqa: E402
 from serve_bench.stats import Interval, read_points  # noqa: E402
 from serve_bench.stats._estimate import Estimate, ratio, ratio_text  # noqa: E402
 
 PLATEAU = 0.95  # throughput "stops growing" at the smallest batch within 5% of the best
 DISTORTION = 0.9  # served under this share of in-process at batch 1: the server's fixed cost shows
-IN_FLIGHT_RUN = "-batch1-in-flight"  # run.py's in-flight step's runs end so
 
 
 def stops_growing(rates: dict[int, float]) -> str:
@@ -118,7 +118,7 @@ def summarize(folder: Path, prices: dict[str, float]) -> str:
     by_model: dict[str, list[Any]] = {}  # a model's GPU and CPU sweeps, one table (the server-batching runs apart)
     in_flight: dict[str, list[Any]] = {}  # its batch-1 requests at several in flight, a line below the table
     for run_dir in sorted(p for p in (folder / "runs").iterdir() if (p / "points.jsonl").exists()):
-        if run_dir.name.endswith("-server-batching"):
+        if run_dir.name.endswith(SERVER_BATCHING_RUN):
             continue
         into = in_flight if run_dir.name.endswith(IN_FLIGHT_RUN) else by_model
         for point in read_points(run_dir):  # a run killed before its first point has none: nothing to add
