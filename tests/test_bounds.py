@@ -118,6 +118,17 @@ def test_the_schedule_is_bounded_before_connecting() -> None:
     check_schedule(_plan("grpc://h:1", 1, _closed(64)), PointSettings(), memory)  # the defaults fit easily
 
 
+def test_a_count_of_four_hundred_digits_is_refused_like_any_other() -> None:
+    """Past float's range (about 1e308) the arithmetic raised OverflowError, a traceback, where a typo of a
+    concurrency or processes of 400 digits should get the same refusal as 100,000 (2026-11-27)."""
+    memory = Memory(GIB, "a test's")
+    huge = int("9" * 400)
+    typed = PointSettings(warmup_s=2.0, min_duration_s=5.0, max_duration_s=60.0)  # floats, as the CLI's
+    refusal = _refused(check_schedule, _plan("grpc://h:1", 1, _closed(huge)), typed, memory)
+    assert refusal.name == "concurrency" and "over 1e18 TB in all" in refusal.requirement
+    assert _refused(check_schedule, _plan("grpc://h:1", 1, _closed(1, huge)), typed, memory).name == "processes"
+
+
 def test_what_the_server_declared_is_refused_first() -> None:
     memory = Memory(64 * GIB, "a test's")
     too_many = _refused(

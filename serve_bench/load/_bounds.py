@@ -120,6 +120,8 @@ def _cgroup_room() -> int | None:
 
 
 def _size(n: float) -> str:
+    if n >= 1e30:  # past any memory; a count of 400 digits is past float's range too (an OverflowError)
+        return "over 1e18 TB"
     for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if abs(n) >= scale:
             return f"{n / scale:.3g} {unit}"
@@ -145,7 +147,7 @@ def _records(load: LoadInfo, settings: PointSettings) -> int:
     if load.mode in ("locust", "stream"):  # Locust keeps its own statistics; a stream, a record per batch of a video
         return 0
     seconds = settings.warmup_s + settings.max_duration_s  # the closed loop stops there, until stable or not
-    return _whole(GENERATOR_CEILING * load.processes * seconds)
+    return _whole(GENERATOR_CEILING * min(load.processes, 2**62) * seconds)  # 400-digit processes: no OverflowError
 
 
 def _whole(count: float) -> int:
