@@ -65,6 +65,24 @@ def test_grid_is_the_product_and_batching_off_collapses() -> None:
     assert ids == ["nobatch", "mbs4-to0", "mbs4-to500", "mbs8-to0", "mbs8-to500"]
 
 
+def test_a_space_past_its_most_configurations_is_refused_before_any_is_built() -> None:
+    """MAX_CONFIGS combinations are taken; one more is refused in one line naming the count and each knob's
+    values, before expand_space builds them (three knobs of 200 values, 8 million, took minutes and gigabytes)."""
+    from serve_bench.tune._spec import MAX_CONFIGS
+
+    def values(n: int) -> str:
+        return "[" + ", ".join(str(v) for v in range(1, n + 1)) + "]"
+
+    side = 100  # MAX_CONFIGS = 100 x 100
+    assert side * side == MAX_CONFIGS
+    spec = parse_tune_spec(spec_with(f"max_batch_size = {values(side)}\nmax_enqueued_batches = {values(side)}"))
+    assert len(spec.configs) == MAX_CONFIGS
+    over = f"max_batch_size = {values(side)}\nmax_enqueued_batches = {values(side)}\nnum_batch_threads = [1, 2]"
+    with pytest.raises(UserError, match=f"has {2 * MAX_CONFIGS:,} combinations \\(100 x 100 x 2\\)") as info:
+        parse_tune_spec(spec_with(over), "t.toml")
+    assert "\n" not in str(info.value)
+
+
 def test_every_knob_parses_and_is_written() -> None:
     spec = parse_tune_spec(
         spec_with(

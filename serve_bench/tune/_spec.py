@@ -71,6 +71,7 @@ Every key is checked: an unknown or mistyped key is an error naming it, and a kn
 from __future__ import annotations
 
 import itertools
+import math
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -241,6 +242,12 @@ _SLO = {"percentile": str, "max_ms": (int, float), "at_rate": (int, float)}
 _SEARCH = {"method": str, "max_configs": int, "order": list, "baselines": list}
 
 
+# The most configurations a [space] may have. Each one restarts a server and measures its load levels (30-40 s
+# each here), so 10,000 are four days; three knobs of 200 values each (8 million) built every configuration in
+# memory, even for --dry-run, for minutes and gigabytes before the first server started (2026-11-27).
+MAX_CONFIGS = 10_000
+
+
 def expand_space(
     space: dict[str, tuple[Any, ...]],
     source: str,
@@ -266,6 +273,13 @@ def _parse_space(raw: dict[str, Any], source: str, family: Family) -> dict[str, 
         space[knob] = family.parse_values(knob, values, source)
         if len(set(map(repr, space[knob]))) != len(space[knob]):
             raise UserError(f"{source}: {where} lists a value twice: {values!r}")
+    combinations = math.prod(len(values) for values in space.values())
+    if combinations > MAX_CONFIGS:
+        sizes = " x ".join(str(len(values)) for values in space.values())
+        raise UserError(
+            f"{source}: [space] has {combinations:,} combinations ({sizes}); at most {MAX_CONFIGS:,}: list fewer "
+            "values per knob (each configuration is a server restarted and measured)"
+        )
     try:
         servers.kind(family.name).check_together(space)
     except UserError as exc:
