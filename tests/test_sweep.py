@@ -99,6 +99,10 @@ _TARGET = "model = 'x'\nbatch_sizes = [1]\n[[targets]]\nname='a'\nurl='grpc://h:
             ("[slo]\nmax_ms = -5\n", ["slo.max_ms", "> 0", "got -5"]),
             ("[slo]\nmax_ms = nan\n", ["slo.max_ms", "finite"]),
             ("[slo]\nsearch = true\nsearch_steps = 0\n", ["slo.search_steps", ">= 1"]),
+            (
+                "[load]\nrates = [5, 10]\n[slo]\nsearch = true\nsearch_steps = 1000000000\n",
+                ["slo.search_steps", "at most 30", "0.001 requests/s", "got 1000000000"],
+            ),
             # the same point twice was measured twice, the first marked superseded as if it had failed
             ("[load]\nconcurrency = [1, 4, 1]\n", ["load.concurrency", "1 twice", "repeats"]),
             ("[load]\nrates = [5, 5.0]\n", ["load.rates", "5.0 twice"]),
@@ -128,6 +132,7 @@ _TARGET = "model = 'x'\nbatch_sizes = [1]\n[[targets]]\nname='a'\nurl='grpc://h:
         "slo-negative",
         "slo-nan",
         "search-steps-0",
+        "search-steps-billion",
         "concurrency-twice",
         "rates-twice",
         "repeats-0",
@@ -168,6 +173,15 @@ def test_the_grid_is_counted_as_it_is_planned_and_refused_past_its_most(tmp_path
     err = capsys.readouterr().err.strip()
     assert "28,000,000,000 points" in err and "\n" not in err
     assert not (tmp_path / "run").exists()
+
+
+def test_the_slo_search_takes_as_many_steps_as_the_rounding_allows():
+    """30 halvings take MAX_RATE below the 0.001 requests/s a searched rate is rounded to: 30 is taken, 31 is
+    refused (tests above), where 1,000,000,000 steps looped for ever on rates already measured."""
+    text = _TARGET + "[load]\nrates = [5, 10]\n[slo]\nsearch = true\nsearch_steps = 30\n"
+    assert parse_spec(text, "spec.toml").slo_search_steps == 30
+    with pytest.raises(UserError, match="at most 30"):
+        parse_spec(text.replace("search_steps = 30", "search_steps = 31"), "spec.toml")
 
 
 def test_cli_reports_spec_errors_in_one_line(tmp_path, capsys):

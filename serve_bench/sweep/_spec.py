@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from serve_bench.errors import InvalidValue, UserError
-from serve_bench.load import PAYLOADS, PointSettings, check_load, check_seed, check_settings, positive_int
+from serve_bench.load import MAX_RATE, PAYLOADS, PointSettings, check_load, check_seed, check_settings, positive_int
 from serve_bench.metrics import check_endpoint
 from serve_bench.runtimes import check_runtime, record
 from serve_bench.stats import PERCENTILE_NAMES, InvalidTarget, LoadInfo, Slo, Target, parse_target
@@ -109,6 +109,11 @@ class SweepSpec:
 # eight days of measuring, more than any grid anybody means; past it is a typo, and `repeats = 1000000000` built a
 # list of a billion plans that died of MemoryError, a traceback, before its first point (2026-11-27).
 MAX_POINTS = 100_000
+
+
+# Bisection steps of the SLO search: 30 halve MAX_RATE below the 0.001 requests/s a searched rate is rounded to;
+# past that every step lands on a rate already measured, and 1,000,000,000 steps looped for ever (2026-11-27).
+MAX_SEARCH_STEPS = math.ceil(math.log2(MAX_RATE / 0.001))
 
 
 def _at(exc: InvalidValue, where: str, source: str) -> UserError:
@@ -309,6 +314,12 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
             search_steps = checked(
                 positive_int, "search_steps", values.get("search_steps", 4), where="slo.search_steps", source=source
             )
+            if search_steps > MAX_SEARCH_STEPS:
+                raise UserError(
+                    f"{source}: slo.search_steps must be at most {MAX_SEARCH_STEPS}: each step halves the bracket, "
+                    f"and {MAX_SEARCH_STEPS} halve the widest ({MAX_RATE:g} requests/s) below the 0.001 requests/s "
+                    f"a searched rate is rounded to, got {search_steps}"
+                )
             if not rates:
                 raise UserError(f"{source}: slo.search needs load.rates to start the search from")
 
