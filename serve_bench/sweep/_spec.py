@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from serve_bench.errors import InvalidValue, UserError
+from serve_bench.export import check_version
 from serve_bench.load import MAX_RATE, PAYLOADS, PointSettings, check_load, check_seed, check_settings, positive_int
 from serve_bench.metrics import check_endpoint
 from serve_bench.runtimes import check_runtime, record
@@ -375,6 +376,8 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
             )
         )
 
+    # a request's model_spec.version is an int64: past it, a protobuf ValueError traceback at the first request
+    checked(check_version, data.get("version"), where="version", source=source)
     spec = SweepSpec(
         name=data.get("name", "sweep"),
         model=data["model"],
