@@ -307,6 +307,9 @@ def test_import_locust_writes_a_kind_in_its_one_name(tmp_path):
     [
         ("grpc,predict tiny b1,200,0,40.0,24.1,60,23,30,33,41,60,60", {"batch_size": -5}, "--batch-size"),
         ("grpc,predict tiny b1,200,0,40.0,24.1,60,23,30,33,41,60,60", {"batch_size": 0}, "--batch-size"),
+        # past a tensor dimension's int64; 400 digits were an OverflowError traceback
+        ("grpc,predict tiny b1,200,0,40.0,24.1,60,23,30,33,41,60,60", {"batch_size": 2**63}, "1 to 2**63 - 1"),
+        ("grpc,predict tiny b1,200,0,40.0,24.1,60,23,30,33,41,60,60", {"batch_size": int("9" * 400)}, "--batch-size"),
         ("grpc,predict tiny b0,200,0,40.0,24.1,60,23,30,33,41,60,60", {}, "'predict tiny b0'"),  # report divided by 0
         ("grpc,predict tiny b1,200,500,40.0,24.1,60,23,30,33,41,60,60", {}, "500 failures of 200"),  # < 0 images/s
         ("grpc,predict tiny b1,inf,0,40.0,24.1,60,23,30,33,41,60,60", {}, "Request Count 'inf'"),  # OverflowError

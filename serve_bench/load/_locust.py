@@ -103,9 +103,9 @@ def _point(
     model = options.get("model") or (match["model"] if match else "unknown")
     given = options.get("batch_size")
     batch = int(given if given is not None else (match["batch"] if match else 1))
-    if batch < 1:
+    if not 1 <= batch <= 2**63 - 1:  # a tensor's dimension is an int64; 400 digits were an OverflowError below
         where = "--batch-size" if given is not None else f"the request name {name!r}"
-        raise UserError(f"{where}: a batch size must be a whole number >= 1, got {batch}")
+        raise UserError(f"{where}: a batch size must be a whole number from 1 to 2**63 - 1, got {batch}")
     if failures > requests:
         raise UserError(f"{name!r}: {failures:g} failures of {requests:g} requests; is this Locust's stats CSV?")
     protocol = "grpc" if request_type.lower() == "grpc" else "rest"

@@ -162,7 +162,11 @@ def parse_cpu(text: str, host: CpuSpec | None = None) -> CpuSpec:
             number = _KEYS[key](value)
         except ValueError:
             raise UserError(f"--cpu {key}={value!r}: not a number") from None
-        if not math.isfinite(number):
+        try:
+            finite = math.isfinite(number)
+        except OverflowError:  # a whole number past float's range (cores of 400 digits): a traceback before
+            finite = False
+        if not finite:
             raise UserError(f"--cpu {key}={value}: must be a finite number")
         if number <= 0 and not (key == "call_ms" and number == 0):
             raise UserError(f"--cpu {key}={value}: must be greater than 0")
