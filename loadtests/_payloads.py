@@ -60,7 +60,20 @@ def build_v2_rest_body(options: Any) -> tuple[bytes, dict[str, str], int]:
 
 
 # the flag a Locust user typed for each parameter a bound names
-_LOCUST_FLAGS = {"batch_size": "--batch-size", "concurrency": "-u/--users"}
+_LOCUST_FLAGS = {"batch_size": "--batch-size", "concurrency": "-u/--users", "step_seconds": "--step-seconds"}
+
+
+def parse_steps(text: str) -> list[int]:
+    """step_shape.py's ``--steps 1,2,4,8``: user counts >= 1, in order (InvalidValue naming steps otherwise)."""
+    from serve_bench.errors import InvalidValue
+
+    try:
+        steps = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        steps = []
+    if not steps or min(steps) < 1:
+        raise InvalidValue("--steps", text, "user counts >= 1 separated by commas, e.g. 1,2,4,8")
+    return steps
 
 
 def memory_refusal(options: Any, host: str | None) -> str:
@@ -72,9 +85,19 @@ def memory_refusal(options: Any, host: str | None) -> str:
     import argparse
 
     from serve_bench.errors import InvalidValue
-    from serve_bench.load import PointSettings, RequestCost, check_batch
+    from serve_bench.load import PointSettings, RequestCost, check_batch, check_batch_size, positive_number
     from serve_bench.stats import LoadInfo
 
+    flags = dict(_LOCUST_FLAGS)
+    users = int(getattr(options, "num_users", None) or 1)
+    try:
+        check_batch_size(options.batch_size)  # -1 was a traceback in every user's on_start
+        if getattr(options, "steps", None) is not None:  # step_shape.py's users: its largest step, at once
+            users = max(parse_steps(options.steps))
+            flags["concurrency"] = "--steps (its largest)"
+            positive_number("step_seconds", options.step_seconds)  # 0 divided by zero, nan and -1 broke tick()
+    except InvalidValue as exc:
+        return str(exc.named(flags.get(exc.name, exc.name)))
     v2 = is_v2(host)
     build = {
         ("grpc", False): build_grpc_request,
@@ -90,12 +113,11 @@ def memory_refusal(options: Any, host: str | None) -> str:
             sum(a.nbytes + sum(len(x) for x in a.ravel() if isinstance(x, bytes)) for a in _inputs(small)[1].values())
         )
     cost = RequestCost(bodies[0], bodies[1], max(1, drawn[1] - drawn[0]), synthetic_float=options.payload == "float")
-    users = int(getattr(options, "num_users", None) or 1)
     protocol = ("v2-" if v2 else "") + options.protocol
     try:
         check_batch(
             protocol, options.model, options.batch_size, LoadInfo("locust", concurrency=users), PointSettings(), cost
         )
     except InvalidValue as exc:
-        return str(exc.named(_LOCUST_FLAGS.get(exc.name, exc.name)))
+        return str(exc.named(flags.get(exc.name, exc.name)))
     return ""

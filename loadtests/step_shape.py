@@ -8,7 +8,13 @@ turns each step of the stats history into one point.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 from locust import LoadTestShape, events
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository root: loadtests._payloads
+from loadtests._payloads import parse_steps
 
 
 @events.init_command_line_parser.add_listener
@@ -23,7 +29,7 @@ def _arguments(parser) -> None:  # type: ignore[no-untyped-def]
 class StepLoadShape(LoadTestShape):
     def tick(self):  # type: ignore[no-untyped-def]
         options = self.runner.environment.parsed_options if self.runner else None
-        steps = [int(s) for s in (options.steps if options else "1").split(",") if s.strip()]
+        steps = parse_steps(options.steps if options else "1")  # checked at init (locustfile.py's _check_memory)
         seconds = options.step_seconds if options else 30.0
         index = int(self.get_run_time() // seconds)
         if index >= len(steps):

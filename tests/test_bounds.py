@@ -317,6 +317,31 @@ def test_locust_refuses_users_payloads_it_cannot_hold() -> None:
 
 
 @pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        ("--steps 0,2", "--steps must be user counts >= 1"),  # a step of 0 users
+        ("--steps -3", "--steps must be user counts >= 1"),  # Locust's own ValueError traceback
+        ("--step-seconds 0", "--step-seconds must be a finite number > 0"),  # ZeroDivisionError in tick()
+        ("--step-seconds -1", "--step-seconds must be a finite number > 0"),  # a negative index: steps backwards
+        ("--batch-size -1", "--batch-size must be a whole number >= 1"),  # every user's on_start: a traceback
+        # the step shape spawns its largest step's users: 1,000,000 of them ran to MemoryError tracebacks
+        ("--steps 1,1000000 --batch-size 1000", "--steps (its largest) must be at most"),
+    ],
+)
+def test_locust_refuses_steps_and_batch_sizes_that_make_no_load(flags: str, says: str) -> None:
+    """loadtests/step_shape.py's --steps and --step-seconds and the locustfile's --batch-size are checked at init,
+    before any user starts: one line, exit 2, where each used to end in tracebacks (or, for a million users, in
+    MemoryError) once the run started."""
+    common = "--headless -t 2s --host http://127.0.0.1:1 --protocol rest --model tiny --only-summary"
+    files = "loadtests/locustfile.py,loadtests/step_shape.py"
+    command = [sys.executable, "-m", "locust", "-f", files, *common.split(), *flags.split()]
+    out = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    errors = [line for line in out.stderr.splitlines() if line.startswith("locust: error: ")]
+    assert out.returncode == 2 and len(errors) == 1, out.stderr[-2000:]
+    assert says in errors[0] and "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize(
     ("flags", "named"),
     [(["--batch-sizes", "1,30000", "--max-in-flight", "1"], "--batch-sizes"),
      (["--batch-sizes", "2000", "--max-in-flight", "1,64"], "--max-in-flight")],
