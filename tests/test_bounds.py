@@ -129,6 +129,36 @@ def test_a_count_of_four_hundred_digits_is_refused_like_any_other() -> None:
     assert _refused(check_schedule, _plan("grpc://h:1", 1, _closed(1, huge)), typed, memory).name == "processes"
 
 
+def test_a_warm_up_record_past_this_processs_memory_is_refused_before_it_is_drawn() -> None:
+    """export builds each warm-up record at WARMUP_BUILD times its size (measured below); the largest size that
+    fits is taken, one more refused naming --warmup-batch-sizes (43690 tiny images, within protobuf's 2 GiB,
+    died of MemoryError under a 4 GB ulimit, a traceback)."""
+    from serve_bench.catalogue import get_spec
+    from serve_bench.export._export import WARMUP_BUILD, check_warmup_batch_sizes
+
+    spec, memory = get_spec("tiny"), Memory(GIB, "a test's")
+    fits = memory.usable // (ITEM * WARMUP_BUILD)
+    check_warmup_batch_sizes(spec, (1, fits), memory)
+    refusal = _refused(check_warmup_batch_sizes, spec, (1, fits + 1), memory)
+    assert refusal.name == "warmup_batch_sizes" and f"at most {fits} for tiny here" in refusal.requirement
+    # the factor: a record of 4000 tiny images (197 MB) grows a fresh process's peak by WARMUP_BUILD times it (the
+    # peak is a high-water mark: measured in a child, where nothing before set it higher)
+    code = textwrap.dedent(
+        """
+        import resource
+        from serve_bench.catalogue import get_spec
+        from serve_bench.export._warmup import warmup_requests
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        for log in warmup_requests(get_spec("tiny"), [4000]):
+            log.SerializeToString()
+        print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    grown = int(done.stdout.strip())
+    assert WARMUP_BUILD - 0.5 <= grown / (4000 * ITEM) <= WARMUP_BUILD * 1.05, grown / (4000 * ITEM)
+
+
 def test_what_the_server_declared_is_refused_first() -> None:
     memory = Memory(64 * GIB, "a test's")
     too_many = _refused(

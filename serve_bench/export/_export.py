@@ -253,6 +253,10 @@ def _check_writable(out: Path) -> None:
         ) from exc
 
 
+# A warm-up record's peak memory while built: the images, their bytes and the serialized record, each its size
+# (3.00x measured for tiny at 5,000 images, 2026-11-27); 43,690 tiny images, the largest a record may hold, died
+# of MemoryError under a 4 GB ulimit, a traceback
+WARMUP_BUILD = 3
 _MESSAGE_LIMIT = 2**31 - 1  # protobuf's limit on one serialized message, which a warm-up record is
 _RECORD_OVERHEAD = 1024  # the request's names, shape and framing around its tensor_content (~100 bytes)
 
@@ -266,8 +270,12 @@ def _largest_warmup_batch(spec: ModelSpec) -> int:
     return (_MESSAGE_LIMIT - _RECORD_OVERHEAD) // _image_bytes(spec)
 
 
-def check_warmup_batch_sizes(spec: ModelSpec, sizes: tuple[int, ...]) -> None:
-    """Each a positive integer whose record one protobuf message can hold."""
+def check_warmup_batch_sizes(spec: ModelSpec, sizes: tuple[int, ...], memory: Any = None) -> None:
+    """Each a positive integer whose record one protobuf message can hold, and this process's memory can build:
+    a record is built at WARMUP_BUILD times its size (the images, their bytes, the serialized record), one at a
+    time (``memory``: serve_bench.load's Memory, by default what memory_available() finds)."""
+    from serve_bench.load import memory_available
+
     largest = _largest_warmup_batch(spec)
     for size in sizes:
         if not isinstance(size, int) or size <= 0:
@@ -279,6 +287,16 @@ def check_warmup_batch_sizes(spec: ModelSpec, sizes: tuple[int, ...]) -> None:
                 f"at most {largest} for {spec.name}: a warm-up record is one protobuf message, which holds at most "
                 f"2 GiB, and {spec.name}'s float32 images are {_image_bytes(spec):,} bytes each",
             )
+    memory = memory or memory_available()
+    biggest = max(sizes, default=0)
+    if biggest and biggest * _image_bytes(spec) * WARMUP_BUILD > memory.usable:
+        fits = memory.usable // (_image_bytes(spec) * WARMUP_BUILD)
+        raise InvalidValue(
+            "warmup_batch_sizes",
+            biggest,
+            f"at most {fits} for {spec.name} here: a warm-up record of {biggest} images is built at {WARMUP_BUILD}x "
+            f"its {biggest * _image_bytes(spec) / 1e9:.3g} GB, and {memory.describe()}; warm up the sizes served",
+        )
 
 
 def export_model(
