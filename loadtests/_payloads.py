@@ -85,13 +85,21 @@ def memory_refusal(options: Any, host: str | None) -> str:
     import argparse
 
     from serve_bench.errors import InvalidValue
-    from serve_bench.load import PointSettings, RequestCost, check_batch, check_batch_size, positive_number
+    from serve_bench.load import (
+        PointSettings,
+        RequestCost,
+        check_batch,
+        check_batch_size,
+        check_timeout,
+        positive_number,
+    )
     from serve_bench.stats import LoadInfo
 
     flags = dict(_LOCUST_FLAGS)
     users = int(getattr(options, "num_users", None) or 1)
     try:
         check_batch_size(options.batch_size)  # -1 was a traceback in every user's on_start
+        check_timeout("--request-timeout", options.request_timeout)  # nan, -1, 1e308: every request failed
         if getattr(options, "steps", None) is not None:  # step_shape.py's users: its largest step, at once
             users = max(parse_steps(options.steps))
             flags["concurrency"] = "--steps (its largest)"

@@ -354,6 +354,7 @@ def test_locust_refuses_users_payloads_it_cannot_hold() -> None:
         ("--step-seconds 0", "--step-seconds must be a finite number > 0"),  # ZeroDivisionError in tick()
         ("--step-seconds -1", "--step-seconds must be a finite number > 0"),  # a negative index: steps backwards
         ("--batch-size -1", "--batch-size must be a whole number >= 1"),  # every user's on_start: a traceback
+        ("--request-timeout nan", "--request-timeout must be a finite number > 0"),  # every request failed
         # the step shape spawns its largest step's users: 1,000,000 of them ran to MemoryError tracebacks
         ("--steps 1,1000000 --batch-size 1000", "--steps (its largest) must be at most"),
     ],

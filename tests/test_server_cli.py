@@ -216,3 +216,16 @@ def test_openvino_flags_without_the_openvino_runtime_are_named_in_a_notice(model
     loud = config_from_args(parse([*base, "--openvino_num_streams", "2", "--openvino_performance_hint", "THROUGHPUT"]))
     (notice,) = [n for n in loud.notices if "OpenVINO" in n]
     assert "--openvino_performance_hint, --openvino_num_streams" in notice and "--runtime openvino" in notice
+
+
+@pytest.mark.parametrize("value", ["0", "-1"])
+def test_a_body_limit_of_no_bytes_is_refused_at_start(models_dir, value):
+    """--max_body_bytes 0 or less started a server that answered every REST request 413, however small (the
+    local server's own flag: TF Serving has none); refused in one line before anything is loaded."""
+    from serve_bench.errors import UserError
+    from serve_bench.server import build_arg_parser, config_from_args
+
+    base = ["--model_name", "tiny", "--model_base_path", str(models_dir / "tiny"), "--max_body_bytes", value]
+    with pytest.raises(UserError, match=f"--max_body_bytes must be a whole number of bytes >= 1, got {value}"):
+        config_from_args(build_arg_parser().parse_args(base))
+    assert config_from_args(build_arg_parser().parse_args([*base[:-1], "1"])).max_body_bytes == 1

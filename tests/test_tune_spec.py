@@ -181,6 +181,10 @@ def test_values_tf_serving_refuses_are_errors_naming_the_knob(space: str, messag
         (spec_with(extra="[durations]\nmin_duration_s = inf"), "durations.min_duration_s must be a finite number > 0"),
         (spec_with(extra="[slo]\nmax_ms = 0"), "slo.max_ms must be a finite number > 0"),
         (spec_with(extra='[slo]\npercentile = "p42"'), "slo.percentile must be one of"),
+        # nan compared false and failed every configuration "within nan s"; -1 was refused after the first restart
+        (spec_with(extra="[server]\nstartup_timeout_s = nan"), "server.startup_timeout_s must be a number of seconds"),
+        (spec_with(extra="[server]\nstartup_timeout_s = inf"), r"at most 86400 \(a day\), got inf"),
+        (spec_with(extra="seed = -1"), "seed must be a whole number >= 0, got -1"),
     ],
 )
 def test_bad_specs_are_one_line_errors(text: str, message: str) -> None:

@@ -81,7 +81,7 @@ from typing import Any
 from serve_bench import servers
 from serve_bench.errors import InvalidValue, UserError, say_renamed
 from serve_bench.export import converted_files, list_versions
-from serve_bench.load import ARRIVALS, PAYLOADS, PointSettings, check_batch_size, check_load
+from serve_bench.load import ARRIVALS, PAYLOADS, PointSettings, check_batch_size, check_load, check_seed
 from serve_bench.runtimes import record
 from serve_bench.servers import require_runtime_package, servers_env
 from serve_bench.stats import InvalidTarget, LoadInfo, Slo, parse_target
@@ -246,6 +246,16 @@ _SEARCH = {"method": str, "max_configs": int, "order": list, "baselines": list}
 # each here), so 10,000 are four days; three knobs of 200 values each (8 million) built every configuration in
 # memory, even for --dry-run, for minutes and gigabytes before the first server started (2026-11-27).
 MAX_CONFIGS = 10_000
+# A server given a day to become AVAILABLE has failed; nan compared false and failed every configuration.
+MAX_STARTUP_S = 86_400.0
+
+
+def _checked_seed(seed: Any, source: str) -> int:
+    """The spec's seed, refused when read (a negative one was refused only after the first restart, as --seed)."""
+    try:
+        return check_seed(seed)
+    except InvalidValue as exc:
+        raise UserError(f"{source}: {exc.named('seed')}") from None
 
 
 def expand_space(
@@ -301,8 +311,11 @@ def _parse_server(raw: dict[str, Any], source: str, currency: str) -> ServerSpec
         raise UserError(f"{source}: server.kind must be one of {', '.join(SERVER_KINDS)}, got {spec.kind!r}")
     if spec.protocol not in ("grpc", "rest"):
         raise UserError(f"{source}: server.protocol must be grpc or rest, got {spec.protocol!r}")
-    if spec.startup_timeout_s <= 0:
-        raise UserError(f"{source}: server.startup_timeout_s must be positive")
+    if not (0 < spec.startup_timeout_s <= MAX_STARTUP_S):  # nan failed every configuration "within nan s"
+        raise UserError(
+            f"{source}: server.startup_timeout_s must be a number of seconds > 0 and at most {MAX_STARTUP_S:g} "
+            f"(a day), got {spec.startup_timeout_s}"
+        )
     launched = servers.KINDS.get(spec.kind)  # None: compose or command restart a TF Serving started elsewhere
     if launched is not None and launched.in_servers_env:
         unused = sorted(set(raw) - _STARTED_HERE_KEYS)
@@ -485,7 +498,7 @@ def parse_tune_spec(text: str, source: str = "spec") -> TuneSpec:
         max_configs=max_configs,
         order=order,
         baselines=baselines,
-        seed=data.get("seed", 0),
+        seed=_checked_seed(data.get("seed", 0), source),
         out=data.get("out", "results"),
         currency=data.get("currency", "") if server.price_per_hour is not None else "",
         input_data=data.get("input_data", ""),
