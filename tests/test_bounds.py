@@ -391,3 +391,14 @@ def test_the_pipeline_refuses_batches_it_cannot_hold_before_decoding(
     assert main([*argv, "--run-dir", str(tmp_path / "run")]) == 2
     line = _error_line(capsys.readouterr().err, "pipeline")
     assert f"{named} must be at most" in line and "a test's" in line
+
+
+@pytest.mark.parametrize("seconds", [float("nan"), float("inf"), -0.001])
+def test_mlservers_batch_time_is_a_finite_number_of_seconds(seconds: float) -> None:
+    """A sweep's launched MLServer took max_batch_time = nan (`< 0` is false for nan) into model-settings.json;
+    tune's own check refused it. One check, in MLServerBatching, for both."""
+    from serve_bench.export import MLServerBatching
+
+    refusal = _refused(MLServerBatching, max_batch_size=8, max_batch_time_s=seconds)
+    assert refusal.name == "max_batch_time" and "finite number of seconds" in refusal.requirement
+    assert MLServerBatching(max_batch_size=8, max_batch_time_s=0.0).knobs()["max_batch_time"] == "0"

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import shutil
 from dataclasses import dataclass
@@ -116,8 +117,8 @@ class MLServerBatching:
     def __post_init__(self) -> None:
         if self.max_batch_size < 0:
             raise InvalidValue("max_batch_size", self.max_batch_size, "0 or more (0 or 1: no batching)")
-        if self.max_batch_time_s < 0:
-            raise InvalidValue("max_batch_time", self.max_batch_time_s, "0 or more seconds")
+        if not (math.isfinite(self.max_batch_time_s) and self.max_batch_time_s >= 0):  # nan passed `< 0`
+            raise InvalidValue("max_batch_time", self.max_batch_time_s, "a finite number of seconds, 0 or more")
         if self.parallel_workers is not None and self.parallel_workers < 0:
             raise InvalidValue("parallel_workers", self.parallel_workers, "0 or more")
 
