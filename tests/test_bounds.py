@@ -29,6 +29,7 @@ from serve_bench.load import (
     PointPlan,
     PointSettings,
     RequestCost,
+    check_batch,
     check_request,
     check_schedule,
     memory_available,
@@ -125,8 +126,13 @@ def test_a_count_of_four_hundred_digits_is_refused_like_any_other() -> None:
     huge = int("9" * 400)
     typed = PointSettings(warmup_s=2.0, min_duration_s=5.0, max_duration_s=60.0)  # floats, as the CLI's
     refusal = _refused(check_schedule, _plan("grpc://h:1", 1, _closed(huge)), typed, memory)
-    assert refusal.name == "concurrency" and "over 1e18 TB in all" in refusal.requirement
-    assert _refused(check_schedule, _plan("grpc://h:1", 1, _closed(1, huge)), typed, memory).name == "processes"
+    assert refusal.name == "concurrency" and "over 1e9 TB in all" in refusal.requirement
+    refusal = _refused(check_schedule, _plan("grpc://h:1", 1, _closed(1, huge)), typed, memory)
+    assert refusal.name == "processes" and "over 1e9 TB in all" in refusal.requirement
+    # and what the batch itself costs (Locust's users, the pipeline and bench all ask check_batch)
+    for protocol, cost in (("grpc", GRPC_COST), ("rest", REST_COST)):
+        for batch, load in ((huge, _closed(1)), (1, LoadInfo("locust", concurrency=huge)), (1, _closed(1, huge))):
+            _refused(check_batch, protocol, "tiny", batch, load, typed, cost, memory=memory)
 
 
 def test_a_warm_up_record_past_this_processs_memory_is_refused_before_it_is_drawn() -> None:

@@ -120,8 +120,8 @@ def _cgroup_room() -> int | None:
 
 
 def _size(n: float) -> str:
-    if n >= 1e30:  # past any memory; a count of 400 digits is past float's range too (an OverflowError)
-        return "over 1e18 TB"
+    if n >= 1e21:  # past any memory (2**62 records, _whole's cap, are 1.2e21 B); 400 digits are past float's range
+        return "over 1e9 TB"
     for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
         if abs(n) >= scale:
             return f"{n / scale:.3g} {unit}"
@@ -147,7 +147,10 @@ def _records(load: LoadInfo, settings: PointSettings) -> int:
     if load.mode in ("locust", "stream"):  # Locust keeps its own statistics; a stream, a record per batch of a video
         return 0
     seconds = settings.warmup_s + settings.max_duration_s  # the closed loop stops there, until stable or not
-    return _whole(GENERATOR_CEILING * min(load.processes, 2**62) * seconds)  # 400-digit processes: no OverflowError
+    return _whole(GENERATOR_CEILING * min(load.processes, _HUGE) * seconds)  # 400-digit processes: no OverflowError
+
+
+_HUGE = 10**30  # a count no memory holds; what a count past it costs is computed as if it were this
 
 
 def _whole(count: float) -> int:
@@ -257,6 +260,11 @@ def point_memory(plan: PointPlan, settings: PointSettings, cost: RequestCost, ba
 
 
 def _memory(protocol: str, load: LoadInfo, settings: PointSettings, cost: RequestCost, batch: int) -> int:
+    # counts past any memory held at _HUGE: a batch, users or processes of 400 digits are past float's range
+    batch = min(batch, _HUGE)
+    load = replace(
+        load, processes=min(load.processes, _HUGE), concurrency=load.concurrency and min(load.concurrency, _HUGE)
+    )
     body = cost.body(batch)
     drawn = batch * cost.drawn_per_item
     # the batch, drawn and encoded once per process (each child of --processes prepares its own)
