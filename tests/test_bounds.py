@@ -401,8 +401,9 @@ def test_the_pipeline_refuses_batches_it_cannot_hold_before_decoding(
 
 @pytest.mark.parametrize("seconds", [float("nan"), float("inf"), -0.001])
 def test_mlservers_batch_time_is_a_finite_number_of_seconds(seconds: float) -> None:
-    """A sweep's launched MLServer took max_batch_time = nan (`< 0` is false for nan) into model-settings.json;
-    tune's own check refused it. One check, in MLServerBatching, for both."""
+    """A sweep's launched MLServer took max_batch_time = nan (`< 0` is false for nan) into model-settings.json, and
+    a tune [space] collapsed nan and -1 into "nobatch" silently. One check, in MLServerBatching, for both (the tune
+    cases: tests/test_tune_spec.py)."""
     from serve_bench.export import MLServerBatching
 
     refusal = _refused(MLServerBatching, max_batch_size=8, max_batch_time_s=seconds)

@@ -185,6 +185,15 @@ def test_values_tf_serving_refuses_are_errors_naming_the_knob(space: str, messag
         (spec_with(extra="[server]\nstartup_timeout_s = nan"), "server.startup_timeout_s must be a number of seconds"),
         (spec_with(extra="[server]\nstartup_timeout_s = inf"), r"at most 86400 \(a day\), got inf"),
         (spec_with(extra="seed = -1"), "seed must be a whole number >= 0, got -1"),
+        # MLServer's batch time: nan and -1 collapsed silently into "nobatch"; inf was refused by a check of tune's own
+        *[
+            (
+                'model = "tiny"\n[server]\nkind = "mlserver"\n[space]\nmax_batch_size = [8]\n'
+                f"max_batch_time = [{v}]\n[load]\nconcurrency = [4]\n",
+                f"max_batch_time must be a finite number of seconds, 0 or more, got {v}",
+            )
+            for v in ("nan", "-1.0", "inf")
+        ],
     ],
 )
 def test_bad_specs_are_one_line_errors(text: str, message: str) -> None:

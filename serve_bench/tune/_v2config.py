@@ -149,7 +149,8 @@ class MLServerConfig(_OfKind):
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "max_batch_time", float(self.max_batch_time))
-        if not self.batching_on:
+        valid = math.isfinite(self.max_batch_time) and self.max_batch_time >= 0  # else validate() says so
+        if not self.batching_on and valid:
             # hooks.py:82-86 leaves the model unbatched: one configuration, written as ModelSettings' defaults
             object.__setattr__(self, "max_batch_size", 0)
             object.__setattr__(self, "max_batch_time", 0.0)
@@ -182,9 +183,8 @@ class MLServerConfig(_OfKind):
         )
 
     def validate(self, where: str = "configuration") -> None:
-        """Raise UserError where MLServer would refuse this configuration: MLServer's kind checks it."""
-        if not math.isfinite(self.max_batch_time):
-            raise UserError(f"{where}: max_batch_time must be 0 or more seconds, got {self.max_batch_time}")
+        """Raise UserError where MLServer would refuse this configuration: MLServer's kind checks it (its
+        export.MLServerBatching, the one check of max_batch_time, a sweep's launched server's too)."""
         check_runtime(self.runtime, where)
         self.batching(where)
 
