@@ -53,7 +53,7 @@ def test_a_kind_s_configuration_is_checked_once_with_one_line():
         (triton, {"instance_kind": "KIND_TPU"}, "instance_kind must be KIND_CPU or KIND_GPU"),
         (triton, {"max_batch_size": "8"}, "max_batch_size must be a int (not str)"),
         (triton, {"dynamic_batching": 1}, "dynamic_batching must be a bool (not int)"),
-        (mlserver, {"max_batch_time": -1}, "max_batch_time must be 0 or more seconds"),
+        (mlserver, {"max_batch_time": -1}, "max_batch_time must be a finite number of seconds, 0 or more"),
         (mlserver, {"max_batch_time": True}, "max_batch_time must be a number (not bool)"),
     ]:
         with pytest.raises(InvalidValue) as caught:
