@@ -358,10 +358,7 @@ def _compare(args: argparse.Namespace) -> int:
 
         def command(self) -> list[str]:
             command = super().command()
-            if args.stub:  # python -m serve_bench serve ARGS -> python this-file --child stub --model M -- ARGS
-                script = str(Path(__file__).resolve())
-                return [command[0], script, "--child", "stub", "--model", args.model, "--", *command[4:]]
-            return command
+            return stub_command(command, args.model) if args.stub else command
 
         def environment(self) -> dict[str, str]:
             env = _environment(args.device)
@@ -447,6 +444,14 @@ class StandIn:
             with self.device:
                 time.sleep(self.device_s)
         return self.answers[size]
+
+
+def stub_command(serve: list[str], model: str, device_ms: float = 0.0) -> list[str]:
+    """``python -m serve_bench serve ARGS`` (a LocalServerProcess's command) as this script's stub child:
+    ``python server_overhead.py --child stub --model M [--stub-ms D] -- ARGS``, the same server with a StandIn."""
+    stub = [serve[0], str(Path(__file__).resolve()), "--child", "stub", "--model", model]
+    stub += ["--stub-ms", f"{device_ms:g}"] if device_ms else []
+    return [*stub, "--", *serve[4:]]
 
 
 def _stub_child(args: argparse.Namespace, serve_args: list[str]) -> int:
