@@ -7,7 +7,8 @@ Issue 31 item 4: at one request in flight, a batch-1 request through serve-bench
 1.6-3.8 ms over the H100's call (the second visit: 2.2-3.5 ms at tf32, 2.4-6.0 at fp32), so served is 0.40-0.59
 of in process at tf32 (0.60-0.72 at fp32) and the served gain is the request path's. A C++ server is measured at
 several requests in flight too (perf_analyzer's --concurrency-range); whether two or four in flight hide the Python
-path's fixed cost behind the device's call is what the GPU run's in-flight step measures on the next visit. This says what to expect, on this machine:
+path's fixed cost behind the device's call is what the GPU run's in-flight step measures on the next visit. This
+says what to expect, on this machine:
 
 - the local server (unbatched) with its runtime replaced by ``server_overhead.StandIn``: each call holds one lock,
   as a GPU runs one program at a time, and sleeps ``--device-ms`` with the GIL released, as a host thread waits
