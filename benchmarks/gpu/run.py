@@ -263,7 +263,7 @@ def _servers(
             f"--runtime={JAX.name}",
             f"--device={device}",
             f"--precision={precision}",
-            "--max_body_bytes=1073741824",
+            f"--max_body_bytes={BODY_BYTES}",
         )
         flags += (f"--compile_batch_sizes={sizes}",) if batching is None else ()
         server = _Server(
@@ -380,8 +380,8 @@ def build_steps(plan: Plan, args: argparse.Namespace) -> list[Step]:
         JAX.check_precision(precision)
     parse_batch_sizes(args.batch_sizes, "batch_sizes")
     parse_batch_sizes(args.cpu_batch_sizes, "cpu_batch_sizes")
-    fill = parse_batch_sizes(args.fill, "fill")
-    in_flight = parse_batch_sizes(args.in_flight, "in_flight")
+    fill = parse_batch_sizes(args.fill, "--fill")
+    in_flight = parse_batch_sizes(args.in_flight, "--in-flight")
     prices = {k: v for k, v in (("gpu", args.gpu_price_per_hour), ("cpu", args.cpu_price_per_hour)) if v is not None}
     durations = {"warmup_s": args.warmup_s, "min_duration_s": args.min_duration_s}
     copies = {m: write_random_copy(plan.out / "models", m, version=1) for m in models}

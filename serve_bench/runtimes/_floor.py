@@ -7,8 +7,8 @@ both reached, and prints one JSON line per batch size as it finishes: images/s o
 its 95% interval, blocks of calls resampled as a served point's time slices are),
 the calls' median and 99th-percentile latency, the compile time and the first run's, and the median of a
 few calls given the pixels as the local server gives them (a read-only view of a request's bytes, not
-aligned), and of a few calls each after the device sat idle for ``GAP_MS`` (as a served request at one in flight
-leaves it). Every call copies its images from the host to the device and its features back, as a served
+aligned), and at batch 1 of a few calls each after the device sat idle for ``GAP_MS`` (as a served request at one
+in flight leaves it). Every call copies its images from the host to the device and its features back, as a served
 request's do, so what the server adds is everything else. ``--beyond`` goes on doubling past the last
 size while throughput still grows by more than ``--growth`` and the device has the memory: the size where
 it stops growing, and the largest that fits (a size that does not fit is one line saying so, not a failure).
@@ -53,8 +53,7 @@ def _point(runner: Any, size: int, min_seconds: float, min_calls: int, seed: int
     ms = np.array(latencies) * 1e3
     images_per_s = size * len(latencies) / seconds
     as_served = _as_served(runner, images)
-    gapped = _few_calls(runner, images, gap_s=GAP_MS / 1e3)
-    return {
+    line = {
         "batch_size": size,
         "compile_s": round(runner.compile_seconds[size], 3),
         "first_run_s": round(runner.first_run_seconds[size], 4) if size in runner.first_run_seconds else None,
@@ -65,9 +64,11 @@ def _point(runner: Any, size: int, min_seconds: float, min_calls: int, seed: int
         "p50_ms": float(np.percentile(ms, 50)),
         "p99_ms": float(np.percentile(ms, 99)),
         "as_served_p50_ms": float(np.percentile(as_served, 50)),
-        "gap_ms": GAP_MS,
-        "gapped_p50_ms": float(np.percentile(gapped, 50)),
     }
+    if size == 1:  # where the served request's time was compared (a GPU's larger sizes' time goes to its curve)
+        gapped = _few_calls(runner, images, gap_s=GAP_MS / 1e3)
+        line |= {"gap_ms": GAP_MS, "gapped_p50_ms": float(np.percentile(gapped, 50))}
+    return line
 
 
 def _as_served(runner: Any, images: np.ndarray) -> np.ndarray:

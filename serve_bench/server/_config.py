@@ -389,7 +389,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
             raise UserError(f"--{port_flag} must be between 0 and 65535")
     if args.port == 0:
         raise UserError("--port must be a real port (gRPC cannot be disabled)")
-    if args.max_body_bytes < 1:  # 0 or less answered every REST request 413, however small
+    if args.max_body_bytes < 1:  # 0 or less is no body at all (a body smaller than any request's is the user's call)
         raise UserError(f"--max_body_bytes must be a whole number of bytes >= 1, got {args.max_body_bytes}")
     if metrics_path and not args.rest_api_port:
         raise UserError("metrics are served on the REST port: --monitoring_config_file needs --rest_api_port")

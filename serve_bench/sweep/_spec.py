@@ -406,8 +406,9 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
     points = spec.size()
     if points > MAX_POINTS:
         raise UserError(
-            f"{source}: the grid has {points:,} points (targets x payloads x batch sizes' load levels x repeats "
-            f"= {spec.repeats:,}); at most {MAX_POINTS:,}: lower repeats or split the grid into several sweeps"
+            f"{source}: the grid has {points:,} points ({len(spec.targets)} targets x {len(spec.payloads)} payloads x "
+            f"{points // (len(spec.targets) * len(spec.payloads) * spec.repeats):,} batch sizes' load levels x "
+            f"repeats {spec.repeats:,}); at most {MAX_POINTS:,}: lower repeats or split the grid into several sweeps"
         )
     return spec
 
