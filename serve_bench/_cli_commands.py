@@ -27,6 +27,7 @@ def export(args: argparse.Namespace) -> int:
 
     from serve_bench import export as library
     from serve_bench.catalogue import CATALOGUE, get_spec
+    from serve_bench.load import memory_available
     from serve_bench.runtimes import DEFAULT_RUNTIME
 
     if args.list:
@@ -36,6 +37,8 @@ def export(args: argparse.Namespace) -> int:
         raise UserError(f"name a model to export ({', '.join(CATALOGUE)}) or pass --list")
     get_spec(args.model)  # fail on a bad name before TensorFlow starts
     sizes = library.parse_batch_sizes(args.warmup_batch_sizes)
+    # and a warm-up record past this process's memory (43690 tiny images died of MemoryError under 4 GB), too
+    library.check_warmup_batch_sizes(get_spec(args.model), sizes, memory_available())
     runtimes = library.parse_runtimes(args.runtimes) if args.runtimes is not None else None
     asked = {part.strip() for part in (args.runtimes or "").split(",")}
     if runtimes is not None and not library.tensorflow_installed() and DEFAULT_RUNTIME not in asked:

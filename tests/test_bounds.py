@@ -140,24 +140,29 @@ def test_a_warm_up_record_past_this_processs_memory_is_refused_before_it_is_draw
     fits is taken, one more refused naming --warmup-batch-sizes (43690 tiny images, within protobuf's 2 GiB,
     died of MemoryError under a 4 GB ulimit, a traceback)."""
     from serve_bench.catalogue import get_spec
-    from serve_bench.export._export import WARMUP_BUILD, check_warmup_batch_sizes
+    from serve_bench.export import check_warmup_batch_sizes
+    from serve_bench.export._export import WARMUP_BUILD
 
     spec, memory = get_spec("tiny"), Memory(GIB, "a test's")
     fits = memory.usable // (ITEM * WARMUP_BUILD)
     check_warmup_batch_sizes(spec, (1, fits), memory)
     refusal = _refused(check_warmup_batch_sizes, spec, (1, fits + 1), memory)
+    check_warmup_batch_sizes(spec, (1, fits + 1))  # no memory given (export_model's own call): protobuf's limit alone
     assert refusal.name == "warmup_batch_sizes" and f"at most {fits} for tiny here" in refusal.requirement
     # the factor: a record of 4000 tiny images (197 MB) grows a fresh process's peak by WARMUP_BUILD times it (the
-    # peak is a high-water mark: measured in a child, where nothing before set it higher)
+    # peak is a high-water mark: measured in a child by its own VmHWM; ru_maxrss survives the exec from pytest's)
     code = textwrap.dedent(
         """
-        import resource
+        from pathlib import Path
         from serve_bench.catalogue import get_spec
         from serve_bench.export._warmup import warmup_requests
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        def peak():
+            line = next(x for x in Path("/proc/self/status").read_text().splitlines() if x.startswith("VmHWM:"))
+            return int(line.split()[1]) * 1024
+        before = peak()
         for log in warmup_requests(get_spec("tiny"), [4000]):
             log.SerializeToString()
-        print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)
+        print(peak() - before)
         """
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
@@ -287,6 +292,17 @@ def test_a_rest_batch_past_the_clients_memory_is_refused_before_it_is_built(room
     rc, _, stderr = _cli_under_limit(*argv, unbounded=True)
     # MemoryError from numpy, or killed by a signal: orjson (Rust) aborts when an allocation fails (SIGILL)
     assert (rc == 99 and "MemoryError" in stderr) or rc < 0, (rc, stderr[-2000:])
+
+
+def test_export_refuses_a_warm_up_record_past_its_memory_before_tensorflow_loads(tmp_path) -> None:
+    """`serve-bench export --warmup-batch-sizes 43690` (tiny: the largest one record may hold, 2.1 GB built at 3x)
+    under this test's 2 GiB limit: one line naming the flag, before TensorFlow or the record is touched."""
+    argv = ["export", "tiny", "--weights", "random", "--models-dir", str(tmp_path), "--warmup-batch-sizes", "43690"]
+    rc, peak_mb, stderr = _cli_under_limit(*argv)
+    line = _error_line(stderr, "export")
+    assert rc == 2 and "--warmup-batch-sizes must be at most" in line and "ulimit -v" in line, stderr[-2000:]
+    assert peak_mb < 400, peak_mb
+    assert not list(tmp_path.iterdir())
 
 
 def test_concurrency_past_the_clients_memory_is_refused_under_the_limit(roomy: ServerThread, tmp_path) -> None:

@@ -271,11 +271,9 @@ def _largest_warmup_batch(spec: ModelSpec) -> int:
 
 
 def check_warmup_batch_sizes(spec: ModelSpec, sizes: tuple[int, ...], memory: Any = None) -> None:
-    """Each a positive integer whose record one protobuf message can hold, and this process's memory can build:
-    a record is built at WARMUP_BUILD times its size (the images, their bytes, the serialized record), one at a
-    time (``memory``: serve_bench.load's Memory, by default what memory_available() finds)."""
-    from serve_bench.load import memory_available
-
+    """Each a positive integer whose record one protobuf message can hold, and, given ``memory`` (serve_bench.load's
+    Memory: the CLI passes what memory_available() finds; export sits below load), that this process can build: a
+    record is built at WARMUP_BUILD times its size (the images, their bytes, the serialized record), one at a time."""
     largest = _largest_warmup_batch(spec)
     for size in sizes:
         if not isinstance(size, int) or size <= 0:
@@ -287,9 +285,8 @@ def check_warmup_batch_sizes(spec: ModelSpec, sizes: tuple[int, ...], memory: An
                 f"at most {largest} for {spec.name}: a warm-up record is one protobuf message, which holds at most "
                 f"2 GiB, and {spec.name}'s float32 images are {_image_bytes(spec):,} bytes each",
             )
-    memory = memory or memory_available()
     biggest = max(sizes, default=0)
-    if biggest and biggest * _image_bytes(spec) * WARMUP_BUILD > memory.usable:
+    if memory is not None and biggest and biggest * _image_bytes(spec) * WARMUP_BUILD > memory.usable:
         fits = memory.usable // (_image_bytes(spec) * WARMUP_BUILD)
         raise InvalidValue(
             "warmup_batch_sizes",
