@@ -34,13 +34,18 @@ $(SERVERS_STAMP): servers-constraints.txt
 	$(PIP_INSTALL) $(SERVERS_VENV)/bin/python --quiet -c servers-constraints.txt nvidia-pytriton mlserver tensorflow onnxruntime openvino 'numpy<2'
 	touch $(SERVERS_STAMP)
 
-servers-env: $(SERVERS_STAMP)
+# perf_analyzer 2.51, Triton's C++ load generator (tools/perf_analyzer.sh says how), beside the servers
+PERF_ANALYZER := $(SERVERS_VENV)/perf_analyzer/perf_analyzer
+$(PERF_ANALYZER): tools/perf_analyzer.sh $(SERVERS_STAMP)
+	bash tools/perf_analyzer.sh $(SERVERS_VENV)
+
+servers-env: $(SERVERS_STAMP) $(PERF_ANALYZER)
 
 demo: $(STAMP)
 	$(VENV)/bin/serve-bench demo
 
 # pytest exits 5 when it collects nothing: that is a broken suite, not a pass.
-test: $(STAMP) $(SERVERS_STAMP)
+test: $(STAMP) $(SERVERS_STAMP) $(PERF_ANALYZER)
 	$(PY) -m pytest -q -ra $(PYTEST_ARGS); rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 

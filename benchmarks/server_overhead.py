@@ -202,6 +202,56 @@ class BareGrpc:
         self.process.wait()
 
 
+_TRITON_STUB_MODEL = """
+import json
+
+import numpy as np
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def initialize(self, args):
+        config = json.loads(args["model_config"])
+        self.input_name, self.output = config["input"][0]["name"], config["output"][0]
+        self.answers = {}
+
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            rows = len(pb_utils.get_input_tensor_by_name(request, self.input_name).as_numpy())
+            if rows not in self.answers:
+                self.answers[rows] = np.zeros((rows, *self.output["dims"]), np.float32)
+            responses.append(pb_utils.InferenceResponse([pb_utils.Tensor(self.output["name"], self.answers[rows])]))
+        return responses
+"""
+
+
+def triton_stub(model: str, work_dir: Path, max_batch_size: int) -> Any:
+    """Real Triton 2.51 (its C++ gRPC front end and core) serving ``model``'s shapes from a Python-backend model
+    answering zeros, unbatched (no dynamic batcher): what a C++ server's request path costs at this model's
+    message sizes, measured through the same kind of client (serve-bench's, over the Open Inference Protocol).
+    The Python backend adds its own hop (the request's tensor copied into shared memory for the stub process,
+    python_backend src/python_be.cc), inside Triton's compute figures, so its latency is an upper bound."""
+    from serve_bench.catalogue import get_spec
+    from serve_bench.export import TritonBatching, triton_config_text
+    from serve_bench.servers import TritonServer
+
+    spec = get_spec(model)
+
+    class TritonStub(TritonServer):
+        def write_repository(self, models_dir: Path, intra_op_threads: int) -> None:
+            version = self.repository / self.model / "1"
+            version.mkdir(parents=True)
+            (version / "model.py").write_text(_TRITON_STUB_MODEL)
+            batching = TritonBatching(max_batch_size=max_batch_size, dynamic_batching=False)
+            config = triton_config_text(
+                self.model, spec.input_shape, spec.feature_size, batching, self.repository_parameters(0)
+            )
+            (self.repository / self.model / "config.pbtxt").write_text(config)
+
+    return TritonStub(work_dir / "models", model, work_dir=work_dir)
+
+
 def _record_answers(server: Any, model: str, sizes: tuple[int, ...], folder: Path) -> None:
     """The served metadata answer and one Predict answer per batch size, as bytes, for the bare gRPC server."""
     import grpc
@@ -233,19 +283,22 @@ async def _served(target: Any, model: str, size: int, seconds: float, pid: int) 
     """One point at one request in flight through serve-bench's client; latency and CPU per request."""
     from serve_bench.client import connect
     from serve_bench.load import PointSettings, make_inputs, run_closed_loop
-    from serve_bench.metrics import breakdown, scrape
+    from serve_bench.metrics import read_server, read_settled, server_breakdown
 
     settings = PointSettings(warmup_s=0.5, min_duration_s=seconds, min_requests=5, windows=1, timeout_s=300)
-    async with connect(target.grpc_url, model, timeout=300) as client:
+    url, metrics = target.grpc_url, target.metrics_url
+    async with connect(url, model, timeout=300) as client:
         prepared = client.prepare(make_inputs("float", size, client.signature_info, image_size=_image_size(model)))
-        before = (await scrape(target.metrics_url, model))[0] if target.metrics_url else None
+        before = (await read_server(metrics, model, target_url=url))[0] if metrics else None
         server_cpu = _cpu_seconds(pid)
         run = await run_closed_loop(client, prepared, 1, settings)
         server_cpu = _cpu_seconds(pid) - server_cpu
-        after = (await scrape(target.metrics_url, model))[0] if target.metrics_url else None
+        after = None
+        if before is not None:  # Triton counts a request after answering it: read until its counters caught up
+            after = (await read_settled(metrics, model, before, len(run.records), "GRPC", target_url=url))[0]
     failed = [r.status for r in run.records if r.status != "OK"]
     if failed:
-        raise RuntimeError(f"{len(failed)} requests failed ({failed[0]}) at {target.grpc_url}")
+        raise RuntimeError(f"{len(failed)} requests failed ({failed[0]}) at {url}")
     timed = [r for r in run.records if run.window_start <= r.intended < run.window_end]
     figures: dict[str, float] = {
         "us": statistics.fmean((r.done - r.intended) * 1e6 for r in timed),
@@ -254,7 +307,7 @@ async def _served(target: Any, model: str, size: int, seconds: float, pid: int) 
         "client_cpu_us": 1e6 * run.process_cpu_seconds / len(timed),
     }
     if before is not None and after is not None:
-        view = breakdown(before, after, "GRPC")
+        view = server_breakdown(before, after, "GRPC")
         figures["request_us"] = view.request_us_mean or 0.0
         figures["runtime_us"] = view.runtime_us_mean or 0.0
     return figures
@@ -286,7 +339,8 @@ def _models_dir(args: argparse.Namespace) -> Path:
     return folder
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str]]:
+    """The command line: (its options, the serve arguments after ``--`` that a stub child is given)."""
     parser = argparse.ArgumentParser(prog="python -m benchmarks.server_overhead", description=__doc__.split("\n")[0])
     parser.add_argument("--runtime", default="jax", help="tensorflow, onnxruntime, openvino or jax (default)")
     parser.add_argument("--model", default="tiny")
@@ -309,6 +363,17 @@ def main(argv: list[str] | None = None) -> int:
         help="serve with the runtime replaced by a stub answering zeros at once: the server's own cost at this "
         "model's message sizes (no floor)",
     )
+    parser.add_argument(
+        "--triton",
+        action="store_true",
+        help="with --stub: real Triton 2.51 (C++ front end) in the same rounds, a Python-backend model answering "
+        "zeros, through serve-bench's Open Inference Protocol client (make servers-env)",
+    )
+    parser.add_argument(
+        "--perf-analyzer",
+        action="store_true",
+        help="with --triton: perf_analyzer 2.51 (C++ client) against the local server and Triton in each round",
+    )
     parser.add_argument("--child", choices=("floor", "grpc", "stub"), help=argparse.SUPPRESS)
     parser.add_argument("--stub-ms", type=float, default=0.0, help=argparse.SUPPRESS)  # benchmarks/in_flight.py
     parser.add_argument("--port", type=int, default=0, help=argparse.SUPPRESS)
@@ -316,6 +381,15 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     serve_args = argv[argv.index("--") + 1 :] if "--" in argv else []
     args = parser.parse_args(argv[: len(argv) - len(serve_args) - (1 if serve_args else 0)])
+    if args.perf_analyzer and not args.triton:
+        parser.error("--perf-analyzer needs --triton: it measures both servers")
+    if args.triton and not args.stub:
+        parser.error("--triton needs --stub: Triton runs a model answering zeros, so the local server must too")
+    return args, serve_args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, serve_args = parse(argv)
     if args.child == "stub":
         return _stub_child(args, serve_args)
     if args.child == "floor":
@@ -324,10 +398,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.child == "grpc":
         _grpc_child(args)
         return 0
-    return _compare(args)
+    compare(args)
+    return 0
 
 
-def _compare(args: argparse.Namespace) -> int:
+def compare(args: argparse.Namespace) -> dict[tuple[int, str], list[dict[str, float]]]:
+    """Every figure, printed as the rounds end and returned: ``{(batch size, name): [one dict per round]}``, names
+    ``floor``, ``grpc``, ``served``, ``batching``, ``triton``, ``perf_analyzer served``, ``perf_analyzer triton``."""
+    from benchmarks import perf_analyzer
     from serve_bench.export import BatchingParams, parse_batch_sizes
     from serve_bench.servers import LocalServerProcess
 
@@ -383,6 +461,8 @@ def _compare(args: argparse.Namespace) -> int:
                 targets["batching" + suffix] = Server(
                     "batching" + suffix.strip(" ()"), source, batching_file=batching, extra_flags=flags
                 )
+        if args.triton:
+            targets["triton"] = triton_stub(args.model, scratch / "triton", max(sizes))
         for server in targets.values():
             server.start()
             started.append(server)
@@ -401,6 +481,11 @@ def _compare(args: argparse.Namespace) -> int:
                     pid = target.process.pid if name == "grpc" else target.pid
                     figures = asyncio.run(_served(target, args.model, size, args.seconds, pid))
                     results.setdefault((size, name), []).append(figures)
+                for name in ("served", "triton") if args.perf_analyzer else ():
+                    figures = perf_analyzer.measure(targets[name].grpc_url, args.model, batch_size=size)
+                    results.setdefault((size, "perf_analyzer " + name), []).append(
+                        {"us": figures["Avg latency"], "send_us": figures["Client Send"]}
+                    )
             print(f"  round {round_number + 1} of {args.rounds} done; load average {_load()}", flush=True)
     finally:
         for server in reversed(started):
@@ -408,8 +493,10 @@ def _compare(args: argparse.Namespace) -> int:
         if floor is not None:
             floor.stop()
     _print(results, sizes, [name for name in targets if name != "grpc"])
+    if args.perf_analyzer:
+        _print_perf_analyzer(results, sizes)
     print(f"load average {_load()} after", flush=True)
-    return 0
+    return results
 
 
 class StandIn:
@@ -496,6 +583,33 @@ def _print(results: dict[tuple[int, str], list[dict[str, float]]], sizes: tuple[
                 f" + the rest {_median([q - r for q, r in zip(request, runtime)])}; server CPU {cpu[0]}, "
                 f"client CPU {cpu[1]}"
             )
+            print(
+                f"  {'':23s}  around the runtime call (served - runtime_latency): {_median(_around(latency, runtime))}"
+            )
+        around = {name: _around(values(size, name, "us"), values(size, name, "runtime_us")) for name in served}
+        if around.get("triton") and around.get("served"):  # per round: the C++ front end's over the local server's
+            ratios = [t / s for t, s in zip(around["triton"], around["served"])]
+            print(
+                f"  Triton's cost around the call over the local server's: {statistics.median(ratios):.2f} "
+                f"({min(ratios):.2f}-{max(ratios):.2f})"
+            )
+
+
+def _print_perf_analyzer(results: dict[tuple[int, str], list[dict[str, float]]], sizes: tuple[int, ...]) -> None:
+    """perf_analyzer's own figures, the same rounds: a C++ client against the local server and against Triton."""
+    for size in sizes:
+        print(f"batch {size}: perf_analyzer (C++ client), one in flight, its Avg latency, µs, median over the rounds")
+        for name in ("served", "triton"):
+            figures = results.get((size, "perf_analyzer " + name), [])
+            latency, send = [f["us"] for f in figures], [f["send_us"] for f in figures]
+            print(
+                f"  perf_analyzer -> {name:8s}  {_median(latency):>18}   of which building the request {_median(send)}"
+            )
+
+
+def _around(latency: list[float], runtime: list[float]) -> list[float]:
+    """Per round: the client's latency less the server's runtime call, what the request path costs around it."""
+    return [served - call for served, call in zip(latency, runtime)]
 
 
 if __name__ == "__main__":
