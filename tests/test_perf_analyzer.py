@@ -64,10 +64,8 @@ def test_server_overhead_puts_triton_and_perf_analyzer_beside_the_local_server()
     rows come from its CSV. The figures' sizes are the machine's; what holds anywhere is their structure: a
     client's latency holds the server's request, which holds its runtime call."""
     _perf_analyzer_or_skip()
-    args, _ = server_overhead.parse(
-        ["--stub", "--triton", "--perf-analyzer", "--model", "tiny", "--no-batching"]
-        + ["--batch-sizes", "1", "--rounds", "1", "--seconds", "0.5"]
-    )
+    short = ["--model", "tiny", "--batch-sizes", "1", "--rounds", "1", "--seconds", "0.5", "--no-batching"]
+    args, _ = server_overhead.parse(["--stub", "--triton", "--perf-analyzer", *short])
     results = server_overhead.compare(args)
     for name in ("served", "triton"):
         (figures,) = results[(1, name)]
