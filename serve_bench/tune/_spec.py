@@ -86,7 +86,7 @@ from serve_bench.runtimes import record
 from serve_bench.servers import require_runtime_package, servers_env
 from serve_bench.stats import InvalidTarget, LoadInfo, Slo, parse_target
 from serve_bench.sweep import check_keys as _check_keys
-from serve_bench.sweep import parse_durations, target_pricing, target_telemetry
+from serve_bench.sweep import checked, parse_durations, target_pricing, target_telemetry
 from serve_bench.sweep import typed as _typed
 from serve_bench.sweep import typed_list as _list
 from serve_bench.tune._config import RECIPE_ORDER, ServerConfig, TuneConfig, config_of
@@ -248,14 +248,6 @@ _SEARCH = {"method": str, "max_configs": int, "order": list, "baselines": list}
 MAX_CONFIGS = 10_000
 # A server given a day to become AVAILABLE has failed; nan compared false and failed every configuration.
 MAX_STARTUP_S = 86_400.0
-
-
-def _checked_seed(seed: Any, source: str) -> int:
-    """The spec's seed, refused when read (a negative one was refused only after the first restart, as --seed)."""
-    try:
-        return check_seed(seed)
-    except InvalidValue as exc:
-        raise UserError(f"{source}: {exc.named('seed')}") from None
 
 
 def expand_space(
@@ -427,10 +419,7 @@ def parse_tune_spec(text: str, source: str = "spec") -> TuneSpec:
     _check_runtimes(
         sorted({c.runtime for c in configs if record(c.runtime).converted}), server, payload, data["model"], source
     )
-    try:
-        batch_size = check_batch_size(data.get("batch_size", 1))
-    except InvalidValue as exc:
-        raise UserError(f"{source}: {exc.named('batch_size')}") from None
+    batch_size = checked(check_batch_size, data.get("batch_size", 1), where="batch_size", source=source)
 
     settings = parse_durations(data.get("durations", {}), source)
     try:
@@ -498,7 +487,8 @@ def parse_tune_spec(text: str, source: str = "spec") -> TuneSpec:
         max_configs=max_configs,
         order=order,
         baselines=baselines,
-        seed=_checked_seed(data.get("seed", 0), source),
+        # refused when read (a negative one was refused only after the first restart, as --seed)
+        seed=checked(check_seed, data.get("seed", 0), where="seed", source=source),
         out=data.get("out", "results"),
         currency=data.get("currency", "") if server.price_per_hour is not None else "",
         input_data=data.get("input_data", ""),
