@@ -59,20 +59,23 @@ def _floor(model: str, device_ms: float, seconds: float) -> float:
 async def _served(url: str, metrics_url: str, model: str, in_flight: int, seconds: float) -> dict[str, float]:
     from serve_bench.client import connect
     from serve_bench.load import PointSettings, make_inputs, run_closed_loop
-    from serve_bench.metrics import breakdown, scrape
+    from serve_bench.metrics import read_server, read_settled, server_breakdown
 
     settings = PointSettings(warmup_s=0.5, min_duration_s=seconds, min_requests=5, windows=1, timeout_s=60)
     async with connect(url, model, timeout=60) as client:
         prepared = client.prepare(make_inputs("float", 1, client.signature_info, image_size=_image_size(model)))
-        before = (await scrape(metrics_url, model))[0]
+        before = (await read_server(metrics_url, model, target_url=url))[0]
         run = await run_closed_loop(client, prepared, in_flight, settings)
-        after = (await scrape(metrics_url, model))[0]
+        after = None
+        if before is not None:  # Triton counts a request after answering it: read until its counters caught up
+            after = (await read_settled(metrics_url, model, before, len(run.records), "GRPC", target_url=url))[0]
     failed = [r.status for r in run.records if r.status != "OK"]
     if failed:
         raise RuntimeError(f"{len(failed)} requests failed ({failed[0]}) at {url}")
     timed = [r for r in run.records if run.window_start <= r.intended < run.window_end]
-    view = breakdown(before, after, "GRPC")
-    return {"images_per_s": len(timed) / (run.window_end - run.window_start), "runtime_us": view.runtime_us_mean or 0}
+    view = server_breakdown(before, after, "GRPC") if before is not None and after is not None else None
+    runtime = view.runtime_us_mean if view is not None else None
+    return {"images_per_s": len(timed) / (run.window_end - run.window_start), "runtime_us": runtime or 0}
 
 
 def arguments() -> argparse.ArgumentParser:
@@ -84,11 +87,23 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument("--in-flight", default="1,2,4")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--seconds", type=float, default=3.0, help="per figure per round")
+    parser.add_argument(
+        "--triton",
+        action="store_true",
+        help="also real Triton 2.51 (C++ front end) with the same stand-in in its Python backend, one call at a time",
+    )
+    parser.add_argument(
+        "--perf-analyzer",
+        action="store_true",
+        help="with --triton: perf_analyzer 2.51 (C++ client) against both servers at each in-flight level",
+    )
     return parser
 
 
 def measure(args: argparse.Namespace) -> dict[Any, list[dict[str, float]]]:
     """Per round, the floor's images/s ("floor") and each in-flight level's images/s and server runtime call."""
+    from benchmarks import perf_analyzer
+    from benchmarks.server_overhead import triton_stub
     from serve_bench.export import parse_batch_sizes
     from serve_bench.runtimes import write_random_copy
     from serve_bench.servers import LocalServerProcess
@@ -96,6 +111,8 @@ def measure(args: argparse.Namespace) -> dict[Any, list[dict[str, float]]]:
     levels = parse_batch_sizes(args.in_flight, "--in-flight")
     if args.rounds < 1 or not args.device_ms > 0 or not args.seconds > 0:
         raise UserError("--rounds must be 1 or more, --device-ms and --seconds more than 0")
+    if args.perf_analyzer and not args.triton:
+        raise UserError("--perf-analyzer needs --triton: it measures both servers")
     scratch = tempfile.TemporaryDirectory(prefix="in-flight-")
     models = Path(scratch.name)
     write_random_copy(models, args.model, version=1)  # the server needs a copy to load; the stand-in replaces it
@@ -108,21 +125,31 @@ def measure(args: argparse.Namespace) -> dict[Any, list[dict[str, float]]]:
             return _environment("cpu")
 
     server = StandInServer(models, args.model, extra_flags=("--runtime=jax", "--compile_batch_sizes=1"))
+    servers = {"local": server}
+    if args.triton:
+        servers["triton"] = triton_stub(args.model, models / "triton", 1, args.device_ms)
     results: dict[Any, list[dict[str, float]]] = {}
     try:
-        server.start()
+        for each in servers.values():
+            each.start()
         for round_number in range(args.rounds):
             before = _floor(args.model, args.device_ms, args.seconds)
             for level in levels:
-                figures = asyncio.run(_served(server.grpc_url, server.metrics_url, args.model, level, args.seconds))
-                results.setdefault(level, []).append(figures)
+                for name, each in servers.items():
+                    figures = asyncio.run(_served(each.grpc_url, each.metrics_url, args.model, level, args.seconds))
+                    results.setdefault(level if name == "local" else (name, level), []).append(figures)
+                for name, each in servers.items() if args.perf_analyzer else ():
+                    measured = perf_analyzer.measure(each.grpc_url, args.model, concurrency=level)
+                    figures = {"images_per_s": measured["Inferences/Second"], "runtime_us": 0.0}
+                    results.setdefault(("perf_analyzer " + name, level), []).append(figures)
             # the floor before and after the served figures, the faster: a core busy for one of them slows the
             # stand-in's sleeps, and the served figures are judged against the device's own rate
             after = _floor(args.model, args.device_ms, args.seconds)
             results.setdefault("floor", []).append({"images_per_s": max(before, after)})
             print(f"  round {round_number + 1} of {args.rounds} done; load average {_load()}", flush=True)
     finally:
-        server.stop()
+        for each in reversed(servers.values()):
+            each.stop()
         scratch.cleanup()
     return results
 
@@ -145,14 +172,20 @@ def _main(args: argparse.Namespace) -> int:
     results = measure(args)
     floor = [r["images_per_s"] for r in results["floor"]]
     print(f"  in process (the stand-in back to back)  {_spread(floor)} img/s")
-    for level in (key for key in results if key != "floor"):
-        rates = [r["images_per_s"] for r in results[level]]
+    for key in (key for key in results if key != "floor"):
+        name, level = key if isinstance(key, tuple) else ("local", key)
+        rates = [r["images_per_s"] for r in results[key]]
         shares = [rate / f for rate, f in zip(rates, floor)]
-        runtime = [r["runtime_us"] / 1e3 for r in results[level]]
+        runtime = [r["runtime_us"] / 1e3 for r in results[key]]
+        client = (
+            "perf_analyzer -> " + name.split()[-1] if name.startswith("perf_analyzer") else "serve-bench -> " + name
+        )
+        call = ""
+        if any(runtime):
+            call = f"; the server's runtime call (its wait for the device included) {statistics.median(runtime):.2f} ms"
         print(
-            f"  {level} in flight{'':24s} {_spread(rates)} img/s, {statistics.median(shares):.2f} "
-            f"({min(shares):.2f}-{max(shares):.2f}) of in process; the server's runtime call (its wait for the "
-            f"device included) {statistics.median(runtime):.2f} ms"
+            f"  {client:24s} {level} in flight  {_spread(rates)} img/s, {statistics.median(shares):.2f} "
+            f"({min(shares):.2f}-{max(shares):.2f}) of in process{call}"
         )
     print(f"load average {_load()} after", flush=True)
     return 0

@@ -204,6 +204,7 @@ class BareGrpc:
 
 _TRITON_STUB_MODEL = """
 import json
+import time
 
 import numpy as np
 import triton_python_backend_utils as pb_utils
@@ -213,6 +214,7 @@ class TritonPythonModel:
     def initialize(self, args):
         config = json.loads(args["model_config"])
         self.input_name, self.output = config["input"][0]["name"], config["output"][0]
+        self.device_s = float(config["parameters"]["device_ms"]["string_value"]) / 1e3
         self.answers = {}
 
     def execute(self, requests):
@@ -221,17 +223,21 @@ class TritonPythonModel:
             rows = len(pb_utils.get_input_tensor_by_name(request, self.input_name).as_numpy())
             if rows not in self.answers:
                 self.answers[rows] = np.zeros((rows, *self.output["dims"]), np.float32)
+            if self.device_s:
+                time.sleep(self.device_s)
             responses.append(pb_utils.InferenceResponse([pb_utils.Tensor(self.output["name"], self.answers[rows])]))
         return responses
 """
 
 
-def triton_stub(model: str, work_dir: Path, max_batch_size: int) -> Any:
+def triton_stub(model: str, work_dir: Path, max_batch_size: int, device_ms: float = 0.0) -> Any:
     """Real Triton 2.51 (its C++ gRPC front end and core) serving ``model``'s shapes from a Python-backend model
     answering zeros, unbatched (no dynamic batcher): what a C++ server's request path costs at this model's
     message sizes, measured through the same kind of client (serve-bench's, over the Open Inference Protocol).
     The Python backend adds its own hop (the request's tensor copied into shared memory for the stub process,
-    python_backend src/python_be.cc), inside Triton's compute figures, so its latency is an upper bound."""
+    python_backend src/python_be.cc), inside Triton's compute figures, so its latency is an upper bound.
+    ``device_ms``: each call sleeps that long first, as :class:`StandIn` does; one model instance runs one call
+    at a time (instance_group count 1), as a GPU runs one program at a time."""
     from serve_bench.catalogue import get_spec
     from serve_bench.export import TritonBatching, triton_config_text
     from serve_bench.servers import TritonServer
@@ -244,9 +250,8 @@ def triton_stub(model: str, work_dir: Path, max_batch_size: int) -> Any:
             version.mkdir(parents=True)
             (version / "model.py").write_text(_TRITON_STUB_MODEL)
             batching = TritonBatching(max_batch_size=max_batch_size, dynamic_batching=False)
-            config = triton_config_text(
-                self.model, spec.input_shape, spec.feature_size, batching, self.repository_parameters(0)
-            )
+            parameters = {**self.repository_parameters(0), "device_ms": f"{device_ms:g}"}
+            config = triton_config_text(self.model, spec.input_shape, spec.feature_size, batching, parameters)
             (self.repository / self.model / "config.pbtxt").write_text(config)
 
     return TritonStub(work_dir / "models", model, work_dir=work_dir)
