@@ -95,7 +95,7 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument(
         "--perf-analyzer",
         action="store_true",
-        help="with --triton: perf_analyzer 2.51 (C++ client) against both servers at each in-flight level",
+        help="perf_analyzer 2.51 (C++ client) against the local server (and Triton) at each in-flight level",
     )
     return parser
 
@@ -111,8 +111,6 @@ def measure(args: argparse.Namespace) -> dict[Any, list[dict[str, float]]]:
     levels = parse_batch_sizes(args.in_flight, "--in-flight")
     if args.rounds < 1 or not args.device_ms > 0 or not args.seconds > 0:
         raise UserError("--rounds must be 1 or more, --device-ms and --seconds more than 0")
-    if args.perf_analyzer and not args.triton:
-        raise UserError("--perf-analyzer needs --triton: it measures both servers")
     scratch = tempfile.TemporaryDirectory(prefix="in-flight-")
     models = Path(scratch.name)
     write_random_copy(models, args.model, version=1)  # the server needs a copy to load; the stand-in replaces it

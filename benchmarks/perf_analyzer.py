@@ -19,11 +19,31 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-__all__ = ["PerfAnalyzerFailed", "measure"]
+__all__ = ["FOLDER_VARIABLE", "PerfAnalyzerFailed", "locate", "measure"]
+
+# a folder holding perf_analyzer and lib/ (what tools/perf_analyzer.sh writes): the GPU host's carried copy
+# (benchmarks/gpu/visit.sh sets it); by default the servers' environment's
+FOLDER_VARIABLE = "SERVE_BENCH_PERF_ANALYZER"
 
 
 class PerfAnalyzerFailed(RuntimeError):
     pass
+
+
+def locate() -> Path | None:
+    """The folder holding ``perf_analyzer`` and its ``lib/``, or None where there is none."""
+    given = os.environ.get(FOLDER_VARIABLE)
+    if given:
+        folder = Path(given)
+    else:
+        from serve_bench.errors import UserError
+        from serve_bench.servers import servers_env
+
+        try:
+            folder = servers_env("perf_analyzer").root / "perf_analyzer"
+        except UserError:
+            return None
+    return folder if (folder / "perf_analyzer").is_file() else None
 
 
 def measure(
@@ -37,23 +57,24 @@ def measure(
 ) -> dict[str, float]:
     """One perf_analyzer run at ``concurrency`` requests in flight of ``batch_size`` random inputs (made once, as
     perf_analyzer does), measured in windows of ``window_ms`` until three agree (its default stability rule)."""
-    from serve_bench.servers import servers_env
     from serve_bench.stats import parse_target
 
     target = parse_target(url)
     if target.transport != "grpc":
         raise ValueError(f"{url}: measured over gRPC here, as serve-bench's figures beside it are")
-    env = servers_env("perf_analyzer")
-    binary = env.perf_analyzer
-    if not binary.exists():
-        raise PerfAnalyzerFailed(f"{binary} is missing: run `make servers-env` (tools/perf_analyzer.sh puts it there)")
+    found = locate()
+    if found is None:
+        raise PerfAnalyzerFailed(
+            f"no perf_analyzer: run `make servers-env` (tools/perf_analyzer.sh), or set {FOLDER_VARIABLE} to a folder "
+            "holding perf_analyzer and lib/"
+        )
     with tempfile.TemporaryDirectory(prefix="perf-analyzer-") as folder:
         table = Path(folder) / "figures.csv"
-        command = [str(binary), "-m", model, "-u", target.authority, "-i", "grpc"]
+        command = [str(found / "perf_analyzer"), "-m", model, "-u", target.authority, "-i", "grpc"]
         command += ["--service-kind", "triton" if target.v2 else "tfserving"]
         command += ["-b", str(batch_size), "--concurrency-range", str(concurrency)]
         command += ["--measurement-interval", str(window_ms), "-f", str(table), "--verbose-csv"]
-        libs = os.pathsep.join(p for p in (str(env.perf_analyzer_libs), os.environ.get("LD_LIBRARY_PATH", "")) if p)
+        libs = os.pathsep.join(p for p in (str(found / "lib"), os.environ.get("LD_LIBRARY_PATH", "")) if p)
         done = subprocess.run(
             command,
             env={**os.environ, "LD_LIBRARY_PATH": libs},

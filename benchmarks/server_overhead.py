@@ -377,7 +377,7 @@ def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str]]
     parser.add_argument(
         "--perf-analyzer",
         action="store_true",
-        help="with --triton: perf_analyzer 2.51 (C++ client) against the local server and Triton in each round",
+        help="perf_analyzer 2.51 (C++ client) against the local server (and Triton) in each round, one in flight",
     )
     parser.add_argument("--child", choices=("floor", "grpc", "stub"), help=argparse.SUPPRESS)
     parser.add_argument("--stub-ms", type=float, default=0.0, help=argparse.SUPPRESS)  # benchmarks/in_flight.py
@@ -386,8 +386,6 @@ def parse(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str]]
     argv = sys.argv[1:] if argv is None else argv
     serve_args = argv[argv.index("--") + 1 :] if "--" in argv else []
     args = parser.parse_args(argv[: len(argv) - len(serve_args) - (1 if serve_args else 0)])
-    if args.perf_analyzer and not args.triton:
-        parser.error("--perf-analyzer needs --triton: it measures both servers")
     if args.triton and not args.stub:
         parser.error("--triton needs --stub: Triton runs a model answering zeros, so the local server must too")
     return args, serve_args
@@ -486,10 +484,16 @@ def compare(args: argparse.Namespace) -> dict[tuple[int, str], list[dict[str, fl
                     pid = target.process.pid if name == "grpc" else target.pid
                     figures = asyncio.run(_served(target, args.model, size, args.seconds, pid))
                     results.setdefault((size, name), []).append(figures)
-                for name in ("served", "triton") if args.perf_analyzer else ():
+                for name in [n for n in ("served", "triton") if n in targets] if args.perf_analyzer else []:
                     figures = perf_analyzer.measure(targets[name].grpc_url, args.model, batch_size=size)
+                    # Triton's own split, as perf_analyzer reads it from Triton's statistics (none from TF Serving)
+                    split = ("Server Queue", "Server Compute Input", "Server Compute Infer", "Server Compute Output")
                     results.setdefault((size, "perf_analyzer " + name), []).append(
-                        {"us": figures["Avg latency"], "send_us": figures["Client Send"]}
+                        {
+                            "us": figures["Avg latency"],
+                            "send_us": figures["Client Send"],
+                            "runtime_us": sum(figures.get(part, 0.0) for part in split),
+                        }
                     )
             print(f"  round {round_number + 1} of {args.rounds} done; load average {_load()}", flush=True)
     finally:
@@ -606,9 +610,18 @@ def _print_perf_analyzer(results: dict[tuple[int, str], list[dict[str, float]]],
         print(f"batch {size}: perf_analyzer (C++ client), one in flight, its Avg latency, µs, median over the rounds")
         for name in ("served", "triton"):
             figures = results.get((size, "perf_analyzer " + name), [])
+            if not figures:
+                continue
             latency, send = [f["us"] for f in figures], [f["send_us"] for f in figures]
+            around = ""
+            if any(f["runtime_us"] for f in figures):
+                runtime = [f["runtime_us"] for f in figures]
+                around = (
+                    f"; Triton's queue + compute {_median(runtime)}, around it {_median(_around(latency, runtime))}"
+                )
             print(
-                f"  perf_analyzer -> {name:8s}  {_median(latency):>18}   of which building the request {_median(send)}"
+                f"  perf_analyzer -> {name:8s}  {_median(latency):>18}   of which building the request "
+                f"{_median(send)}{around}"
             )
 
 

@@ -472,3 +472,41 @@ def test_the_next_visits_command_measures_what_the_last_left(tmp_path, monkeypat
         )
     ]
     assert args.floor_share == 0.5
+
+
+def test_the_second_call_measures_where_the_time_goes_with_perf_analyzer_beside(tmp_path, monkeypatch):
+    """The README's second call for a next visit: the overhead step alone, InceptionV3 at tf32; with perf_analyzer
+    carried (visit.sh sets SERVE_BENCH_PERF_ANALYZER to .whl/perf_analyzer), server_overhead runs it in each round,
+    and without it the step runs as before."""
+    readme = SCRIPT.with_name("README.md").read_text()
+    (line,) = [x for x in readme.splitlines() if x.startswith("END_S=") and "--steps overhead" in x]
+    script = _script()
+    args = script.arguments().parse_args(line.split("visit.sh ")[1].split())
+    monkeypatch.setattr(script, "_jax_gpus", lambda plan: ["cuda:0 NVIDIA H100 80GB HBM3"])
+    plan = script.Plan(tmp_path, 400, None)
+    (step,) = script.build_steps(plan, args)
+    assert step.name == "overhead inception_v3 gpu-tf32"
+
+    commands: list[list[str]] = []
+
+    class Finished:  # the child, stood in: the command is what is checked
+        pid = 0
+
+        def __init__(self, command: list[str], **kwargs: object) -> None:
+            commands.append(command)
+
+        def wait(self, timeout: float | None = None) -> int:
+            return 0
+
+        def poll(self) -> int:
+            return 0
+
+    monkeypatch.setattr(script.subprocess, "Popen", Finished)
+    carried = tmp_path / "perf_analyzer"
+    carried.mkdir()
+    (carried / "perf_analyzer").write_text("")
+    monkeypatch.setenv("SERVE_BENCH_PERF_ANALYZER", str(carried))
+    script._overhead(plan, "inception_v3", "gpu", "tf32")
+    monkeypatch.setenv("SERVE_BENCH_PERF_ANALYZER", str(tmp_path / "none"))
+    script._overhead(plan, "inception_v3", "gpu", "tf32")
+    assert "--perf-analyzer" in commands[0] and "--perf-analyzer" not in commands[1]

@@ -21,10 +21,8 @@ from tests.conftest import _servers_env_or_skip, require
 
 
 def _perf_analyzer_or_skip() -> None:
-    from serve_bench.servers import servers_env
-
     _servers_env_or_skip()
-    if not servers_env().perf_analyzer.exists():
+    if perf_analyzer.locate() is None:
         require("perf_analyzer", "make servers-env (tools/perf_analyzer.sh; make test builds it)")
 
 

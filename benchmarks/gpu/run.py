@@ -55,6 +55,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import perf_analyzer  # noqa: E402
 from serve_bench.errors import UserError  # noqa: E402
 from serve_bench.export import parse_batch_sizes  # noqa: E402
 from serve_bench.runtimes import JAX, write_random_copy  # noqa: E402
@@ -207,6 +208,8 @@ def _overhead(plan: Plan, model: str, device: str, precision: str, limit: float 
     command = [sys.executable, "-m", "benchmarks.server_overhead", "--runtime", JAX.name, "--model", model]
     command += ["--device", device, "--precision", precision, "--batch-sizes", OVERHEAD_SIZES, "--rounds", "3"]
     command += ["--seconds", "1", "--no-batching", "--models-dir", str(plan.out / "models")]
+    if perf_analyzer.locate() is not None:  # carried (wheels.sh): a C++ client against the same server, each round
+        command += ["--perf-analyzer"]
     env = _environment(plan.out)
     if device == "cpu":
         env["JAX_PLATFORMS"] = "cpu"

@@ -42,6 +42,10 @@ if compgen -G "$WHEELS/*.whl" >/dev/null; then
     export PYTHONPATH="$SITE${PYTHONPATH:+:$PYTHONPATH}"
 fi
 export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1
+# perf_analyzer carried beside the wheels (wheels.sh): the overhead step runs it (benchmarks/perf_analyzer.py)
+if [ -x "$WHEELS/perf_analyzer/perf_analyzer" ]; then
+    export SERVE_BENCH_PERF_ANALYZER="$PWD/$WHEELS/perf_analyzer"
+fi
 {
     # what JAX and Keras see, with the wheels (the runs refuse a GPU that JAX does not see)
     echo "jax and keras, as the run sees them:"

@@ -3,8 +3,8 @@
 # on the GPU machines and that their image lacks, for CPython 3.12 on manylinux x86-64, with the device
 # README's recipe (pip download --no-deps --only-binary=:all: ...). Versions: constraints.txt's pin where it
 # has one, else the one below. Then checks with requires.py that the wheels plus the image meet every
-# Requires-Dist, prints the sizes, and fails past WHEELS_BUDGET_MIB (default 16) or past the device's 64 MiB
-# for wheels plus working tree. A device run then starts with:
+# Requires-Dist, copies perf_analyzer beside them (.whl/perf_analyzer), prints the sizes, and fails past
+# WHEELS_BUDGET_MIB (default 16) or past the device's 64 MiB for wheels, perf_analyzer and working tree. A device run then starts with:
 #   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
 #       .whl/*.whl && export PYTHONPATH=/tmp/site || exit;
 # (carry: [".whl"]). Why each wheel: benchmarks/gpu/README.md.
@@ -87,17 +87,30 @@ echo "requirements (serve-bench's less TensorFlow, and Keras's), and what meets 
 echo "wheels in $WHL:"
 ls -l "$WHL"/*.whl | awk '{printf "  %9d  %s\n", $5, $NF}'
 wheel_bytes=$(cat "$WHL"/*.whl | wc -c)
+
+# perf_analyzer (Triton's C++ client, tools/perf_analyzer.sh) travels too, its libraries copied, not linked: the
+# overhead step measures the GPU's server with it beside serve-bench's client (visit.sh points run.py at it)
+PERF_ANALYZER_FROM=${PERF_ANALYZER_FROM:-.venv-servers/perf_analyzer}
+rm -rf "$WHL/perf_analyzer"
+if [ -x "$PERF_ANALYZER_FROM/perf_analyzer" ]; then
+    cp -rL "$PERF_ANALYZER_FROM" "$WHL/perf_analyzer"
+    echo "perf_analyzer in $WHL/perf_analyzer: $(du -sb "$WHL/perf_analyzer" | cut -f1) bytes"
+else
+    echo "wheels.sh: no perf_analyzer at $PERF_ANALYZER_FROM (make servers-env): the visit's overhead step goes without it" >&2
+fi
+pa_bytes=$( (du -sb "$WHL/perf_analyzer" 2>/dev/null || echo 0) | cut -f1)
 # what a device call sends besides carried paths: tracked and untracked-but-not-ignored files
 tree_bytes=$( (git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null || true) |
     awk '{ s += $1 } END { print s + 0 }')
 mib() { awk -v b="$1" 'BEGIN { printf "%.2f", b / 1048576 }'; }
-echo "total: $(mib "$wheel_bytes") MiB of wheels (budget $BUDGET_MIB MiB); with the working tree ($(mib "$tree_bytes") MiB):" \
-    "$(mib $((wheel_bytes + tree_bytes))) MiB of the device's $DEVICE_LIMIT_MIB MiB"
+carried=$((wheel_bytes + pa_bytes + tree_bytes))
+echo "total: $(mib "$wheel_bytes") MiB of wheels (budget $BUDGET_MIB MiB); with perf_analyzer ($(mib "$pa_bytes") MiB) and" \
+    "the working tree ($(mib "$tree_bytes") MiB): $(mib "$carried") MiB of the device's $DEVICE_LIMIT_MIB MiB"
 if [ "$wheel_bytes" -gt $((BUDGET_MIB * 1048576)) ]; then
     echo "wheels.sh: $WHL is over its budget of $BUDGET_MIB MiB" >&2
     exit 1
 fi
-if [ $((wheel_bytes + tree_bytes)) -gt $((DEVICE_LIMIT_MIB * 1048576)) ]; then
-    echo "wheels.sh: wheels and tree are over the device's $DEVICE_LIMIT_MIB MiB" >&2
+if [ "$carried" -gt $((DEVICE_LIMIT_MIB * 1048576)) ]; then
+    echo "wheels.sh: wheels, perf_analyzer and tree are over the device's $DEVICE_LIMIT_MIB MiB" >&2
     exit 1
 fi

@@ -54,15 +54,6 @@ class ServersEnv:
         return self.site_packages / "nvidia_pytriton.libs"
 
     @property
-    def perf_analyzer(self) -> Path:
-        """Triton's C++ load generator (tools/perf_analyzer.sh), run with ``perf_analyzer_libs`` on LD_LIBRARY_PATH."""
-        return self.root / "perf_analyzer" / "perf_analyzer"
-
-    @property
-    def perf_analyzer_libs(self) -> Path:
-        return self.root / "perf_analyzer" / "lib"
-
-    @property
     def mlserver(self) -> Path:
         return self.root / "bin" / "mlserver"
 
