@@ -137,8 +137,12 @@ def measure(args: argparse.Namespace) -> dict[Any, list[dict[str, float]]]:
                     figures = asyncio.run(_served(each.grpc_url, each.metrics_url, args.model, level, args.seconds))
                     results.setdefault(level if name == "local" else (name, level), []).append(figures)
                 for name, each in servers.items() if args.perf_analyzer else ():
-                    measured = perf_analyzer.measure(each.grpc_url, args.model, concurrency=level)
-                    figures = {"images_per_s": measured["Inferences/Second"], "runtime_us": 0.0}
+                    try:
+                        measured = perf_analyzer.measure(each.grpc_url, args.model, concurrency=level)
+                        figures = {"images_per_s": measured["Inferences/Second"], "runtime_us": 0.0}
+                    except perf_analyzer.PerfAnalyzerFailed as exc:  # the others' figures stand: said, left out
+                        print(f"  {exc}", flush=True)
+                        figures = {"error": 1.0}
                     results.setdefault(("perf_analyzer " + name, level), []).append(figures)
             # the floor before and after the served figures, the faster: a core busy for one of them slows the
             # stand-in's sleeps, and the served figures are judged against the device's own rate
@@ -172,9 +176,13 @@ def _main(args: argparse.Namespace) -> int:
     print(f"  in process (the stand-in back to back)  {_spread(floor)} img/s")
     for key in (key for key in results if key != "floor"):
         name, level = key if isinstance(key, tuple) else ("local", key)
-        rates = [r["images_per_s"] for r in results[key]]
-        shares = [rate / f for rate, f in zip(rates, floor)]
-        runtime = [r["runtime_us"] / 1e3 for r in results[key]]
+        rounds = [(r, f) for r, f in zip(results[key], floor) if "error" not in r]  # a failed run's round left out
+        if not rounds:
+            print(f"  {key}: failed in every round")
+            continue
+        rates = [r["images_per_s"] for r, _ in rounds]
+        shares = [r["images_per_s"] / f for r, f in rounds]
+        runtime = [r["runtime_us"] / 1e3 for r, _ in rounds]
         client = (
             "perf_analyzer -> " + name.split()[-1] if name.startswith("perf_analyzer") else "serve-bench -> " + name
         )

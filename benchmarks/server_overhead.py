@@ -54,12 +54,16 @@ _TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def _cpu_seconds(pid: int) -> float:
-    """User + system CPU of a process, all its threads (Linux /proc; 0 elsewhere)."""
+    """User + system CPU of a process, all its threads, and of its children, theirs (Linux /proc; 0 elsewhere):
+    Triton's includes its Python backend's stub process, where the model runs and the tensors are copied."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        children = {
+            int(c) for task in Path(f"/proc/{pid}/task").iterdir() for c in (task / "children").read_text().split()
+        }
     except OSError:
         return 0.0
-    return (int(fields[11]) + int(fields[12])) / _TICK
+    return (int(fields[11]) + int(fields[12])) / _TICK + sum(_cpu_seconds(child) for child in children)
 
 
 def _environment(device: str) -> dict[str, str]:
@@ -249,12 +253,12 @@ def triton_stub(model: str, work_dir: Path, max_batch_size: int, device_ms: floa
             version = self.repository / self.model / "1"
             version.mkdir(parents=True)
             (version / "model.py").write_text(_TRITON_STUB_MODEL)
-            batching = TritonBatching(max_batch_size=max_batch_size, dynamic_batching=False)
             parameters = {**self.repository_parameters(0), "device_ms": f"{device_ms:g}"}
-            config = triton_config_text(self.model, spec.input_shape, spec.feature_size, batching, parameters)
+            config = triton_config_text(self.model, spec.input_shape, spec.feature_size, self.batching, parameters)
             (self.repository / self.model / "config.pbtxt").write_text(config)
 
-    return TritonStub(work_dir / "models", model, work_dir=work_dir)
+    unbatched = TritonBatching(max_batch_size=max_batch_size, dynamic_batching=False)
+    return TritonStub(work_dir / "models", model, unbatched, work_dir=work_dir)
 
 
 def _record_answers(server: Any, model: str, sizes: tuple[int, ...], folder: Path) -> None:
@@ -485,15 +489,8 @@ def compare(args: argparse.Namespace) -> dict[tuple[int, str], list[dict[str, fl
                     figures = asyncio.run(_served(target, args.model, size, args.seconds, pid))
                     results.setdefault((size, name), []).append(figures)
                 for name in [n for n in ("served", "triton") if n in targets] if args.perf_analyzer else []:
-                    figures = perf_analyzer.measure(targets[name].grpc_url, args.model, batch_size=size)
-                    # Triton's own split, as perf_analyzer reads it from Triton's statistics (none from TF Serving)
-                    split = ("Server Queue", "Server Compute Input", "Server Compute Infer", "Server Compute Output")
                     results.setdefault((size, "perf_analyzer " + name), []).append(
-                        {
-                            "us": figures["Avg latency"],
-                            "send_us": figures["Client Send"],
-                            "runtime_us": sum(figures.get(part, 0.0) for part in split),
-                        }
+                        _perf_analyzer_figures(perf_analyzer, targets[name].grpc_url, args.model, size)
                     )
             print(f"  round {round_number + 1} of {args.rounds} done; load average {_load()}", flush=True)
     finally:
@@ -604,12 +601,32 @@ def _print(results: dict[tuple[int, str], list[dict[str, float]]], sizes: tuple[
             )
 
 
+def _perf_analyzer_figures(perf_analyzer: Any, url: str, model: str, size: int) -> dict[str, float | str]:
+    """One perf_analyzer run's latency, request building and (Triton) the server's queue + compute, as
+    ``triton_breakdown`` counts Triton's runtime, from Triton's statistics as perf_analyzer reads them (TF
+    Serving has none); a run that failed is kept as its reason, and the rounds go on."""
+    try:
+        figures = perf_analyzer.measure(url, model, batch_size=size)
+    except perf_analyzer.PerfAnalyzerFailed as exc:
+        print(f"  {exc}", flush=True)
+        return {"error": str(exc)}
+    split = ("Server Queue", "Server Compute Input", "Server Compute Infer", "Server Compute Output")
+    return {
+        "us": figures["Avg latency"],
+        "send_us": figures["Client Send"],
+        "runtime_us": sum(figures.get(part, 0.0) for part in split),
+    }
+
+
 def _print_perf_analyzer(results: dict[tuple[int, str], list[dict[str, float]]], sizes: tuple[int, ...]) -> None:
     """perf_analyzer's own figures, the same rounds: a C++ client against the local server and against Triton."""
     for size in sizes:
         print(f"batch {size}: perf_analyzer (C++ client), one in flight, its Avg latency, µs, median over the rounds")
         for name in ("served", "triton"):
-            figures = results.get((size, "perf_analyzer " + name), [])
+            runs = results.get((size, "perf_analyzer " + name), [])
+            figures = [f for f in runs if "error" not in f]
+            if len(figures) < len(runs):
+                print(f"  perf_analyzer -> {name:8s}  failed in {len(runs) - len(figures)} of {len(runs)} rounds")
             if not figures:
                 continue
             latency, send = [f["us"] for f in figures], [f["send_us"] for f in figures]

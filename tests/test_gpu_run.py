@@ -476,8 +476,8 @@ def test_the_next_visits_command_measures_what_the_last_left(tmp_path, monkeypat
 
 def test_the_second_call_measures_where_the_time_goes_with_perf_analyzer_beside(tmp_path, monkeypatch):
     """The README's second call for a next visit: the overhead step alone, InceptionV3 at tf32; with perf_analyzer
-    carried (visit.sh sets SERVE_BENCH_PERF_ANALYZER to .whl/perf_analyzer), server_overhead runs it in each round,
-    and without it the step runs as before."""
+    carried (visit.sh sets SERVE_BENCH_PERF_ANALYZER to .whl/perf_analyzer) and starting there, server_overhead
+    runs it in each round, and without it the step runs as before."""
     readme = SCRIPT.with_name("README.md").read_text()
     (line,) = [x for x in readme.splitlines() if x.startswith("END_S=") and "--steps overhead" in x]
     script = _script()
@@ -488,12 +488,10 @@ def test_the_second_call_measures_where_the_time_goes_with_perf_analyzer_beside(
     assert step.name == "overhead inception_v3 gpu-tf32"
 
     commands: list[list[str]] = []
+    real_popen = script.subprocess.Popen
 
-    class Finished:  # the child, stood in: the command is what is checked
+    class Finished:  # server_overhead's child, stood in: its command is what is checked
         pid = 0
-
-        def __init__(self, command: list[str], **kwargs: object) -> None:
-            commands.append(command)
 
         def wait(self, timeout: float | None = None) -> int:
             return 0
@@ -501,10 +499,17 @@ def test_the_second_call_measures_where_the_time_goes_with_perf_analyzer_beside(
         def poll(self) -> int:
             return 0
 
-    monkeypatch.setattr(script.subprocess, "Popen", Finished)
+    def popen(command: list[str], **kwargs: object) -> object:
+        if "benchmarks.server_overhead" not in command:  # perf_analyzer's start check runs for real
+            return real_popen(command, **kwargs)
+        commands.append(command)
+        return Finished()
+
+    monkeypatch.setattr(script.subprocess, "Popen", popen)
     carried = tmp_path / "perf_analyzer"
     carried.mkdir()
-    (carried / "perf_analyzer").write_text("")
+    (carried / "perf_analyzer").write_text("#!/bin/sh\necho 'Usage: perf_analyzer [options] --service-kind'\n")
+    (carried / "perf_analyzer").chmod(0o755)  # one that starts: it prints its usage
     monkeypatch.setenv("SERVE_BENCH_PERF_ANALYZER", str(carried))
     script._overhead(plan, "inception_v3", "gpu", "tf32")
     monkeypatch.setenv("SERVE_BENCH_PERF_ANALYZER", str(tmp_path / "none"))

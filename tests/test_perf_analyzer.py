@@ -30,6 +30,7 @@ def _perf_analyzer_or_skip() -> None:
 def local_server(models_dir: Path):
     from serve_bench.servers import LocalServerProcess
 
+    _perf_analyzer_or_skip()
     with LocalServerProcess(models_dir, "tiny") as server:
         yield server
 
@@ -42,7 +43,6 @@ def test_perf_analyzer_measures_the_local_server_as_it_measures_tf_serving(local
 
     from serve_bench.metrics import read_server, server_breakdown
 
-    _perf_analyzer_or_skip()
     url, metrics = local_server.grpc_url, local_server.metrics_url
     before = asyncio.run(read_server(metrics, "tiny", target_url=url))[0]
     figures = perf_analyzer.measure(url, "tiny", window_ms=500)

@@ -7,6 +7,7 @@
 #
 #   tools/perf_analyzer.sh VENV        # VENV: the servers' environment (make servers-env), whose python downloads
 set -euo pipefail
+cd "$(dirname "$0")/.."
 venv=$1
 pins=(tritonclient==2.51.0 nvidia-cuda-runtime-cu12==12.9.79)
 target=$venv/perf_analyzer
@@ -30,14 +31,11 @@ for wheel in work.glob("*.whl"):
                 (work / Path(name).name).write_bytes(archive.read(name))
 PY
 b64=$(readlink -f "$(ls "$venv"/lib/python3*/site-packages/nvidia_pytriton.libs/libb64-*.so.0d | head -n 1)")
-rm -rf "$target" && mkdir -p "$target/lib"
-install -m 755 "$work/perf_analyzer" "$target/perf_analyzer"
-install -m 644 "$work/libcudart.so.12" "$target/lib/libcudart.so.12"
-ln -s "$b64" "$target/lib/libb64.so.0d"
-# it starts (its libraries found): the usage it prints without a model names its options
-usage=$(LD_LIBRARY_PATH=$target/lib "$target/perf_analyzer" 2>&1 || true)
-if ! grep -q -- "--service-kind" <<<"$usage"; then
-    echo "tools/perf_analyzer.sh: $target/perf_analyzer does not start: ${usage:0:400}" >&2
-    exit 1
-fi
+# built beside, moved into place once it starts: a failed build leaves no target make would take as done
+rm -rf "$target.new" && mkdir -p "$target.new/lib"
+install -m 755 "$work/perf_analyzer" "$target.new/perf_analyzer"
+install -m 644 "$work/libcudart.so.12" "$target.new/lib/libcudart.so.12"
+ln -s "$b64" "$target.new/lib/libb64.so.0d"
+"$venv/bin/python" -m benchmarks.perf_analyzer "$target.new"  # it starts (benchmarks/perf_analyzer.py says how)
+rm -rf "$target" && mv "$target.new" "$target"
 echo "perf_analyzer: $target/perf_analyzer"

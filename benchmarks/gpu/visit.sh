@@ -44,7 +44,7 @@ fi
 export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1
 # perf_analyzer carried beside the wheels (wheels.sh): the overhead step runs it (benchmarks/perf_analyzer.py)
 if [ -x "$WHEELS/perf_analyzer/perf_analyzer" ]; then
-    export SERVE_BENCH_PERF_ANALYZER="$PWD/$WHEELS/perf_analyzer"
+    SERVE_BENCH_PERF_ANALYZER=$(cd "$WHEELS/perf_analyzer" && pwd) && export SERVE_BENCH_PERF_ANALYZER
 fi
 {
     # what JAX and Keras see, with the wheels (the runs refuse a GPU that JAX does not see)

@@ -90,7 +90,7 @@ wheel_bytes=$(cat "$WHL"/*.whl | wc -c)
 
 # perf_analyzer (Triton's C++ client, tools/perf_analyzer.sh) travels too, its libraries copied, not linked: the
 # overhead step measures the GPU's server with it beside serve-bench's client (visit.sh points run.py at it)
-PERF_ANALYZER_FROM=${PERF_ANALYZER_FROM:-.venv-servers/perf_analyzer}
+PERF_ANALYZER_FROM=${PERF_ANALYZER_FROM:-.venv-servers/perf_analyzer}  # make gpu-wheels names the Makefile's
 rm -rf "$WHL/perf_analyzer"
 if [ -x "$PERF_ANALYZER_FROM/perf_analyzer" ]; then
     cp -rL "$PERF_ANALYZER_FROM" "$WHL/perf_analyzer"
