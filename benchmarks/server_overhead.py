@@ -6,6 +6,8 @@
     .venv/bin/python -m benchmarks.server_overhead --stub --model inception_v3   # the server's own cost at
                                                                                  # InceptionV3's message sizes
     .venv/bin/python -m benchmarks.server_overhead --baseline /tmp/before        # a change's before and after
+    .venv/bin/python -m benchmarks.server_overhead --stub --triton --perf-analyzer --model inception_v3
+                                         # beside a C++ server (real Triton) and a C++ client (perf_analyzer)
 
 Issue 31 item 4: a Python cost per request that TF Serving (C++) does not pay inflates the batching
 gain, so the served batch-1 figure must be within 10% of in process. For each batch size (default 1
@@ -23,7 +25,11 @@ and 8), each round (default 3) measures in turn:
 ``--stub`` replaces the runtime's runner in the served processes by one answering zeros at once, so the
 figures are the server's own at the model's message sizes, where running the model here would drown
 them; ``--baseline DIR`` serves the same from another checkout in the same rounds (the before of a
-change: ``git worktree add /tmp/before HEAD~1``).
+change: ``git worktree add /tmp/before HEAD~1``). What a C++ server and client pay at the same sizes:
+``--triton`` (with ``--stub``) adds real Triton 2.51 answering zeros from a Python-backend model, through
+serve-bench's Open Inference Protocol client; ``--perf-analyzer`` runs perf_analyzer 2.51 (C++) against the
+local server (and Triton) in each round (``benchmarks/perf_analyzer.py``). Each served figure also prints its
+cost around the runtime call (the client's latency less the server's own runtime figure).
 
 Printed per batch size: medians over the rounds with their range, served over in-process, the server's
 own split (its request_latency and runtime_latency histograms), CPU per request of each process (from
