@@ -38,7 +38,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.server_overhead import StandIn, _environment, _image_size, _load, stub_command  # noqa: E402
+from benchmarks.server_overhead import (  # noqa: E402
+    StandIn,
+    _environment,
+    _image_size,
+    _load,
+    served_point,
+    stub_command,
+)
 from serve_bench.errors import UserError  # noqa: E402
 
 
@@ -54,28 +61,6 @@ def _floor(model: str, device_ms: float, seconds: float) -> float:
         stand_in(images)
         calls += 1
     return calls / (time.perf_counter() - started)
-
-
-async def _served(url: str, metrics_url: str, model: str, in_flight: int, seconds: float) -> dict[str, float]:
-    from serve_bench.client import connect
-    from serve_bench.load import PointSettings, make_inputs, run_closed_loop
-    from serve_bench.metrics import read_server, read_settled, server_breakdown
-
-    settings = PointSettings(warmup_s=0.5, min_duration_s=seconds, min_requests=5, windows=1, timeout_s=60)
-    async with connect(url, model, timeout=60) as client:
-        prepared = client.prepare(make_inputs("float", 1, client.signature_info, image_size=_image_size(model)))
-        before = (await read_server(metrics_url, model, target_url=url))[0]
-        run = await run_closed_loop(client, prepared, in_flight, settings)
-        after = None
-        if before is not None:  # Triton counts a request after answering it: read until its counters caught up
-            after = (await read_settled(metrics_url, model, before, len(run.records), "GRPC", target_url=url))[0]
-    failed = [r.status for r in run.records if r.status != "OK"]
-    if failed:
-        raise RuntimeError(f"{len(failed)} requests failed ({failed[0]}) at {url}")
-    timed = [r for r in run.records if run.window_start <= r.intended < run.window_end]
-    view = server_breakdown(before, after, "GRPC") if before is not None and after is not None else None
-    runtime = view.runtime_us_mean if view is not None else None
-    return {"images_per_s": len(timed) / (run.window_end - run.window_start), "runtime_us": runtime or 0}
 
 
 def arguments() -> argparse.ArgumentParser:
@@ -134,7 +119,7 @@ def measure(args: argparse.Namespace) -> dict[Any, list[dict[str, float]]]:
             before = _floor(args.model, args.device_ms, args.seconds)
             for level in levels:
                 for name, each in servers.items():
-                    figures = asyncio.run(_served(each.grpc_url, each.metrics_url, args.model, level, args.seconds))
+                    figures = asyncio.run(served_point(each, args.model, 1, args.seconds, each.pid, in_flight=level))
                     results.setdefault(level if name == "local" else (name, level), []).append(figures)
                 for name, each in servers.items() if args.perf_analyzer else ():
                     try:

@@ -294,8 +294,11 @@ def _image_size(model: str) -> tuple[int, int]:
     return height, width
 
 
-async def _served(target: Any, model: str, size: int, seconds: float, pid: int) -> dict[str, float]:
-    """One point at one request in flight through serve-bench's client; latency and CPU per request."""
+async def served_point(
+    target: Any, model: str, size: int, seconds: float, pid: int, in_flight: int = 1
+) -> dict[str, float]:
+    """One point through serve-bench's client (``in_flight`` requests at once, of ``size`` images): latency, items/s
+    and CPU per request, and the server's request and runtime figures where it has a metrics page."""
     from serve_bench.client import connect
     from serve_bench.load import PointSettings, make_inputs, run_closed_loop
     from serve_bench.metrics import read_server, read_settled, server_breakdown
@@ -306,7 +309,7 @@ async def _served(target: Any, model: str, size: int, seconds: float, pid: int) 
         prepared = client.prepare(make_inputs("float", size, client.signature_info, image_size=_image_size(model)))
         before = (await read_server(metrics, model, target_url=url))[0] if metrics else None
         server_cpu = _cpu_seconds(pid)
-        run = await run_closed_loop(client, prepared, 1, settings)
+        run = await run_closed_loop(client, prepared, in_flight, settings)
         server_cpu = _cpu_seconds(pid) - server_cpu
         after = None
         if before is not None:  # Triton counts a request after answering it: read until its counters caught up
@@ -317,6 +320,7 @@ async def _served(target: Any, model: str, size: int, seconds: float, pid: int) 
     timed = [r for r in run.records if run.window_start <= r.intended < run.window_end]
     figures: dict[str, float] = {
         "us": statistics.fmean((r.done - r.intended) * 1e6 for r in timed),
+        "images_per_s": size * len(timed) / (run.window_end - run.window_start),
         # the server's CPU over the whole run (warm-up included), the client's over the timed window
         "server_cpu_us": 1e6 * server_cpu / len(run.records),
         "client_cpu_us": 1e6 * run.process_cpu_seconds / len(timed),
@@ -492,7 +496,7 @@ def compare(args: argparse.Namespace) -> dict[tuple[int, str], list[dict[str, fl
                 results.setdefault((size, "floor"), []).append(floor_figures)
                 for name, target in targets.items():
                     pid = target.process.pid if name == "grpc" else target.pid
-                    figures = asyncio.run(_served(target, args.model, size, args.seconds, pid))
+                    figures = asyncio.run(served_point(target, args.model, size, args.seconds, pid))
                     results.setdefault((size, name), []).append(figures)
                 for name in [n for n in ("served", "triton") if n in targets] if args.perf_analyzer else []:
                     results.setdefault((size, "perf_analyzer " + name), []).append(

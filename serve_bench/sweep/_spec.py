@@ -99,11 +99,14 @@ class SweepSpec:
             ]
         return levels
 
+    def level_count(self) -> int:
+        """The batch sizes' load levels, all of them: one target's and payload's points in one repeat."""
+        return sum(len(self.levels(batch)) for batch in self.batch_sizes)
+
     def size(self) -> int:
         """How many points the grid has (targets x payloads x batch sizes' load levels x repeats), counted
         without building them."""
-        levels = sum(len(self.levels(batch)) for batch in self.batch_sizes)
-        return len(self.targets) * len(self.payloads) * levels * self.repeats
+        return len(self.targets) * len(self.payloads) * self.level_count() * self.repeats
 
 
 # The most points one sweep plans. At the default durations (2 s warm-up, 5 s measured) 100,000 points are
@@ -407,7 +410,7 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
     if points > MAX_POINTS:
         raise UserError(
             f"{source}: the grid has {points:,} points ({len(spec.targets)} targets x {len(spec.payloads)} payloads x "
-            f"{points // (len(spec.targets) * len(spec.payloads) * spec.repeats):,} batch sizes' load levels x "
+            f"{spec.level_count():,} batch sizes' load levels x "
             f"repeats {spec.repeats:,}); at most {MAX_POINTS:,}: lower repeats or split the grid into several sweeps"
         )
     return spec
