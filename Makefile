@@ -86,7 +86,7 @@ clean-results:
 # with Keras 3 on JAX, into .whl/ (git-ignored; carry it). Fails past 16 MiB (WHEELS_BUDGET_MIB). benchmarks/gpu/README.md
 .PHONY: gpu-wheels
 gpu-wheels:
-	PERF_ANALYZER_FROM=$(dir $(PERF_ANALYZER)) bash benchmarks/gpu/wheels.sh
+	PERF_ANALYZER_FROM=$(dir $(PERF_ANALYZER)) SKELETON_PYTHON=$(PY) bash benchmarks/gpu/wheels.sh
 
 # The prepared GPU run (issue 31), in this environment: benchmarks/gpu/run.py's defaults measure InceptionV3,
 # ResNet-50 and MobileNetV2 on the GPU (tf32, fp32) and its CPU. On a GPU host without this .venv, the device

@@ -107,11 +107,14 @@ def _open_runner(args: argparse.Namespace) -> tuple[Any, tuple[int, ...]]:
     """The runner the server would run (the runtime's copy), or TensorFlow's SavedModel signature."""
     from serve_bench.catalogue import get_spec
     from serve_bench.export import converted_files, list_versions
-    from serve_bench.runtimes import JAX, RuntimeSettings, open_runner
+    from serve_bench.runtimes import RuntimeSettings, open_runner, record
 
     models_dir = Path(args.models_dir)
-    # the jax copy may stand alone (no SavedModel beside it, as on the GPU host): its versions are its own
-    base = models_dir / JAX.directory / args.model if args.runtime == "jax" else models_dir / args.model
+    # a standalone runtime's copy may stand alone (no SavedModel beside it, as on the GPU host): its versions are
+    # its own
+    kept, base = record(args.runtime), models_dir / args.model
+    if kept.standalone and kept.directory is not None and (not base.is_dir() or not list_versions(base)):
+        base = models_dir / kept.directory / args.model
     version = list_versions(base)[-1]
     shape = tuple(get_spec(args.model).input_shape)
     if args.runtime == "tensorflow":

@@ -19,6 +19,14 @@ from serve_bench.errors import UserError, first_line
 
 TENSORFLOW_EXTRA = "pip install 'serve-bench[tensorflow]'"
 
+
+def tensorflow_installed() -> bool:
+    """TensorFlow can be imported here (found, not imported)."""
+    import importlib.util
+
+    return importlib.util.find_spec("tensorflow") is not None
+
+
 # Who needs TensorFlow, by the calling module, for the one line a user reads when it is missing.
 _NEEDED_BY = (
     ("serve_bench.export", "export"),

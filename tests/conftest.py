@@ -23,7 +23,7 @@ def require(component: str, how: str) -> NoReturn:
 def require_runtime(runtime: str) -> None:
     from serve_bench.runtimes import record
 
-    if record(runtime).missing():
+    if record(runtime).missing(converting=True):
         require(runtime, f"{record(runtime).extra} (make test installs it)")
 
 
@@ -104,3 +104,18 @@ def mlserver(models_dir: Path):
     _servers_env_or_skip()
     with MLServerServer(models_dir, "tiny", MLServerBatching(max_batch_size=32, max_batch_time_s=0.002)) as server:
         yield server
+
+
+# `import tensorflow` raises ModuleNotFoundError and importlib.util.find_spec answers None: as where it is absent
+_NO_TENSORFLOW = 'import sys\nsys.modules["tensorflow"] = None\nsys.modules["tensorflow_serving"] = None\n'
+
+
+@pytest.fixture()
+def without_tensorflow(tmp_path, monkeypatch) -> dict[str, str]:
+    """Child processes in which `import tensorflow` fails, as on the GPU host (a sitecustomize on PYTHONPATH)."""
+    hook = tmp_path / "hide-tensorflow"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(_NO_TENSORFLOW)
+    path = os.pathsep.join([str(hook), str(Path(__file__).resolve().parents[1])])
+    monkeypatch.setenv("PYTHONPATH", path)
+    return {**os.environ, "PYTHONPATH": path}

@@ -270,6 +270,7 @@ def test_a_gpu_floor_that_measured_nothing_does_not_send_the_servers_every_size_
         precisions="tf32,fp32",
         batch_sizes="4,1,16",
         cpu_batch_sizes="1",
+        cpu_runtime="jax",
         beyond=0,
         fill="4",
         in_flight="1,2",
@@ -515,3 +516,41 @@ def test_the_second_call_measures_where_the_time_goes_with_perf_analyzer_beside(
     monkeypatch.setenv("SERVE_BENCH_PERF_ANALYZER", str(tmp_path / "none"))
     script._overhead(plan, "inception_v3", "gpu", "tf32")
     assert "--perf-analyzer" in commands[0] and "--perf-analyzer" not in commands[1]
+
+
+def test_the_hosts_cpu_measured_by_onnx_runtime_from_a_carried_skeleton(models_dir, tmp_path):
+    """--cpu-runtime onnxruntime (XLA:CPU runs these convnets 2-10x slower than ONNX Runtime, which the GPU host
+    has): the CPU's copy drawn from the skeleton SERVE_BENCH_ONNX_SKELETONS names, as visit.sh points the run at
+    .whl/onnx; its served target and its floor name the runtime, and summarize.py puts that floor beside that
+    target's served figures."""
+    require_runtime("onnxruntime")
+    from serve_bench.export import converted_model_path
+    from serve_bench.runtimes._onnxruntime import SKELETONS_ENV, strip_weights
+
+    skeletons = tmp_path / "skeletons"
+    strip_weights(converted_model_path(models_dir, "onnxruntime", "tiny", 1), skeletons / "tiny.onnx")
+    out = tmp_path / "gpu-run"
+    args = ["--out", str(out), "--models", "tiny", "--devices", "cpu", "--cpu-runtime", "onnxruntime"]
+    args += ["--cpu-batch-sizes", "1,4", "--steps", "served,cpu-floor", "--budget-s", "300"]
+    env = {**os.environ, SKELETONS_ENV: str(skeletons)}
+    done = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    steps = [json.loads(line) for line in (out / "progress.jsonl").read_text().splitlines()]
+    assert [s["step"] for s in steps] == ["host", "served tiny cpu-fp32-onnxruntime", "floor tiny cpu fp32 onnxruntime"]
+    assert all("error" not in s for s in steps), steps
+    conversion = json.loads((out / "models/onnx/tiny/1/conversion.json").read_text())
+    assert conversion["weights"].startswith("random") and "tiny.onnx" in conversion["converter"]
+    floor = [json.loads(line) for line in (out / "floor/tiny-cpu-fp32-onnxruntime.jsonl").read_text().splitlines()]
+    assert floor[0]["runtime"] == "onnxruntime" and floor[0]["in_effect"]["runtime"].startswith("onnxruntime ")
+    points = [json.loads(line) for line in (out / "runs/tiny/points.jsonl").read_text().splitlines()]
+    assert {p["target"]["runtime"] for p in points} == {"onnxruntime"}
+    assert {p["target"]["name"] for p in points} == {"cpu-fp32-onnxruntime"}
+    summary = subprocess.run(
+        [sys.executable, str(SCRIPT.with_name("summarize.py")), str(out)], capture_output=True, text=True, timeout=300
+    )
+    assert summary.returncode == 0, summary.stderr[-2000:]
+    (row,) = [line for line in summary.stdout.splitlines() if line.startswith("| cpu-fp32-onnxruntime |")]
+    one = next(p for p in points if p["batch_size"] == 1)
+    served_over_floor = one["throughput"]["items_per_s"] / floor[1]["images_per_s"]
+    assert [c.strip() for c in row.strip("|").split("|")][5].startswith(f"{served_over_floor:.2f} ·")
+    assert "In process on cpu-fp32-onnxruntime:" in summary.stdout

@@ -182,21 +182,6 @@ async def test_serving_bytes_is_refused_naming_the_runtime(jax_models):
                 await client.predict({"image_bytes": np.array([b"not a jpeg"], dtype=object)})
 
 
-# `import tensorflow` raises ModuleNotFoundError and importlib.util.find_spec answers None: as where it is absent
-_NO_TENSORFLOW = 'import sys\nsys.modules["tensorflow"] = None\nsys.modules["tensorflow_serving"] = None\n'
-
-
-@pytest.fixture()
-def without_tensorflow(tmp_path, monkeypatch) -> dict[str, str]:
-    """Child processes in which `import tensorflow` fails, as on the GPU host (a sitecustomize on PYTHONPATH)."""
-    hook = tmp_path / "hide-tensorflow"
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text(_NO_TENSORFLOW)
-    path = os.pathsep.join([str(hook), str(Path(__file__).resolve().parents[1])])
-    monkeypatch.setenv("PYTHONPATH", path)
-    return {**os.environ, "PYTHONPATH": path}
-
-
 async def test_a_host_without_tensorflow_exports_and_serves_a_random_copy(tmp_path, without_tensorflow):
     """The GPU host has JAX and no TensorFlow: `export --runtimes jax --weights random` writes the jax copy
     alone (no SavedModel), and `serve --runtime jax` serves it with the catalogue's signature; the weights are

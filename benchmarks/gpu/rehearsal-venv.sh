@@ -15,7 +15,7 @@ cd "$(dirname "$0")/../.."
 VENV=${VENV:-.venv-gpu-rehearsal}
 SITE=${SITE:-/tmp/site}
 # The image's versions where KINDS.md's pip-list row gives one; the newest otherwise.
-IMAGE_PINNED=(jax==0.11.2 jaxlib==0.11.2 numpy==2.5.2 onnxruntime==1.30.0)
+IMAGE_PINNED=(jax==0.11.2 jaxlib==0.11.2 numpy==2.5.2 onnx==1.23.1 onnxruntime==1.30.0)
 IMAGE_OTHERS=(protobuf grpcio aiohttp prometheus-client rich h5py ml-dtypes absl-py matplotlib uvloop psutil pillow
               packaging typing-extensions setuptools)
 CARRIED_NAMES="keras namex optree orjson hdrhistogram pbr"

@@ -58,7 +58,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks import perf_analyzer  # noqa: E402
 from serve_bench.errors import UserError  # noqa: E402
 from serve_bench.export import parse_batch_sizes  # noqa: E402
-from serve_bench.runtimes import JAX, write_random_copy  # noqa: E402
+from serve_bench.runtimes import JAX, ONNXRUNTIME, record, write_random_copy  # noqa: E402
 
 GPU_SIZES = "1,2,4,8,16,32,64,128,256"
 # the servers' --max_body_bytes: the default 256 MiB caps a gRPC input at 64 Mi floats (a quarter of it), under
@@ -66,6 +66,14 @@ GPU_SIZES = "1,2,4,8,16,32,64,128,256"
 BODY_BYTES = 1 << 30
 CPU_SIZES = "1,8,64"
 GPU_MEMORY_FRACTION = "0.9"  # of the GPU's memory a floor may take (JAX's default limit is 0.75)
+# what may measure the host's CPU: XLA:CPU (the GPU's runtime), or ONNX Runtime on a copy drawn from a carried skeleton
+CPU_RUNTIMES = (JAX.name, ONNXRUNTIME.name)
+
+
+def label(device: str, precision: str, runtime: str = JAX.name) -> str:
+    """A served target's name and its floor file's tail: device-precision, then the runtime where it is not jax's
+    (summarize.py reads the device before the first '-', and finds the floor by the whole label)."""
+    return f"{device}-{precision}" + ("" if runtime == JAX.name else f"-{runtime}")
 
 
 STEP_KINDS = ("gpu-floor", "served", "in-flight", "batching", "cpu-floor", "overhead")
@@ -156,10 +164,12 @@ def _floor(
     sizes: str,
     beyond: int,
     max_seconds: float | None = None,
+    runtime: str = JAX.name,
 ) -> dict[str, Any]:
-    out = plan.out / "floor" / f"{model}-{device}-{precision}.jsonl"
+    out = plan.out / "floor" / f"{model}-{label(device, precision, runtime)}.jsonl"
     out.parent.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "serve_bench.runtimes._floor", str(copy), "--device", device]
+    command += ["--runtime", runtime]
     command += ["--precision", precision, "--batch-sizes", sizes, "--beyond", str(beyond), "--min-seconds", "1"]
     if max_seconds is not None:
         command += ["--max-seconds", f"{max_seconds:.0f}"]
@@ -199,13 +209,15 @@ def _floor(
     return result
 
 
-def _overhead(plan: Plan, model: str, device: str, precision: str, limit: float = 240.0) -> dict[str, Any]:
+def _overhead(
+    plan: Plan, model: str, device: str, precision: str, runtime: str = JAX.name, limit: float = 240.0
+) -> dict[str, Any]:
     """benchmarks/server_overhead.py on this host, in alternating rounds: the runtime in process, served by the
     local server, and a bare grpc.aio server answering the same bytes: how much of the served figure is Python
     gRPC's, how much serve-bench's own, how much the runtime's. Its children (a floor, servers) are in its
     session, stopped with it past ``limit``."""
-    out = plan.out / f"overhead-{model}-{device}-{precision}.txt"
-    command = [sys.executable, "-m", "benchmarks.server_overhead", "--runtime", JAX.name, "--model", model]
+    out = plan.out / f"overhead-{model}-{label(device, precision, runtime)}.txt"
+    command = [sys.executable, "-m", "benchmarks.server_overhead", "--runtime", runtime, "--model", model]
     command += ["--device", device, "--precision", precision, "--batch-sizes", OVERHEAD_SIZES, "--rounds", "3"]
     command += ["--seconds", "1", "--no-batching", "--models-dir", str(plan.out / "models")]
     if perf_analyzer.locate() is not None:  # carried (wheels.sh): a C++ client against the same server, each round
@@ -248,7 +260,7 @@ def _batching_file(path: Path, sizes: tuple[int, ...]) -> Path:
 
 
 def _servers(
-    plan: Plan, model: str, targets: list[tuple[str, str, str]], sizes: str, batching: Path | None
+    plan: Plan, model: str, targets: list[tuple[str, str, str, str]], sizes: str, batching: Path | None
 ) -> list[Any]:
     from serve_bench.servers import LocalServerProcess
 
@@ -260,15 +272,16 @@ def _servers(
             return env
 
     started = []
-    for name, device, precision in targets:
+    for name, device, precision, runtime in targets:
         # 1 GiB bodies: the default 256 MiB caps a gRPC input at 64 Mi floats, under InceptionV3's batch 256 (65.6 Mi)
         flags = (
-            f"--runtime={JAX.name}",
+            f"--runtime={runtime}",
             f"--device={device}",
             f"--precision={precision}",
             f"--max_body_bytes={BODY_BYTES}",
         )
-        flags += (f"--compile_batch_sizes={sizes}",) if batching is None else ()
+        compiles = record(runtime).compiles_per_shape
+        flags += (f"--compile_batch_sizes={sizes}",) if batching is None and compiles else ()
         server = _Server(
             plan.out / "models",
             model,
@@ -292,7 +305,7 @@ def _servers(
 def _served(
     plan: Plan,
     model: str,
-    targets: list[tuple[str, str, str]],
+    targets: list[tuple[str, str, str, str]],
     sizes: str,
     concurrency: tuple[int, ...],
     run_name: str,
@@ -321,9 +334,9 @@ def _served(
             "windows = 2",
             "until_stable = false",
         ]
-        for (name, device, _), server in zip(targets, servers):
+        for (name, device, _, runtime), server in zip(targets, servers):
             toml += ["[[targets]]", f'name = "{name}"', f'url = "{server.grpc_url}"', f'device = "{device}"']
-            toml += [f'metrics = "{server.metrics_url}"', f'runtime = "{JAX.name}"']
+            toml += [f'metrics = "{server.metrics_url}"', f'runtime = "{runtime}"']
             if device in prices:
                 toml.append(f"price_per_hour = {prices[device]}")
         spec = parse_spec("\n".join(toml) + "\n", f"{run_name}.toml")
@@ -390,10 +403,20 @@ def build_steps(plan: Plan, args: argparse.Namespace) -> list[Step]:
     copies = {m: write_random_copy(plan.out / "models", m, version=1) for m in models}
     if not models or not devices or ("gpu" in devices and not precisions):
         raise UserError("--models, --devices and (with gpu) --precisions each need at least one value")
-    on_gpu = [(f"gpu-{p}", "gpu", p) for p in precisions if "gpu" in devices]
+    cpu = args.cpu_runtime
+    if cpu not in CPU_RUNTIMES:
+        raise UserError(f"--cpu-runtime {cpu!r}: one of {', '.join(CPU_RUNTIMES)}")
+    # the CPU's copies: jax's own, or ONNX Runtime's drawn from the skeletons carried (a missing one stops the run
+    # here, in one line, before any step)
+    cpu_copies = copies
+    draw = record(cpu).write_random
+    if "cpu" in devices and cpu != JAX.name and draw is not None:
+        record(cpu).require()
+        cpu_copies = {m: draw(plan.out / "models", m, 1) for m in models}
+    on_gpu = [(label("gpu", p), "gpu", p, JAX.name) for p in precisions if "gpu" in devices]
     # the CPU is served in a sweep of its own, at its own sizes: XLA:CPU at the GPU's largest batches would
     # take minutes of the visit for the least informative points
-    on_cpu = [("cpu-fp32", "cpu", "fp32")] if "cpu" in devices else []
+    on_cpu = [(label("cpu", "fp32", cpu), "cpu", "fp32", cpu)] if "cpu" in devices else []
     served = on_gpu + on_cpu
     # The GPU's first floor of a model picks its batch sizes within a share of the time left (compiling is the
     # unknown: seconds per size and precision on a GPU), widest coverage first; its other precision and the
@@ -447,20 +470,20 @@ def build_steps(plan: Plan, args: argparse.Namespace) -> list[Step]:
         if on_gpu:
             steps.append(
                 Step(
-                    f"served {model} " + " ".join(name for name, _, _ in on_gpu),
+                    f"served {model} " + " ".join(name for name, *_ in on_gpu),
                     lambda m=model: _served(plan, m, on_gpu, served_sizes(m), (1,), m, prices, durations),
                 )
             )
         if on_cpu:
             steps.append(
                 Step(
-                    f"served {model} cpu-fp32",
+                    f"served {model} {on_cpu[0][0]}",
                     lambda m=model: _served(
                         plan, m, on_cpu, args.cpu_batch_sizes, (1,), f"{m}-cpu" if on_gpu else m, prices, durations
                     ),
                 )
             )
-        name, device, precision = served[0]
+        name, device, precision, runtime = served[0]
         # then batch 1 at several requests in flight, unbatched, on the first device: the fixed cost hidden or not
         steps.append(
             Step(
@@ -471,23 +494,27 @@ def build_steps(plan: Plan, args: argparse.Namespace) -> list[Step]:
         )
         # then the server's own batching filled, on the first device
 
-        def batched(m: str = model, n: str = name, d: str = device, p: str = precision) -> dict[str, Any]:
+        def batched(
+            m: str = model, n: str = name, d: str = device, p: str = precision, r: str = runtime
+        ) -> dict[str, Any]:
             batching = _batching_file(plan.out / f"batching-{m}.txt", batching_sizes(m))
-            target = [(f"{n}-batching", d, p)]
+            target = [(f"{n}-batching", d, p, r)]
             return _served(plan, m, target, "", fill, m + SERVER_BATCHING_RUN, prices, durations, batching)
 
         steps.append(Step(f"server batching {model} {name} concurrency {args.fill}", batched, "batching"))
         if on_cpu:  # and the CPU's floor, after its served figures
             steps.append(
                 Step(
-                    f"floor {model} cpu fp32",
-                    lambda m=model: _floor(plan, copies[m], m, "cpu", "fp32", args.cpu_batch_sizes, 0),
+                    f"floor {model} cpu fp32" + ("" if cpu == JAX.name else f" {cpu}"),
+                    lambda m=model: _floor(plan, cpu_copies[m], m, "cpu", "fp32", args.cpu_batch_sizes, 0, None, cpu),
                     "cpu-floor",
                 )
             )
         if model == models[0]:  # then where its served time goes, on the first served target (the headline's)
             split = Step(
-                f"overhead {model} {name}", lambda m=model, d=device, p=precision: _overhead(plan, m, d, p), "overhead"
+                f"overhead {model} {name}",
+                lambda m=model, d=device, p=precision, r=runtime: _overhead(plan, m, d, p, r),
+                "overhead",
             )
             steps.append(split)
     return [step for step in steps if step.kind in kinds]
@@ -511,6 +538,12 @@ def arguments() -> argparse.ArgumentParser:
     # the README's headline models first (InceptionV3, MobileNetV2), each one's answer whole before the next
     parser.add_argument("--models", default="inception_v3,mobilenet_v2,resnet50")
     parser.add_argument("--devices", default="gpu,cpu")
+    parser.add_argument(
+        "--cpu-runtime",
+        default=CPU_RUNTIMES[0],
+        help=f"what measures the CPU: {' or '.join(CPU_RUNTIMES)} (a copy drawn from the skeleton carried in "
+        f"{ONNXRUNTIME.name}'s folder, .whl/onnx: XLA:CPU runs these convnets 2-10x slower than ONNX Runtime)",
+    )
     parser.add_argument("--precisions", default="tf32,fp32", help="the GPU's, first the headline's")
     parser.add_argument("--batch-sizes", default=GPU_SIZES)
     parser.add_argument("--cpu-batch-sizes", default=CPU_SIZES, help="the CPU's floor (and sizes with no GPU)")

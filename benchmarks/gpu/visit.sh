@@ -46,6 +46,10 @@ export PYTHONPATH="$PWD:${PYTHONPATH:-}" PYTHONUNBUFFERED=1
 if [ -x "$WHEELS/perf_analyzer/perf_analyzer" ]; then
     SERVE_BENCH_PERF_ANALYZER=$(cd "$WHEELS/perf_analyzer" && pwd) && export SERVE_BENCH_PERF_ANALYZER
 fi
+# ONNX skeletons carried beside them (wheels.sh): --cpu-runtime onnxruntime draws the CPU's copies from them
+if [ -d "$WHEELS/onnx" ]; then
+    SERVE_BENCH_ONNX_SKELETONS=$(cd "$WHEELS/onnx" && pwd) && export SERVE_BENCH_ONNX_SKELETONS
+fi
 {
     # what JAX and Keras see, with the wheels (the runs refuse a GPU that JAX does not see)
     echo "jax and keras, as the run sees them:"

@@ -99,18 +99,32 @@ else
     echo "wheels.sh: no perf_analyzer at $PERF_ANALYZER_FROM (make servers-env): the visit's overhead step goes without it" >&2
 fi
 pa_bytes=$( (du -sb "$WHL/perf_analyzer" 2>/dev/null || echo 0) | cut -f1)
+
+# ONNX skeletons (benchmarks/gpu/onnx_skeletons.py: each model converted by tf2onnx here, its large weights left out,
+# about 0.25 MiB for four): the host's CPU measured with ONNX Runtime on copies drawn from them (run.py
+# --cpu-runtime onnxruntime; visit.sh points the run at them). Converting needs TensorFlow: make's .venv.
+SKELETON_PYTHON=${SKELETON_PYTHON:-.venv/bin/python}  # make gpu-wheels names the Makefile's
+rm -rf "$WHL/onnx"
+if "$SKELETON_PYTHON" -c "import tensorflow, tf2onnx" >/dev/null 2>&1; then
+    "$SKELETON_PYTHON" benchmarks/gpu/onnx_skeletons.py --out "$WHL/onnx" 2>&1 | grep -v -E '^(WARNING|[IWE][0-9]{4}) ' || true
+    [ -s "$WHL/onnx/inception_v3.onnx" ] || { echo "wheels.sh: the ONNX skeletons were not written" >&2; exit 1; }
+else
+    echo "wheels.sh: no TensorFlow with tf2onnx for $SKELETON_PYTHON (make): the visit's CPU is measured by XLA:CPU alone" >&2
+fi
+onnx_bytes=$( (du -sb "$WHL/onnx" 2>/dev/null || echo 0) | cut -f1)
 # what a device call sends besides carried paths: tracked and untracked-but-not-ignored files
 tree_bytes=$( (git ls-files -z --cached --others --exclude-standard | xargs -0 stat -c %s 2>/dev/null || true) |
     awk '{ s += $1 } END { print s + 0 }')
 mib() { awk -v b="$1" 'BEGIN { printf "%.2f", b / 1048576 }'; }
-carried=$((wheel_bytes + pa_bytes + tree_bytes))
-echo "total: $(mib "$wheel_bytes") MiB of wheels (budget $BUDGET_MIB MiB); with perf_analyzer ($(mib "$pa_bytes") MiB) and" \
-    "the working tree ($(mib "$tree_bytes") MiB): $(mib "$carried") MiB of the device's $DEVICE_LIMIT_MIB MiB"
+carried=$((wheel_bytes + pa_bytes + onnx_bytes + tree_bytes))
+echo "total: $(mib "$wheel_bytes") MiB of wheels (budget $BUDGET_MIB MiB); with perf_analyzer ($(mib "$pa_bytes") MiB)," \
+    "the ONNX skeletons ($(mib "$onnx_bytes") MiB) and the working tree ($(mib "$tree_bytes") MiB): $(mib "$carried") MiB" \
+    "of the device's $DEVICE_LIMIT_MIB MiB"
 if [ "$wheel_bytes" -gt $((BUDGET_MIB * 1048576)) ]; then
     echo "wheels.sh: $WHL is over its budget of $BUDGET_MIB MiB" >&2
     exit 1
 fi
 if [ "$carried" -gt $((DEVICE_LIMIT_MIB * 1048576)) ]; then
-    echo "wheels.sh: wheels, perf_analyzer and tree are over the device's $DEVICE_LIMIT_MIB MiB" >&2
+    echo "wheels.sh: wheels, perf_analyzer, skeletons and tree are over the device's $DEVICE_LIMIT_MIB MiB" >&2
     exit 1
 fi

@@ -258,6 +258,6 @@ def require_runtimes(runtimes: tuple[str, ...]) -> None:
     """UserError naming the extra when a runtime asked for by name is not installed (TensorFlow, the source,
     is export's own need: it says so when it is imported)."""
     for runtime in runtimes:
-        line = record(runtime).missing() if runtime in CONVERTED_RUNTIMES else None
+        line = record(runtime).missing(converting=True) if runtime in CONVERTED_RUNTIMES else None
         if line:
             raise UserError(line, parameter="runtimes")

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from serve_bench._tf import import_tensorflow
+from serve_bench._tf import import_tensorflow, tensorflow_installed
 from serve_bench.catalogue import ModelSpec, get_spec
 from serve_bench.errors import InvalidValue, UserError
 from serve_bench.export._config import write_models_config
@@ -235,12 +235,6 @@ def export_without_tensorflow(
     return written
 
 
-def tensorflow_installed() -> bool:
-    import importlib.util
-
-    return importlib.util.find_spec("tensorflow") is not None
-
-
 def _check_writable(out: Path) -> None:
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -416,8 +410,9 @@ def _convert(
     defaults = [r for r in CONVERTED_RUNTIMES if _by_default(r)]
     wanted = [r for r in CONVERTED_RUNTIMES if (r in runtimes if runtimes is not None else r in defaults)]
     if runtimes is None:
-        wanted = [r for r in wanted if not record(r).missing()]
-    notices = [f"not converted for {record(r).missing()}" for r in defaults if runtimes is None and r not in wanted]
+        wanted = [r for r in wanted if not record(r).missing(converting=True)]
+    left = [r for r in defaults if runtimes is None and r not in wanted]
+    notices = [f"not converted for {record(r).missing(converting=True)}" for r in left]
     if not wanted:
         return (), tuple(notices)
     loaded = tf.saved_model.load(str(saved_model))  # loaded once for every runtime; held: the signature needs it

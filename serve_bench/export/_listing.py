@@ -67,9 +67,9 @@ def _conversion_line(conversion: Conversion) -> str:
         return f"  {conversion.runtime}: not converted ({conversion.converter}): {conversion.reason}"
     error = f"{conversion.max_error:.1g}" if conversion.max_error is not None else "?"
     tolerance = f"{conversion.tolerance:.1g}" if conversion.tolerance is not None else "?"
-    # a runtime that serves without TensorFlow (jax) does not serve serving_bytes at all
-    standalone = record(conversion.runtime).standalone
-    bytes_note = "serving_bytes is TensorFlow's alone" if standalone else "serving_bytes stays on TensorFlow"
+    # a runtime that never serves beside TensorFlow (jax) does not serve serving_bytes at all
+    alone = not record(conversion.runtime).beside_tensorflow
+    bytes_note = "serving_bytes is TensorFlow's alone" if alone else "serving_bytes stays on TensorFlow"
     return (
         f"  {conversion.runtime}: {conversion.path} ({conversion.converter}, {conversion.seconds:.1f} s; "
         f"features within {error} of TensorFlow's, float32 allows {tolerance}; {bytes_note})"

@@ -20,6 +20,7 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ import numpy as np
 from serve_bench.errors import UserError, first_line
 from serve_bench.stats import MAX_BLOCKS, rate_interval
 
-__all__ = ["coverage_order", "measure_floor"]
+__all__ = ["coverage_order", "measure_floor", "precision_witness"]
 
 AS_SERVED_OFFSET = 78  # where a Predict request puts InceptionV3's pixels from batch 2 to 64 (2 mod 4)
 AS_SERVED_CALLS = 10  # at InceptionV3's batch 256 on an H100, about 0.6 s a size
@@ -36,6 +37,27 @@ AS_SERVED_SECONDS = 0.5  # or fewer, at least 3, where calls are slower (a CPU's
 # the idle time before each gapped call: what the second H100 visit's served batch-1 requests left between runtime
 # calls at one request in flight (1.6-3.8 ms: gRPC, the client, the server's decoding)
 GAP_MS = 2.0
+
+
+def precision_witness(convolve: Callable[[np.ndarray, np.ndarray], Any], seed: int = 1234) -> dict[str, float]:
+    """The precision a runtime's convolutions actually run at, measured rather than assumed: the largest relative
+    error, against float64, of a 3×3 and a 1×1 stride-1 SAME convolution (64 channels in and out, 28×28), which
+    ``convolve(images NHWC, kernel HWIO)`` (float32 arrays) computes as the runtime computes the model's. float32
+    throughout gives about 1e-6; TF32 inputs (10-bit mantissa) about 1e-3; bfloat16 about 1e-2."""
+    rng = np.random.default_rng(seed)
+    images = rng.standard_normal((1, 28, 28, 64))
+    errors = {}
+    for size in (3, 1):
+        kernel = rng.standard_normal((size, size, 64, 64)) / np.sqrt(size * size * 64)
+        got = np.asarray(convolve(images.astype(np.float32), kernel.astype(np.float32)), dtype=np.float64)
+        pad = size // 2
+        padded = np.pad(images, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+        exact = np.zeros((1, 28, 28, 64))
+        for dy in range(size):
+            for dx in range(size):
+                exact += padded[:, dy : dy + 28, dx : dx + 28, :] @ kernel[dy, dx]
+        errors[f"conv{size}x{size}_max_relative_error"] = float(np.abs(got - exact).max() / np.abs(exact).max())
+    return errors
 
 
 def _point(runner: Any, size: int, min_seconds: float, min_calls: int, seed: int) -> dict[str, Any]:
@@ -146,16 +168,23 @@ def measure_floor(
     growth: float = 0.03,
     max_seconds: float | None = None,
     out: Any = sys.stdout,
+    runtime: str = "jax",
 ) -> list[dict[str, Any]]:
     """Measure each of ``batch_sizes`` in :func:`coverage_order` (then up to ``beyond`` doublings past the
     largest while throughput grows); each line is also written to ``out`` as JSON the moment it is measured.
     Past ``max_seconds`` (compiling included) no further size is started once both ends are measured, and a
-    line says which were left."""
-    from serve_bench.runtimes import JaxRunner
+    line says which were left. ``runtime``: a runtime whose record has a floor runner (jax, onnxruntime)."""
+    from serve_bench.runtimes import record
 
     started = time.perf_counter()
-    runner = JaxRunner(copy, device, precision)
+    kept = record(runtime)
+    if kept.floor is None:
+        floors = ", ".join(r.name for r in _records() if r.floor is not None)
+        raise UserError(f"the floor measures {floors}, not {runtime}")
+    kept.require()
+    runner = kept.floor(copy, device, precision)
     header = {"model": runner.spec.name, "in_effect": runner.in_effect, "device": device, "precision": precision}
+    header["runtime"] = runtime
     header["copy"] = str(copy)
     header["precision_witness"] = runner.precision_witness()  # the precision measured, not only asked for
     print(json.dumps(header), file=out, flush=True)
@@ -190,6 +219,12 @@ def measure_floor(
     return lines
 
 
+def _records() -> list[Any]:
+    from serve_bench.runtimes import RECORDS
+
+    return list(RECORDS.values())
+
+
 def _batch_sizes(text: str) -> tuple[int, ...]:
     """``--batch-sizes 1,8,32``: positive whole numbers (the floor is measured below export, with no catalogue)."""
     try:
@@ -203,7 +238,12 @@ def _batch_sizes(text: str) -> tuple[int, ...]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m serve_bench.runtimes._floor", description=__doc__)
-    parser.add_argument("copy", type=Path, help="the runtime's copy (exported_models/jax/<model>/<v>/conversion.json)")
+    parser.add_argument(
+        "copy",
+        type=Path,
+        help="the runtime's copy: exported_models/jax/<model>/<v>/conversion.json, or onnx/<model>/<v>/model.onnx",
+    )
+    parser.add_argument("--runtime", default="jax", help="jax or onnxruntime (the runtimes with a floor runner)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--precision", default="fp32")
     parser.add_argument("--batch-sizes", type=_batch_sizes, default=(1, 8, 32))
@@ -224,6 +264,7 @@ def main(argv: list[str] | None = None) -> int:
             beyond=args.beyond,
             growth=args.growth,
             max_seconds=args.max_seconds,
+            runtime=args.runtime,
         )
     except UserError as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)

@@ -211,30 +211,24 @@ class JaxRunner:
             return ran - started
 
     def precision_witness(self) -> dict[str, float]:
-        """The precision this runner's convolutions actually ran at, measured rather than assumed: the largest
-        relative error, against float64, of a 3×3 and a 1×1 convolution (64 channels in and out, 28×28) computed
-        as the model's are (this device, this matmul precision, bfloat16 inputs under bf16). float32 throughout
-        gives about 1e-6; TF32 inputs (10-bit mantissa) about 1e-3; bfloat16 about 1e-2. A GPU whose "tf32"
-        shows 1e-6 did not take TF32, and one whose "fp32" shows 1e-3 did."""
+        """The precision this runner's convolutions actually ran at (``_floor.precision_witness``): computed as the
+        model's are (this device, this matmul precision, bfloat16 inputs under bf16). A GPU whose "tf32" shows
+        1e-6 did not take TF32, and one whose "fp32" shows 1e-3 did."""
+        from serve_bench.runtimes._floor import precision_witness
+
         jax = self._jax
-        rng = np.random.default_rng(RANDOM_SEED)
-        images = rng.standard_normal((1, 28, 28, 64))
         dtype = jax.numpy.bfloat16 if self._precision == "bf16" else jax.numpy.float32
-        errors = {}
 
         def conv(x: Any, k: Any) -> Any:
             return jax.lax.conv_general_dilated(
                 x.astype(dtype), k.astype(dtype), (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")
             ).astype(jax.numpy.float32)
 
-        for size in (3, 1):
-            kernel = rng.standard_normal((size, size, 64, 64)) / np.sqrt(size * size * 64)
-            exact = _conv_float64(images, kernel)
+        def convolve(images: np.ndarray, kernel: np.ndarray) -> Any:
             with jax.default_matmul_precision(self._matmul):
-                on_device = jax.device_put((images.astype(np.float32), kernel.astype(np.float32)), self._device)
-                got = np.asarray(jax.jit(conv)(*on_device), dtype=np.float64)
-            errors[f"conv{size}x{size}_max_relative_error"] = float(np.abs(got - exact).max() / np.abs(exact).max())
-        return errors
+                return jax.jit(conv)(*jax.device_put((images, kernel), self._device))
+
+        return precision_witness(convolve, RANDOM_SEED)
 
     def __call__(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         images = inputs["images"]
@@ -249,19 +243,6 @@ class JaxRunner:
             program = self._compiled[size]
         outputs = program(self._variables, self._jax.device_put(images, self._device))
         return {"features": np.asarray(outputs)}  # waits for the device and copies to the host
-
-
-def _conv_float64(images: np.ndarray, kernel: np.ndarray) -> np.ndarray:
-    """A stride-1 SAME convolution (NHWC images, HWIO kernel) in float64 numpy: the witness's exact answer."""
-    size = kernel.shape[0]
-    pad = size // 2
-    padded = np.pad(images, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
-    height, width = images.shape[1:3]
-    out = np.zeros((images.shape[0], height, width, kernel.shape[3]))
-    for dy in range(size):
-        for dx in range(size):
-            out += padded[:, dy : dy + height, dx : dx + width, :] @ kernel[dy, dx]
-    return out
 
 
 @contextlib.contextmanager
@@ -392,9 +373,11 @@ JAX = RuntimeRecord(
     precisions=("fp32", "tf32", "bf16"),
     compiles_per_shape=True,
     standalone=True,
+    beside_tensorflow=False,
     converted_by_default=False,  # its check needs a child process with Keras on JAX: asked for by name only
     write=lambda keras_model, model, directory, source: write_copy(keras_model, model, directory, source),
     answer=_answer,
     write_random=lambda models_dir, model, version: write_random_copy(models_dir, model, version),
     open=_open,  # behind the local server only: no runner for Triton's and MLServer's models
+    floor=lambda copy, device, precision: JaxRunner(copy, device, precision),
 )

@@ -36,10 +36,11 @@ class RuntimeRecord:
     # its copies: exported_models/<directory>/<model>/<version>/; None: it runs the SavedModel export writes
     directory: str | None
     model_file: str  # the file in that directory the runner loads
-    packages: tuple[str, ...]  # modules that must import for it to convert and run (the one that runs it last)
+    packages: tuple[str, ...]  # modules that must import for it to run (the one that runs it last)
     extra: str  # the pip command that installs them
     converter: str  # what makes its copy from an export
     short: str  # its tag in tune's configuration ids ("" leaves it out: the default runtime's alone)
+    convert_packages: tuple[str, ...] = ()  # and, beside those, for export to convert a SavedModel for it
     companions: tuple[str, ...] = ()  # suffixes of files beside model_file that belong to it (OpenVINO's .bin)
     devices: tuple[str, ...] = ("cpu",)  # --device values it accepts, the default first
     precisions: tuple[str, ...] = ("fp32",)  # --precision values it accepts, the default first
@@ -47,6 +48,9 @@ class RuntimeRecord:
     compiles_per_shape: bool = False
     # it can serve a catalogue model with no SavedModel beside it (no TensorFlow on the host)
     standalone: bool = False
+    # the local server loads TensorFlow beside it where TensorFlow is installed (the SavedModel's signatures,
+    # serving_bytes); False: never in its process (Keras on JAX cannot share one with TensorFlow's Keras)
+    beside_tensorflow: bool = True
     # `serve-bench export` without --runtimes converts for it when it is installed
     converted_by_default: bool = True
     # export on a host without TensorFlow (standalone runtimes): write a copy with random weights of
@@ -65,6 +69,9 @@ class RuntimeRecord:
     open: Callable[[Path, RuntimeSettings], Runner] | None = None
     # the class of _runners.py that Triton's and MLServer's models make (None: it runs behind the local server only)
     runner: type | None = None
+    # the floor's runner (serve_bench.runtimes._floor) on a catalogue model's copy, given (copy, device, precision):
+    # compile(size), compile_seconds, first_run_seconds, spec, in_effect, precision_witness(), and the call
+    floor: Callable[[Path, str, str], Any] | None = None
 
     @property
     def converted(self) -> bool:
@@ -78,15 +85,17 @@ class RuntimeRecord:
         path = models_dir / self.directory / model / str(version) / self.model_file
         return [path, *(path.with_suffix(suffix) for suffix in self.companions)]
 
-    def missing(self) -> str | None:
-        """One line naming what to install when this runtime's packages are absent, else None."""
-        absent = [package for package in self.packages if importlib.util.find_spec(package) is None]
+    def missing(self, *, converting: bool = False) -> str | None:
+        """One line naming what to install when the packages this runtime needs to run (and with ``converting``,
+        to be converted for) are absent, else None."""
+        wanted = (*self.convert_packages, *self.packages) if converting else self.packages
+        absent = [package for package in wanted if importlib.util.find_spec(package) is None]
         if not absent:
             return None
         return f"{self.name} needs {', '.join(absent)}, which is not installed: {self.extra}"
 
-    def require(self) -> None:
-        line = self.missing()
+    def require(self, *, converting: bool = False) -> None:
+        line = self.missing(converting=converting)
         if line:
             raise UserError(line)
 

@@ -47,14 +47,16 @@ class TensorFlowRunner:
 class OnnxRunner:
     """A model.onnx on ONNX Runtime's CPU provider."""
 
-    def __init__(self, path: str, intra_op_threads: int = 0, *, inter_op_threads: int = 0) -> None:
+    def __init__(self, path: str | bytes, intra_op_threads: int = 0, *, inter_op_threads: int = 0) -> None:
+        """``path``: a model.onnx, or a model's serialized bytes."""
         import onnxruntime
 
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = intra_op_threads
         options.inter_op_num_threads = inter_op_threads
         options.log_severity_level = 3  # errors only: its warnings are about unused initializers
-        self._session = onnxruntime.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        model = path if isinstance(path, bytes) else str(path)
+        self._session = onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
         self._outputs = [output.name for output in self._session.get_outputs()]
         self.input_names = [tensor.name for tensor in self._session.get_inputs()]
         self.in_effect = {

@@ -12,7 +12,7 @@ from aiohttp import web
 from grpc import aio
 
 from serve_bench._server_facts import LOCAL_IDENTITY
-from serve_bench._tf import import_tensorflow
+from serve_bench._tf import import_tensorflow, tensorflow_installed
 from serve_bench.errors import UserError, first_line
 from serve_bench.runtimes import record
 from serve_bench.server._config import ServerConfig, compile_sizes
@@ -53,8 +53,10 @@ class LocalServer:
         self._runner: web.AppRunner | None = None
 
     def load(self) -> ModelRegistry:
-        # a standalone runtime (jax) runs without TensorFlow: a GPU host may have none
-        tf = None if record(self.config.runtime.runtime).standalone else import_tensorflow()
+        # a standalone runtime runs without TensorFlow where there is none (a GPU host), jax in every case
+        kept = record(self.config.runtime.runtime)
+        alone = not kept.beside_tensorflow or (kept.standalone and not tensorflow_installed())
+        tf = None if alone else import_tensorflow()
         if tf is not None and self.config.intra_op_threads:
             tf.config.threading.set_intra_op_parallelism_threads(self.config.intra_op_threads)
         if tf is not None and self.config.inter_op_threads:

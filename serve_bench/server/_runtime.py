@@ -176,11 +176,12 @@ class Servable:
         self.name = name
         self.version = version
         self.path = path
-        self._tf = tf
         self.runtime = runtime or RuntimeSettings()
         kept = record(self.runtime.runtime)
         standalone = kept.standalone and not (path / "saved_model.pb").is_file()
         self.signature_defs = _catalogue_signature_defs(path.parent.name) if standalone else _read_signature_defs(path)
+        tf = None if standalone else tf  # no SavedModel to load: serving_default runs on the runtime's copy alone
+        self._tf = tf
         self.warmup_replayed = 0
         self.signatures: dict[str, Signature] = {}
         loaded_signatures: dict[str, Any] = {}
