@@ -106,7 +106,11 @@ def test_the_gpu_run_on_this_cpu_writes_ordinary_runs_and_packs_them(tmp_path):
     served_over_floor = one["throughput"]["items_per_s"] / floor[1]["images_per_s"]
     assert cells[5].startswith(f"{served_over_floor:.2f} ·")
     assert cells[7] == f"{0.5 / (3600 * best['throughput']['items_per_s']) * 1e6:.3f}"
-    assert f"convolutions {max(witness.values()):.1e} off float64." in summary.stdout
+    best_floor = max(x["images_per_s"] for x in floor[1:])  # and a million images at its best, at the price given
+    cost = f"{0.5 / (3600 * best_floor) * 1e6:.2f}"
+    assert f"convolutions {max(witness.values()):.1e} off float64; ${cost} per million images at its best." in (
+        summary.stdout
+    )
     # the batch-1 call in process on the fresh array and on the server's view (no first runs on a CPU)
     assert (
         f"compile {sum(x['compile_s'] for x in floor[1:]):.0f} s in all; a batch-1 call {floor[1]['p50_ms']:.2f} ms"
@@ -554,3 +558,10 @@ def test_the_hosts_cpu_measured_by_onnx_runtime_from_a_carried_skeleton(models_d
     served_over_floor = one["throughput"]["items_per_s"] / floor[1]["images_per_s"]
     assert [c.strip() for c in row.strip("|").split("|")][5].startswith(f"{served_over_floor:.2f} ·")
     assert "In process on cpu-fp32-onnxruntime:" in summary.stdout
+    # a floor measured with no served target beside it (a visit's call that ran cpu-floor alone) still has its line
+    for run in (out / "runs").iterdir():
+        (run / "points.jsonl").unlink()
+    alone = subprocess.run(
+        [sys.executable, str(SCRIPT.with_name("summarize.py")), str(out)], capture_output=True, text=True, timeout=300
+    )
+    assert alone.returncode == 0 and "In process on cpu-fp32-onnxruntime:" in alone.stdout, alone.stderr[-2000:]

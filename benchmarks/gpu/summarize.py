@@ -71,6 +71,13 @@ def _witness(folder: Path, model: str, device: str, precision: str) -> str:
     return f"; convolutions {max(witness.values()):.1e} off float64"
 
 
+def _cost(price_per_hour: float | None, images_per_s: float) -> str:
+    """What a million images cost at the best batch's rate, at the device's hourly price ("" without a price)."""
+    if not price_per_hour:
+        return ""
+    return f"; ${price_per_hour / (3600 * images_per_s) * 1e6:.2f} per million images at its best"
+
+
 def _first_runs(floor: dict[int, dict[str, Any]]) -> str:
     """The programs' first executions, apart from their compiles (a GPU's; none on a CPU, "" then)."""
     runs = [x["first_run_s"] for x in floor.values() if x.get("first_run_s") is not None]
@@ -113,17 +120,31 @@ def _interval(estimate: Estimate) -> str:
     return f"{estimate.value:,.0f} [{estimate.low:,.0f}–{estimate.high:,.0f}]"
 
 
+def _floor_labels(folder: Path) -> dict[str, list[str]]:
+    """Each model's floors by their label (device-precision, and the runtime where it is not jax), as run.py names
+    their files: floor/<model>-<label>.jsonl, the model read from the file's first line."""
+    found: dict[str, list[str]] = {}
+    for path in sorted((folder / "floor").glob("*.jsonl")):
+        first = path.read_text().splitlines()[:1]
+        model = json.loads(first[0]).get("model") if first else None
+        if model and path.stem.startswith(f"{model}-"):
+            found.setdefault(model, []).append(path.stem[len(model) + 1 :])
+    return found
+
+
 def summarize(folder: Path, prices: dict[str, float]) -> str:
     lines: list[str] = []
     by_model: dict[str, list[Any]] = {}  # a model's GPU and CPU sweeps, one table (the server-batching runs apart)
     in_flight: dict[str, list[Any]] = {}  # its batch-1 requests at several in flight, a line below the table
-    for run_dir in sorted(p for p in (folder / "runs").iterdir() if (p / "points.jsonl").exists()):
+    floors = _floor_labels(folder)
+    runs = sorted(p for p in (folder / "runs").glob("*") if (p / "points.jsonl").exists())
+    for run_dir in runs:
         if run_dir.name.endswith(SERVER_BATCHING_RUN):
             continue
         into = in_flight if run_dir.name.endswith(IN_FLIGHT_RUN) else by_model
         for point in read_points(run_dir):  # a run killed before its first point has none: nothing to add
             into.setdefault(point.model, []).append(point)
-    for model in in_flight:  # a visit that ran the in-flight step alone still says it
+    for model in [*in_flight, *floors]:  # a visit that ran the in-flight step or a floor alone still says it
         by_model.setdefault(model, [])
     for model, points in by_model.items():
         lines += [f"### {model}", ""]
@@ -163,19 +184,24 @@ def summarize(folder: Path, prices: dict[str, float]) -> str:
                 f" | {ratio_text(gain)} | {plateau} | {shown[0]} · {shown[1]}{flag} | {split} | {cost} |"
             )
         lines.append("")
-        for target in analyze_run(points).targets:
-            device, _, precision = target.name.partition("-")
+        # every floor of the model: those beside a served target in the table's order, then any measured alone
+        served = [target.name for target in analyze_run(points).targets]
+        labels = [x for x in served if x in floors.get(model, [])]
+        labels += [x for x in floors.get(model, []) if x not in served]
+        for label in labels:
+            device, _, precision = label.partition("-")
             floor = _floor(folder, model, device, precision)
             if len(floor) > 1:
                 one = _in_process(floor[min(floor)])
                 best_batch = max(floor, key=lambda b: floor[b]["images_per_s"])
                 top = _in_process(floor[best_batch])
                 lines.append(
-                    f"In process on {target.name}: {_interval(one)} img/s at batch 1, {_interval(top)}"
+                    f"In process on {label}: {_interval(one)} img/s at batch 1, {_interval(top)}"
                     f" at {best_batch} ({ratio_text(ratio(top, one))}), stops growing "
                     f"{stops_growing({b: x['images_per_s'] for b, x in floor.items()})}; largest measured "
                     f"{max(floor)}, compile {sum(x['compile_s'] for x in floor.values()):.0f} s in all"
-                    f"{_first_runs(floor)}{_as_served(floor[min(floor)])}{_witness(folder, model, device, precision)}."
+                    f"{_first_runs(floor)}{_as_served(floor[min(floor)])}{_witness(folder, model, device, precision)}"
+                    f"{_cost(prices.get(device), top.value)}."
                 )
         flying = in_flight.get(model, [])
         if flying:
