@@ -121,7 +121,7 @@ def _floor_figures(model: str, device: str) -> list[str]:
     """Batch 1 and the best (batch) with their 95% intervals, the gain with its interval, where throughput stops
     growing (summarize.stops_growing: as far as the measured sizes say) and the cost
     per million images, of a committed floor, read as summarize.py reads it."""
-    kind = "cpu" if device == "16 cores" else "gpu"
+    kind = "cpu" if device.startswith("16 cores") else "gpu"
     precision = "fp32" if kind == "cpu" else device.split(", ")[1]
     visit = FLOOR_VISITS.get((model, kind), VISITS[model])
     floor = SUMMARIZE._floor(H100_RUN / visit, model, kind, precision)
