@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -26,9 +27,10 @@ def export(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from serve_bench import export as library
+    from serve_bench._tf import tensorflow_installed
     from serve_bench.catalogue import CATALOGUE, get_spec
     from serve_bench.load import memory_available
-    from serve_bench.runtimes import DEFAULT_RUNTIME
+    from serve_bench.runtimes import CONVERSION_FILE, DEFAULT_RUNTIME
 
     if args.list:
         Console().print(library.catalogue_table())
@@ -41,12 +43,13 @@ def export(args: argparse.Namespace) -> int:
     library.check_warmup_batch_sizes(get_spec(args.model), sizes, memory_available())
     runtimes = library.parse_runtimes(args.runtimes) if args.runtimes is not None else None
     asked = {part.strip() for part in (args.runtimes or "").split(",")}
-    if runtimes is not None and not library.tensorflow_installed() and DEFAULT_RUNTIME not in asked:
+    if runtimes is not None and not tensorflow_installed() and DEFAULT_RUNTIME not in asked:
         # a host without TensorFlow (a GPU host with JAX): copies for runtimes that build the model themselves
         for path in library.export_without_tensorflow(
             args.model, runtimes, weights=args.weights, out=args.models_dir, version=args.version
         ):
-            print(f"{args.model}: {path.parent} (random weights, built from the catalogue where it runs)")
+            made = json.loads((path.parent / CONVERSION_FILE).read_text()).get("converter", "")
+            print(f"{args.model}: {path.parent} ({made})")  # how its random weights came: built, or drawn
         return 0
     result = library.export_model(
         args.model,

@@ -480,17 +480,29 @@ def test_the_next_visits_command_measures_what_the_last_left(tmp_path, monkeypat
 
 
 def test_the_second_call_measures_where_the_time_goes_with_perf_analyzer_beside(tmp_path, monkeypatch):
-    """The README's second call for a next visit: the overhead step alone, InceptionV3 at tf32; with perf_analyzer
-    carried (visit.sh sets SERVE_BENCH_PERF_ANALYZER to .whl/perf_analyzer) and starting there, server_overhead
-    runs it in each round, and without it the step runs as before."""
+    """The README's second call for a next visit: the host's CPU floor by ONNX Runtime for the three models, and
+    where InceptionV3's served time goes at tf32 after its floor; with perf_analyzer carried (visit.sh sets
+    SERVE_BENCH_PERF_ANALYZER to .whl/perf_analyzer) and starting there, server_overhead runs it in each round, and
+    without it the step runs as before."""
+    import types
+
     readme = SCRIPT.with_name("README.md").read_text()
-    (line,) = [x for x in readme.splitlines() if x.startswith("END_S=") and "--steps overhead" in x]
+    (line,) = [x for x in readme.splitlines() if x.startswith("END_S=") and "overhead" in x]
     script = _script()
     args = script.arguments().parse_args(line.split("visit.sh ")[1].split())
     monkeypatch.setattr(script, "_jax_gpus", lambda plan: ["cuda:0 NVIDIA H100 80GB HBM3"])
+    drawn: list[str] = []  # the ONNX Runtime copies, drawn from the skeletons carried (tests/test_onnx_skeleton.py)
+    kept = types.SimpleNamespace(write_random=lambda models, model, version: drawn.append(model) or models / model)
+    monkeypatch.setattr(script, "record", lambda name: kept)
     plan = script.Plan(tmp_path, 400, None)
-    (step,) = script.build_steps(plan, args)
-    assert step.name == "overhead inception_v3 gpu-tf32"
+    steps = script.build_steps(plan, args)
+    assert [step.name for step in steps] == [
+        "floor inception_v3 cpu fp32 onnxruntime",
+        "overhead inception_v3 gpu-tf32",
+        "floor mobilenet_v2 cpu fp32 onnxruntime",
+        "floor resnet50 cpu fp32 onnxruntime",
+    ]
+    assert drawn == ["inception_v3", "mobilenet_v2", "resnet50"]
 
     commands: list[list[str]] = []
     real_popen = script.subprocess.Popen
@@ -522,11 +534,11 @@ def test_the_second_call_measures_where_the_time_goes_with_perf_analyzer_beside(
     assert "--perf-analyzer" in commands[0] and "--perf-analyzer" not in commands[1]
 
 
-def test_the_hosts_cpu_measured_by_onnx_runtime_from_a_carried_skeleton(models_dir, tmp_path):
-    """--cpu-runtime onnxruntime (XLA:CPU runs these convnets 2-10x slower than ONNX Runtime, which the GPU host
-    has): the CPU's copy drawn from the skeleton SERVE_BENCH_ONNX_SKELETONS names, as visit.sh points the run at
-    .whl/onnx; its served target and its floor name the runtime, and summarize.py puts that floor beside that
-    target's served figures."""
+def test_the_hosts_cpu_measured_by_onnx_runtime_from_a_carried_skeleton(models_dir, tmp_path, monkeypatch):
+    """--cpu-runtime onnxruntime (on the 2-core VM XLA:CPU ran these convnets 2-28x slower than ONNX Runtime, which
+    the GPU host has): the CPU's copy drawn from the skeleton SERVE_BENCH_ONNX_SKELETONS names, as visit.sh points
+    the run at .whl/onnx; its served target and its floor name the runtime, and summarize.py puts that floor beside
+    that target's served figures. Asked for GPU steps alone, the run draws no CPU copy (no skeleton needed)."""
     require_runtime("onnxruntime")
     from serve_bench.export import converted_model_path
     from serve_bench.runtimes._onnxruntime import SKELETONS_ENV, strip_weights
@@ -565,3 +577,14 @@ def test_the_hosts_cpu_measured_by_onnx_runtime_from_a_carried_skeleton(models_d
         [sys.executable, str(SCRIPT.with_name("summarize.py")), str(out)], capture_output=True, text=True, timeout=300
     )
     assert alone.returncode == 0 and "In process on cpu-fp32-onnxruntime:" in alone.stdout, alone.stderr[-2000:]
+    # no step that runs the CPU: no copy drawn, so no skeleton asked for (the same run with none carried)
+    monkeypatch.delenv(SKELETONS_ENV, raising=False)
+    script = _script()
+    plan = script.Plan(out=tmp_path / "gpu-only", budget_s=60, archive=None)
+    args = script.arguments().parse_args(["--models", "tiny", "--devices", "cpu", "--cpu-runtime", "onnxruntime"])
+    args.steps = "gpu-floor"
+    assert script.build_steps(plan, args) == []
+    assert not (tmp_path / "gpu-only/models/onnx").exists()
+    with pytest.raises(script.UserError, match="no ONNX skeleton of tiny"):
+        args.steps = "cpu-floor"
+        script.build_steps(plan, args)

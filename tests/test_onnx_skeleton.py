@@ -134,11 +134,16 @@ async def test_a_host_without_tensorflow_exports_and_serves_an_onnx_copy(skeleto
     models = tmp_path / "exported_models"
     env = {**without_tensorflow, ort_record.SKELETONS_ENV: str(skeletons)}
     args = ["export", "tiny", "--weights", "random", "--runtimes", "onnxruntime", "--models-dir", str(models)]
+    bare = {k: v for k, v in env.items() if k != ort_record.SKELETONS_ENV}  # no skeletons named: convert, as ever
+    refused = subprocess.run([sys.executable, "-m", "serve_bench", *args], env=bare, capture_output=True, text=True)
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert "needs TensorFlow" in refused.stderr and "serve-bench[tensorflow]" in refused.stderr
     done = subprocess.run(
         [sys.executable, "-m", "serve_bench", *args], env=env, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr
     assert not (models / "tiny").exists() and (models / "onnx/tiny/1/model.onnx").is_file()
+    assert "drawn" in done.stdout and "skeleton tiny.onnx" in done.stdout  # says how the copy was made
     with LocalServerProcess(models, "tiny", extra_flags=("--runtime=onnxruntime",)) as server:
         async with connect(server.grpc_url, "tiny") as client:
             signature = (await client.metadata())["serving_default"]
@@ -171,3 +176,25 @@ def test_the_floor_measures_onnx_runtime_with_its_precision_witnessed(models_dir
     assert {"jax", "onnxruntime"} <= set(str(other.value).split(" not ")[0].replace(",", " ").split())
     with pytest.raises(UserError, match="precision"):
         measure_floor(copy, "cpu", "tf32", (1,), runtime="onnxruntime", out=io.StringIO())
+
+
+def test_export_without_tf2onnx_names_it(tmp_path, monkeypatch, capsys):
+    """Converting for ONNX Runtime needs tf2onnx (running does not): asked for by name, export refuses in one line
+    naming it; by default, it exports the rest and says why there is no ONNX copy."""
+    import importlib.util
+
+    from serve_bench.cli import main
+
+    require_runtime("onnxruntime")
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "tf2onnx" else find_spec(name, *a)
+    )
+    asked = ["export", "tiny", "--weights", "random", "--models-dir", str(tmp_path / "asked")]
+    assert main([*asked, "--runtimes", "tensorflow,onnxruntime"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "tf2onnx" in err and "serve-bench[runtimes]" in err
+    assert main(["export", "tiny", "--weights", "random", "--models-dir", str(tmp_path / "default")]) == 0
+    said = capsys.readouterr()
+    assert "not converted for onnxruntime needs tf2onnx" in said.out + said.err
+    assert not (tmp_path / "default" / "onnx").exists() and (tmp_path / "default" / "tiny" / "1").is_dir()

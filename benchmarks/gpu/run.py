@@ -58,7 +58,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks import perf_analyzer  # noqa: E402
 from serve_bench.errors import UserError  # noqa: E402
 from serve_bench.export import parse_batch_sizes  # noqa: E402
-from serve_bench.runtimes import JAX, ONNXRUNTIME, record, write_random_copy  # noqa: E402
+from serve_bench.runtimes import JAX, RECORDS, record, write_random_copy  # noqa: E402
 
 GPU_SIZES = "1,2,4,8,16,32,64,128,256"
 # the servers' --max_body_bytes: the default 256 MiB caps a gRPC input at 64 Mi floats (a quarter of it), under
@@ -66,8 +66,12 @@ GPU_SIZES = "1,2,4,8,16,32,64,128,256"
 BODY_BYTES = 1 << 30
 CPU_SIZES = "1,8,64"
 GPU_MEMORY_FRACTION = "0.9"  # of the GPU's memory a floor may take (JAX's default limit is 0.75)
-# what may measure the host's CPU: XLA:CPU (the GPU's runtime), or ONNX Runtime on a copy drawn from a carried skeleton
-CPU_RUNTIMES = (JAX.name, ONNXRUNTIME.name)
+# what may measure the host's CPU: a runtime that runs there without TensorFlow, draws its own copy of a catalogue
+# model and has a floor runner (XLA:CPU, the GPU's own runtime, first; ONNX Runtime from a carried skeleton)
+CPU_RUNTIMES = (
+    JAX.name,
+    *(r.name for r in RECORDS.values() if r is not JAX and r.standalone and r.write_random and r.floor),
+)
 
 
 def label(device: str, precision: str, runtime: str = JAX.name) -> str:
@@ -408,16 +412,20 @@ def build_steps(plan: Plan, args: argparse.Namespace) -> list[Step]:
         raise UserError(f"--cpu-runtime {cpu!r}: one of {', '.join(CPU_RUNTIMES)}")
     # the CPU's copies: jax's own, or ONNX Runtime's drawn from the skeletons carried (a missing one stops the run
     # here, in one line, before any step)
-    cpu_copies = copies
-    draw = record(cpu).write_random
-    if "cpu" in devices and cpu != JAX.name and draw is not None:
-        record(cpu).require()
-        cpu_copies = {m: draw(plan.out / "models", m, 1) for m in models}
     on_gpu = [(label("gpu", p), "gpu", p, JAX.name) for p in precisions if "gpu" in devices]
     # the CPU is served in a sweep of its own, at its own sizes: XLA:CPU at the GPU's largest batches would
     # take minutes of the visit for the least informative points
     on_cpu = [(label("cpu", "fp32", cpu), "cpu", "fp32", cpu)] if "cpu" in devices else []
     served = on_gpu + on_cpu
+    # the CPU's copies: jax's own, or another runtime's drawn here (from the skeletons carried, for ONNX Runtime),
+    # only where a step that runs the CPU is asked for; a missing skeleton stops the run in one line, before any step
+    cpu_copies = copies
+    cpu_steps = {"served", "cpu-floor"} | ({"in-flight", "batching", "overhead"} if served[0][1] == "cpu" else set())
+    if on_cpu and cpu != JAX.name and kinds & cpu_steps:
+        draw = record(cpu).write_random
+        if draw is None:
+            raise UserError(f"--cpu-runtime {cpu}: its record draws no copy of its own on a host without TensorFlow")
+        cpu_copies = {m: draw(plan.out / "models", m, 1) for m in models}
     # The GPU's first floor of a model picks its batch sizes within a share of the time left (compiling is the
     # unknown: seconds per size and precision on a GPU), widest coverage first; its other precision and the
     # served sweep then run the sizes it reached, which the shared compile cache already holds.
@@ -541,8 +549,8 @@ def arguments() -> argparse.ArgumentParser:
     parser.add_argument(
         "--cpu-runtime",
         default=CPU_RUNTIMES[0],
-        help=f"what measures the CPU: {' or '.join(CPU_RUNTIMES)} (a copy drawn from the skeleton carried in "
-        f"{ONNXRUNTIME.name}'s folder, .whl/onnx: XLA:CPU runs these convnets 2-10x slower than ONNX Runtime)",
+        help=f"what measures the CPU: {' or '.join(CPU_RUNTIMES)} (onnxruntime: copies drawn from the skeletons "
+        "carried in .whl/onnx; on the 2-core VM XLA:CPU ran these convnets 2-28x slower than ONNX Runtime)",
     )
     parser.add_argument("--precisions", default="tf32,fp32", help="the GPU's, first the headline's")
     parser.add_argument("--batch-sizes", default=GPU_SIZES)

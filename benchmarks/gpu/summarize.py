@@ -79,7 +79,8 @@ def _cost(price_per_hour: float | None, images_per_s: float) -> str:
 
 
 def _first_runs(floor: dict[int, dict[str, Any]]) -> str:
-    """The programs' first executions, apart from their compiles (a GPU's; none on a CPU, "" then)."""
+    """The programs' first executions, apart from their compiles (a GPU's, and ONNX Runtime's first run of a size;
+    none for XLA:CPU, "" then)."""
     runs = [x["first_run_s"] for x in floor.values() if x.get("first_run_s") is not None]
     return f", first runs {sum(runs):.1f} s (the longest {max(runs):.2f})" if runs else ""
 

@@ -28,7 +28,6 @@ from serve_bench.export._export import (
     export_without_tensorflow,
     model_facts,
     parse_batch_sizes,
-    tensorflow_installed,
 )
 from serve_bench.export._layout import (
     METADATA_FILE,
@@ -85,7 +84,6 @@ __all__ = [
     "read_metadata",
     "read_warmup_records",
     "relative_difference",
-    "tensorflow_installed",
     "triton_config_text",
     "warmup_requests",
     "write_mlserver_model",

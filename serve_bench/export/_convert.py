@@ -35,10 +35,9 @@ import numpy as np
 
 from serve_bench.errors import InvalidValue, UserError, first_line
 from serve_bench.export._layout import discard_staging, read_metadata
-from serve_bench.runtimes import CONVERTED_RUNTIMES, RUNTIMES, record
+from serve_bench.runtimes import CONVERSION_FILE, CONVERTED_RUNTIMES, RUNTIMES, record
 
 __all__ = [
-    "CONVERSION_FILE",
     "Conversion",
     "convert_saved_model",
     "converted_files",
@@ -50,7 +49,6 @@ __all__ = [
     "summation_profile",
 ]
 
-CONVERSION_FILE = "conversion.json"
 # the unit roundoff of float32: every sum of products is exact to within this, relative, per term
 FLOAT32_ROUNDOFF = 2.0**-24
 # rounding errors of many terms of either sign add up like a random walk; the largest of a few

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from serve_bench._tf import import_tensorflow, tensorflow_installed
+from serve_bench._tf import import_tensorflow
 from serve_bench.catalogue import ModelSpec, get_spec
 from serve_bench.errors import InvalidValue, UserError
 from serve_bench.export._config import write_models_config
@@ -43,7 +43,6 @@ __all__ = [
     "export_without_tensorflow",
     "model_facts",
     "parse_batch_sizes",
-    "tensorflow_installed",
 ]
 
 DEFAULT_WARMUP_BATCH_SIZES = (1, 8, 32)

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from serve_bench.export import tensorflow_installed
+from serve_bench._tf import tensorflow_installed
 from serve_bench.runtimes import RECORDS, record
 
 __all__ = ["RUNTIME_NAMES", "InProcessModel", "find_saved_model", "tensorflow_installed"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 from serve_bench.runtimes._jax import JAX, JaxRunner, features_in_child, keras_on_jax, write_copy, write_random_copy
 from serve_bench.runtimes._onnxruntime import ONNXRUNTIME
 from serve_bench.runtimes._openvino import OPENVINO
-from serve_bench.runtimes._record import RuntimeRecord
+from serve_bench.runtimes._record import CONVERSION_FILE, RuntimeRecord
 from serve_bench.runtimes._registry import (
     CONVERTED_RUNTIMES,
     DEFAULT_RUNTIME,
@@ -33,6 +33,7 @@ from serve_bench.runtimes._settings import (
 from serve_bench.runtimes._tensorflow import TENSORFLOW
 
 __all__ = [
+    "CONVERSION_FILE",
     "CONVERTED_RUNTIMES",
     "DEFAULT_RUNTIME",
     "JAX",

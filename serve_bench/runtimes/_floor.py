@@ -243,7 +243,8 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="the runtime's copy: exported_models/jax/<model>/<v>/conversion.json, or onnx/<model>/<v>/model.onnx",
     )
-    parser.add_argument("--runtime", default="jax", help="jax or onnxruntime (the runtimes with a floor runner)")
+    floors = " or ".join(r.name for r in _records() if r.floor is not None)
+    parser.add_argument("--runtime", default="jax", help=f"{floors} (the runtimes with a floor runner)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--precision", default="fp32")
     parser.add_argument("--batch-sizes", type=_batch_sizes, default=(1, 8, 32))

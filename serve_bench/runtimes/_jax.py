@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from serve_bench.errors import UserError, first_line
-from serve_bench.runtimes._record import RuntimeRecord
+from serve_bench.runtimes._record import CONVERSION_FILE, RuntimeRecord
 
 if TYPE_CHECKING:  # the registry's RuntimeSettings validates against the records: no import at run time
     from serve_bench.runtimes._settings import Runner, RuntimeSettings
@@ -364,7 +364,7 @@ JAX = RuntimeRecord(
     name="jax",
     display="Keras on JAX (XLA)",
     directory=DIRECTORY,
-    model_file="conversion.json",
+    model_file=CONVERSION_FILE,
     packages=("keras", "jax"),
     extra="pip install 'serve-bench[jax]'",
     converter="the Keras model's weights, in model.weights order",

@@ -5,8 +5,8 @@ backend). tf2onnx 1.17 converts the loaded ``serving_default`` (``convert.from_f
 ``export(format="onnx")`` calls the same function, on the Keras model without preprocessing), at an
 opset that Triton 2.51's ONNX Runtime (1.19) and ONNX Runtime 1.31 both run.
 
-Where TensorFlow cannot run (the GPU host) and the weights cannot travel (InceptionV3's are 91 MB, over what a
-device call carries), the copy is built there from a *skeleton*: the same tf2onnx graph, converted here, whose
+Where TensorFlow cannot run (the GPU host) and the weights cannot travel (InceptionV3's and ResNet-50's copies are
+83 and 90 MiB), the copy is built there from a *skeleton*: the same tf2onnx graph, converted here, whose
 large float weights are left out and replaced by their mean and spread (:func:`strip_weights`, run by
 ``make gpu-wheels``); :func:`fill_weights` draws each again, uniform with that mean and spread (Keras' random
 initializers are uniform, and a folded batch normalization only scales them), so the copy computes with weights
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from serve_bench.errors import UserError, first_line
-from serve_bench.runtimes._record import RuntimeRecord
+from serve_bench.runtimes._record import CONVERSION_FILE, RuntimeRecord
 from serve_bench.runtimes._runners import OnnxRunner
 
 if TYPE_CHECKING:  # the registry's RuntimeSettings validates against the records: no import at run time
@@ -39,7 +39,7 @@ __all__ = ["ONNXRUNTIME", "SKELETONS_ENV", "fill_weights", "strip_weights", "wri
 ONNX_OPSET = 17
 SKELETONS_ENV = "SERVE_BENCH_ONNX_SKELETONS"  # a folder of <model>.onnx skeletons (make gpu-wheels: .whl/onnx)
 # a float32 initializer of this many elements or more travels as its mean and spread alone: every convolution's
-# kernel; biases, shapes and axes stay whole (InceptionV3: 91 MB of weights, a 0.3 MB skeleton)
+# kernel; biases, shapes and axes stay whole (InceptionV3: an 83 MiB copy, a 105 KiB skeleton)
 STRIP_FROM_ELEMENTS = 1024
 _FILL_TAG = "serve-bench fill: "  # an initializer's doc_string, then {"mean": m, "std": s}
 _SKELETON_KEY = "serve-bench skeleton"  # the model's metadata_props entry: the weights it left out
@@ -61,7 +61,8 @@ def strip_weights(source: Path, destination: Path) -> int:
             tensor.ClearField("raw_data")
             tensor.ClearField("float_data")
             stripped += 1
-    onnx.helper.set_model_props(model, {_SKELETON_KEY: str(stripped)})
+    props = {prop.key: prop.value for prop in model.metadata_props}
+    onnx.helper.set_model_props(model, {**props, _SKELETON_KEY: str(stripped)})
     destination.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(model, str(destination))
     return stripped
@@ -103,15 +104,22 @@ def write_random_copy(models_dir: Path, model: str, version: int) -> Path:
     """An ONNX Runtime copy of catalogue ``model`` ``version`` for a host without TensorFlow: its skeleton (from
     the folder ``SERVE_BENCH_ONNX_SKELETONS`` names) with the weights drawn again; its model.onnx path."""
     from serve_bench.catalogue import get_spec
+    from serve_bench.runtimes._tensorflow import TENSORFLOW
 
     get_spec(model)
     folder = os.environ.get(SKELETONS_ENV)
+    if not folder and TENSORFLOW.missing() is not None:  # converting is the way anywhere but a GPU visit
+        raise UserError(
+            f"export needs TensorFlow to convert {model} for onnxruntime, which is not installed: {TENSORFLOW.extra} "
+            f"(where it cannot run, a copy is drawn from a skeleton: set {SKELETONS_ENV}; make gpu-wheels writes them)"
+        )
+    ONNXRUNTIME.require()
     skeleton = Path(folder) / f"{model}.onnx" if folder else None
     if skeleton is None or not skeleton.is_file():
         where = f"{skeleton} does not exist" if skeleton else f"{SKELETONS_ENV} is not set"
         raise UserError(
-            f"no ONNX skeleton of {model} ({where}): without TensorFlow the onnxruntime copy is built from one; "
-            f"make gpu-wheels writes them into .whl/onnx (it needs TensorFlow), then set {SKELETONS_ENV}"
+            f"no ONNX skeleton of {model} ({where}): a copy with random weights is drawn from one where TensorFlow "
+            f"cannot convert (make gpu-wheels writes them into .whl/onnx; set {SKELETONS_ENV} to that folder)"
         )
     directory = models_dir / ONNXRUNTIME_DIRECTORY / model / str(version)
     path = directory / MODEL_FILE
@@ -120,11 +128,9 @@ def write_random_copy(models_dir: Path, model: str, version: int) -> Path:
         "runtime": "onnxruntime",
         "model": model,
         "weights": f"random: drawn per weight with its mean and spread in a random export's (seed {FILL_SEED})",
-        "converter": f"skeleton {skeleton.name} (tf2onnx, converted where TensorFlow runs)",
+        "converter": f"drawn from skeleton {skeleton.name} (a tf2onnx graph converted where TensorFlow runs)",
         "path": str(path),
     }
-    from serve_bench.export._convert import CONVERSION_FILE
-
     (directory / CONVERSION_FILE).write_text(json.dumps(record, indent=2) + "\n")
     return path
 
@@ -155,7 +161,12 @@ class OnnxFloorRunner:
 
         ONNXRUNTIME.check_device(device)
         ONNXRUNTIME.check_precision(precision)
-        self.spec = get_spec(copy.parent.parent.name)  # exported_models/onnx/<model>/<version>/model.onnx
+        try:
+            self.spec = get_spec(copy.parent.parent.name)  # exported_models/onnx/<model>/<version>/model.onnx
+        except UserError as exc:
+            raise UserError(
+                f"{copy}: the floor runs a catalogue model's copy, <models>/onnx/<model>/<version>/model.onnx ({exc})"
+            ) from None
         try:
             self._runner = OnnxRunner(str(copy))
         except Exception as exc:  # ORT's own kinds for a missing or damaged file

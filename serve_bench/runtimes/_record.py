@@ -26,7 +26,11 @@ from serve_bench.errors import InvalidValue, UserError
 if TYPE_CHECKING:  # RuntimeSettings validates against the records: no import at run time
     from serve_bench.runtimes._settings import Runner, RuntimeSettings
 
-__all__ = ["RuntimeRecord"]
+__all__ = ["CONVERSION_FILE", "RuntimeRecord"]
+
+# a copy's facts, in its version directory beside its model file: which runtime, model, weights and converter (the jax
+# runtime's model file is this file itself: the model is built from the catalogue)
+CONVERSION_FILE = "conversion.json"
 
 
 @dataclass(frozen=True)

@@ -178,7 +178,9 @@ class Servable:
         self.path = path
         self.runtime = runtime or RuntimeSettings()
         kept = record(self.runtime.runtime)
-        standalone = kept.standalone and not (path / "saved_model.pb").is_file()
+        # no version directory at all (a host without TensorFlow has the runtime's copy alone); an empty or unfinished
+        # one fails as TF Serving's loader fails it
+        standalone = kept.standalone and not path.exists()
         self.signature_defs = _catalogue_signature_defs(path.parent.name) if standalone else _read_signature_defs(path)
         tf = None if standalone else tf  # no SavedModel to load: serving_default runs on the runtime's copy alone
         self._tf = tf
