@@ -119,3 +119,22 @@ def without_tensorflow(tmp_path, monkeypatch) -> dict[str, str]:
     path = os.pathsep.join([str(hook), str(Path(__file__).resolve().parents[1])])
     monkeypatch.setenv("PYTHONPATH", path)
     return {**os.environ, "PYTHONPATH": path}
+
+
+async def serve_tinys_standalone_copy(models: Path, runtime: str) -> str:
+    """Serve tiny's copy for ``runtime`` from ``models``, which holds no SavedModel (a host without TensorFlow): the
+    catalogue's signature is answered and two images get finite, varied features; the server's log, to check further."""
+    import numpy as np
+
+    from serve_bench.client import connect
+    from serve_bench.servers import LocalServerProcess
+
+    images = np.random.default_rng(44).uniform(0, 255, size=(2, 64, 64, 3)).astype(np.float32)
+    with LocalServerProcess(models, "tiny", extra_flags=(f"--runtime={runtime}",)) as server:
+        async with connect(server.grpc_url, "tiny") as client:
+            signature = (await client.metadata())["serving_default"]
+            features = (await client.predict({"images": images}))["features"]
+        log = server.log_path.read_text()
+    assert signature.inputs["images"].shape == (-1, 64, 64, 3) and signature.outputs["features"].shape == (-1, 32)
+    assert features.shape == (2, 32) and np.isfinite(features).all() and features.std() > 0
+    return log

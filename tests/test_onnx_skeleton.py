@@ -19,13 +19,11 @@ import numpy as np
 import pytest
 
 from serve_bench import export
-from serve_bench.client import connect
 from serve_bench.errors import UserError
 from serve_bench.runtimes import ONNXRUNTIME, RuntimeSettings, open_runner
 from serve_bench.runtimes import _onnxruntime as ort_record
 from serve_bench.runtimes._floor import measure_floor
-from serve_bench.servers import LocalServerProcess
-from tests.conftest import require_runtime
+from tests.conftest import require_runtime, serve_tinys_standalone_copy
 
 # tiny's tf2onnx graph: two convolution kernels (216 and 1,152 weights) and a dense one (512), an axes constant and
 # a scalar: from 200 on, the three kernels are left out and the other two travel
@@ -144,13 +142,7 @@ async def test_a_host_without_tensorflow_exports_and_serves_an_onnx_copy(skeleto
     assert done.returncode == 0, done.stderr
     assert not (models / "tiny").exists() and (models / "onnx/tiny/1/model.onnx").is_file()
     assert "drawn" in done.stdout and "skeleton tiny.onnx" in done.stdout  # says how the copy was made
-    with LocalServerProcess(models, "tiny", extra_flags=("--runtime=onnxruntime",)) as server:
-        async with connect(server.grpc_url, "tiny") as client:
-            signature = (await client.metadata())["serving_default"]
-            features = (await client.predict({"images": _images(2, seed=44)}))["features"]
-        log = server.log_path.read_text()
-    assert signature.inputs["images"].shape == (-1, 64, 64, 3) and signature.outputs["features"].shape == (-1, 32)
-    assert features.shape == (2, 32) and np.isfinite(features).all() and features.std() > 0
+    log = await serve_tinys_standalone_copy(models, "onnxruntime")
     assert "runtime=onnxruntime" in log and "tensorflow" not in log.lower().split("serving_default")[0]
 
 

@@ -30,7 +30,7 @@ from serve_bench.runtimes import JAX, features_in_child
 from serve_bench.server import config_from_args
 from serve_bench.server._config import build_arg_parser, compile_sizes
 from serve_bench.servers import LocalServerProcess
-from tests.conftest import free_port, require_runtime
+from tests.conftest import free_port, require_runtime, serve_tinys_standalone_copy
 
 CATALOGUE_ENV = "SERVE_BENCH_CATALOGUE"  # `make test-catalogue`: the jax copy of every catalogue model
 
@@ -213,13 +213,7 @@ async def test_a_host_without_tensorflow_exports_and_serves_a_random_copy(tmp_pa
     both = [*cli, "export", "tiny", "--weights", "random", "--runtimes", "tensorflow,jax", "--models-dir", str(models)]
     asked = subprocess.run(both, env=without_tensorflow, capture_output=True, text=True, timeout=300)
     assert asked.returncode == 2 and "serve-bench[tensorflow]" in asked.stderr  # TensorFlow asked for by name
-    with LocalServerProcess(models, "tiny", extra_flags=("--runtime=jax",)) as server:
-        async with connect(server.grpc_url, "tiny") as client:
-            signature = (await client.metadata())["serving_default"]
-            features = (await client.predict({"images": _images(2, seed=44)}))["features"]
-        log = server.log_path.read_text()
-    assert signature.inputs["images"].shape == (-1, 64, 64, 3) and signature.outputs["features"].shape == (-1, 32)
-    assert features.shape == (2, 32) and np.isfinite(features).all() and features.std() > 0
+    log = await serve_tinys_standalone_copy(models, "jax")
     assert "weights=random (no weights file" in log and "tensorflow" not in log.lower().split("serving_default")[0]
 
 

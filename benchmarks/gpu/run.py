@@ -410,8 +410,6 @@ def build_steps(plan: Plan, args: argparse.Namespace) -> list[Step]:
     cpu = args.cpu_runtime
     if cpu not in CPU_RUNTIMES:
         raise UserError(f"--cpu-runtime {cpu!r}: one of {', '.join(CPU_RUNTIMES)}")
-    # the CPU's copies: jax's own, or ONNX Runtime's drawn from the skeletons carried (a missing one stops the run
-    # here, in one line, before any step)
     on_gpu = [(label("gpu", p), "gpu", p, JAX.name) for p in precisions if "gpu" in devices]
     # the CPU is served in a sweep of its own, at its own sizes: XLA:CPU at the GPU's largest batches would
     # take minutes of the visit for the least informative points
@@ -423,8 +421,7 @@ def build_steps(plan: Plan, args: argparse.Namespace) -> list[Step]:
     cpu_steps = {"served", "cpu-floor"} | ({"in-flight", "batching", "overhead"} if served[0][1] == "cpu" else set())
     if on_cpu and cpu != JAX.name and kinds & cpu_steps:
         draw = record(cpu).write_random
-        if draw is None:
-            raise UserError(f"--cpu-runtime {cpu}: its record draws no copy of its own on a host without TensorFlow")
+        assert draw is not None  # CPU_RUNTIMES holds only runtimes that draw a copy of their own
         cpu_copies = {m: draw(plan.out / "models", m, 1) for m in models}
     # The GPU's first floor of a model picks its batch sizes within a share of the time left (compiling is the
     # unknown: seconds per size and precision on a GPU), widest coverage first; its other precision and the

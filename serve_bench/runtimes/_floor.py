@@ -174,12 +174,12 @@ def measure_floor(
     largest while throughput grows); each line is also written to ``out`` as JSON the moment it is measured.
     Past ``max_seconds`` (compiling included) no further size is started once both ends are measured, and a
     line says which were left. ``runtime``: a runtime whose record has a floor runner (jax, onnxruntime)."""
-    from serve_bench.runtimes import record
+    from serve_bench.runtimes import RECORDS, record
 
     started = time.perf_counter()
     kept = record(runtime)
     if kept.floor is None:
-        floors = ", ".join(r.name for r in _records() if r.floor is not None)
+        floors = ", ".join(r.name for r in RECORDS.values() if r.floor is not None)
         raise UserError(f"the floor measures {floors}, not {runtime}")
     kept.require()
     runner = kept.floor(copy, device, precision)
@@ -219,12 +219,6 @@ def measure_floor(
     return lines
 
 
-def _records() -> list[Any]:
-    from serve_bench.runtimes import RECORDS
-
-    return list(RECORDS.values())
-
-
 def _batch_sizes(text: str) -> tuple[int, ...]:
     """``--batch-sizes 1,8,32``: positive whole numbers (the floor is measured below export, with no catalogue)."""
     try:
@@ -243,7 +237,9 @@ def main(argv: list[str] | None = None) -> int:
         type=Path,
         help="the runtime's copy: exported_models/jax/<model>/<v>/conversion.json, or onnx/<model>/<v>/model.onnx",
     )
-    floors = " or ".join(r.name for r in _records() if r.floor is not None)
+    from serve_bench.runtimes import RECORDS
+
+    floors = " or ".join(r.name for r in RECORDS.values() if r.floor is not None)
     parser.add_argument("--runtime", default="jax", help=f"{floors} (the runtimes with a floor runner)")
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--precision", default="fp32")
