@@ -458,25 +458,28 @@ def test_where_throughput_stops_growing_is_said_as_far_as_the_measured_sizes_go(
 
 
 def test_the_next_visits_command_measures_what_the_last_left(tmp_path, monkeypatch):
-    """The call benchmarks/gpu/README.md gives for a next visit (read from it, so the two cannot drift): the
-    headline models' tf32 floors (the sizes the second visit left out, with the idle-gap calls), batch 1 in flight
-    unbatched, and the server's batching on the sizes those floors compile; nothing the second visit measured."""
+    """The calls benchmarks/gpu/README.md gives for a next visit's first (read from it, so the two cannot drift): on
+    an H100 the headline models' tf32 floors (the sizes the second visit left out, with the idle-gap calls), batch 1
+    in flight unbatched, and the server's batching on the sizes those floors compile, nothing the second visit
+    measured; on an H200, never measured, the same for all three models, ResNet-50 last."""
     readme = SCRIPT.with_name("README.md").read_text()
-    (line,) = [x for x in readme.splitlines() if x.startswith("bash benchmarks/gpu/visit.sh --models")]
+    lines = [x for x in readme.splitlines() if x.startswith("bash benchmarks/gpu/visit.sh --models")]
+    assert len(lines) == 2  # an H100's (what its two visits left) and an H200's (nothing measured yet)
     script = _script()
-    args = script.arguments().parse_args(line.split()[2:])
     monkeypatch.setattr(script, "_jax_gpus", lambda plan: ["cuda:0 NVIDIA H100 80GB HBM3"])
-    names = [step.name for step in script.build_steps(script.Plan(tmp_path, 400, None), args)]
-    assert names == [
-        f"{kind} {model} gpu{rest}"
-        for model in ("inception_v3", "mobilenet_v2")
-        for kind, rest in (
-            ("floor", " tf32"),
-            ("in flight", "-tf32 batch 1 at 1,2,4"),
-            ("server batching", "-tf32 concurrency 8,32,128"),
-        )
-    ]
-    assert args.floor_share == 0.5
+    for line, models in zip(lines, (("inception_v3", "mobilenet_v2"), ("inception_v3", "mobilenet_v2", "resnet50"))):
+        args = script.arguments().parse_args(line.split()[2:])
+        names = [step.name for step in script.build_steps(script.Plan(tmp_path, 400, None), args)]
+        assert names == [
+            f"{kind} {model} gpu{rest}"
+            for model in models
+            for kind, rest in (
+                ("floor", " tf32"),
+                ("in flight", "-tf32 batch 1 at 1,2,4"),
+                ("server batching", "-tf32 concurrency 8,32,128"),
+            )
+        ]
+        assert args.floor_share == 0.5
 
 
 def test_the_second_call_measures_where_the_time_goes_with_perf_analyzer_beside(tmp_path, monkeypatch):
