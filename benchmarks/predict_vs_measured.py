@@ -70,6 +70,7 @@ class Measured:
     precision_from: str  # "its points" or "--precision"
     images_per_s: dict[int, float]
     intervals: dict[int, Interval]
+    gpu: str = ""  # the GPU's name where the measurement recorded it (a floor's header)
 
 
 def measured(
@@ -143,7 +144,17 @@ def measured_in_process(path: Path, model: str, precision: str) -> Measured:
         for x in measured_lines
         if x.get("images_per_s_ci")
     }
-    return Measured(f"in process ({path.name})", "the floor's header", dict(sorted(sizes.items())), intervals)
+    gpu = str(header["in_effect"].get("device", "")) if isinstance(header["in_effect"], dict) else ""
+    return Measured(f"in process ({path.name})", "the floor's header", dict(sorted(sizes.items())), intervals, gpu)
+
+
+def check_gpu(row: dict[str, Any], seen: Measured) -> None:
+    """Refuse a measurement on another GPU than the prediction's: each part of the predicted device's id (``h200``;
+    ``h100``, ``pcie``) must be in the GPU name the measurement recorded ("gpu:0 NVIDIA H100 80GB HBM3"). A
+    measurement that recorded no name is taken as the user gives it."""
+    name = seen.gpu.lower().replace(" ", "")
+    if name and not all(part in name for part in str(row["device"]).lower().split("-")):
+        raise UserError(f"the measurement ran on {seen.gpu!r}, not on {row['device']!r}; give --device for that GPU")
 
 
 def prediction_row(record: dict[str, Any], device: str | None) -> dict[str, Any]:
@@ -217,12 +228,20 @@ def report(record: dict[str, Any], row: dict[str, Any], seen: Measured) -> str:
         f"measured: {seen.target}, precision from {seen.precision_from}, one call at a time",
         f"{'batch':>5} {'predicted':>10} {'measured':>10} {'95% CI':>20} {'error':>8}",
     ]
+    fitted = {int(b) for b in row.get("fitted_batch_sizes") or ()}
     for r in rows:
         lines.append(
             f"{r.batch:>5} {'-' if r.predicted is None else f'{r.predicted:.1f}':>10} "
             f"{'-' if r.measured is None else f'{r.measured:.1f}':>10} "
             f"{r.interval.describe() if r.interval else '':>20} "
             f"{'' if r.error is None else f'{r.error:+.1%}':>8}"
+            + ("  fitted" if r.batch in fitted and r.error is not None else "")
+        )
+    if "fitted_batch_sizes" in row:  # a prediction fitted on measurements of its own device says which
+        unseen = [abs(r.error) for r in rows if r.error is not None and r.batch not in fitted]
+        lines.append(
+            "fitted: a size the prediction was fitted on (no test of it); the sizes it was not fitted on: "
+            + (f"median |error| {statistics.median(unseen):.1%} over {len(unseen)}" if unseen else "none measured")
         )
     if gain is None:
         lines.append("batching gain: not compared (batch 1 is not on both sides)")
@@ -252,6 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise UserError(f"--precision {args.precision}: the prediction is of {row['precision']}")
         if args.run.is_file():
             seen = measured_in_process(args.run, record["model"], row["precision"])
+            check_gpu(row, seen)
         else:
             seen = measured(
                 read_points(args.run), record["model"], row["precision"], args.target, args.precision is not None

@@ -38,50 +38,88 @@ def test_the_frozen_files_are_what_the_h100_floors_give() -> None:
     assert sorted(p.name for p in FROZEN.glob("*.json")) == sorted(predict_xla.freeze())
 
 
+def _h200_floor(source: Path, target: Path) -> Path:
+    """An H100 floor's figures under an H200's header, as the next visit's floors will name their GPU."""
+    lines = source.read_text().splitlines()
+    header = json.loads(lines[0])
+    header["in_effect"]["device"] = "gpu:0 NVIDIA H200"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    return target
+
+
+H100_FLOOR = predict_xla.RESULTS / "h100-2026-11-27" / "visit-1" / "floor" / "inception_v3-gpu-tf32.jsonl"
+
+
 def test_a_later_visit_cannot_enter_the_fit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An H200 visit's floors beside the H100's (as the next visit's results will lie) leave the fit alone."""
     results = _copy_results(tmp_path, monkeypatch)
-    later = results / "h200-2026-12-01" / "visit-1" / "floor"
-    later.mkdir(parents=True)
-    shutil.copy(results / "h100-2026-11-27" / "visit-1" / "floor" / "inception_v3-gpu-tf32.jsonl", later)
+    _h200_floor(H100_FLOOR, results / "h200-2026-12-01" / "visit-1" / "floor" / H100_FLOOR.name)
     assert predict_xla.check(FROZEN) == []
-    assert all(
-        source.split("/")[0] in predict_xla.FITTED_ON
-        for sources in json.loads((FROZEN / "fit.json").read_text())["sources"].values()
-        for source in sources
-    )
+    sources = predict_xla.freeze()["fit.json"]["sources"]
+    assert {source.split("/")[0] for files in sources.values() for source in files} == set(predict_xla.FITTED_ON)
 
 
-def test_one_figure_changed_in_the_floors_moves_every_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_floor_of_another_gpu_among_the_h100s_stops_the_fit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    results = _copy_results(tmp_path, monkeypatch)
+    floor = results / "h100-2026-11-27" / "visit-1" / "floor" / H100_FLOOR.name
+    _h200_floor(floor, floor)
+    with pytest.raises(ValueError, match="not on an H100"):
+        predict_xla.freeze()
+
+
+def test_one_figure_changed_in_the_floors_moves_the_predictions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Not the hash alone (it holds the figures): the fitted parameters and the H200's predicted figures move."""
     results = _copy_results(tmp_path, monkeypatch)
     floor = results / "h100-2026-11-27" / "visit-2" / "floor" / "resnet50-gpu-tf32.jsonl"
     lines = floor.read_text().splitlines()
     first_size = json.loads(lines[1])
     first_size["images_per_s"] *= 1.1
     floor.write_text("\n".join([lines[0], json.dumps(first_size), *lines[2:]]) + "\n")
+    moved = predict_xla.freeze()
+    frozen = json.loads((FROZEN / "fit.json").read_text())
+    assert moved["fit.json"]["fitted"]["per_op_s"] != pytest.approx(frozen["fitted"]["per_op_s"], rel=1e-3)
+    h200 = next(r for r in moved["resnet50-xla-tf32.json"]["predictions"] if r["device"] == "h200")
+    frozen_h200 = json.loads((FROZEN / "resnet50-xla-tf32.json").read_text())["predictions"][1]
+    assert frozen_h200["device"] == "h200" and h200["images_per_s"][0] != pytest.approx(frozen_h200["images_per_s"][0])
     assert sorted(predict_xla.check(FROZEN)) == sorted(predict_xla.freeze())
 
 
 def test_each_row_says_which_sizes_were_fitted_and_the_h200_none() -> None:
     record = json.loads((FROZEN / "inception_v3-xla-tf32.json").read_text())
     rows = {row["device"]: row for row in record["predictions"]}
-    # InceptionV3 at tf32: the first H100 visit measured 1, 2, 4, 8, 16 and 256, the second 1, 4, 16, 64, 256
+    # InceptionV3 at tf32: the first H100 visit measured 1, 2, 4, 8, 16, 64 and 256, the second 1, 4, 16 and 256
     assert rows["h100"]["fitted_batch_sizes"] == [1, 2, 4, 8, 16, 64, 256]
     assert rows["h200"]["fitted_batch_sizes"] == []
     fit = json.loads((FROZEN / "fit.json").read_text())
     assert rows["h200"]["fit"]["sha256"] == fit["sha256"] and fit["version"] == predict_xla.VERSION
-    # the same die and clocks with more bandwidth: the H200 is never predicted slower
-    assert all(a >= b for a, b in zip(rows["h200"]["images_per_s"], rows["h100"]["images_per_s"]))
 
 
-def test_the_scorer_reads_them_against_a_floor(capsys: Capture) -> None:
-    floor = predict_xla.RESULTS / "h100-2026-11-27" / "visit-1" / "floor" / "inception_v3-gpu-tf32.jsonl"
-    assert predict_vs_measured([str(floor), str(FROZEN / "inception_v3-xla-tf32.json"), "--device", "h100"]) == 0
+def test_the_scorer_marks_the_fitted_sizes_and_refuses_another_gpus_floor(tmp_path: Path, capsys: Capture) -> None:
+    """benchmarks/predict_vs_measured.py: on an H100 floor every measured size was fitted on (no test); on an H200's
+    none was, and the median error is of those; an H100 floor scored as the H200's prediction is refused."""
+    prediction = str(FROZEN / "inception_v3-xla-tf32.json")
+    assert predict_vs_measured([str(H100_FLOOR), prediction, "--device", "h100"]) == 0
     out = capsys.readouterr().out
     assert f"predicted by xla (fit {predict_xla.VERSION}" in out
-    assert "batching gain" in out and "error" in out
+    assert [line.split()[0] for line in out.splitlines() if line.endswith("  fitted")] == ["1", "4", "16", "256"]
+    assert "the sizes it was not fitted on: none measured" in out
+
+    assert predict_vs_measured([str(H100_FLOOR), prediction, "--device", "h200"]) == 2
+    assert "ran on 'gpu:0 NVIDIA H100 80GB HBM3', not on 'h200'" in capsys.readouterr().err
+
+    h200 = _h200_floor(H100_FLOOR, tmp_path / H100_FLOOR.name)
+    assert predict_vs_measured([str(h200), prediction, "--device", "h200"]) == 0
+    out = capsys.readouterr().out
+    assert not [line for line in out.splitlines() if line.endswith("  fitted")]
+    assert "the sizes it was not fitted on: median |error|" in out and "over 4" in out
 
 
-def test_write_refuses_a_folder_that_holds_frozen_predictions(capsys: Capture) -> None:
-    assert predict_xla.main(["--write", str(FROZEN)]) == 2
+def test_write_refuses_a_folder_that_holds_frozen_predictions(tmp_path: Path, capsys: Capture) -> None:
+    copy = shutil.copytree(FROZEN, tmp_path / "frozen")
+    before = {p.name: p.read_bytes() for p in copy.iterdir()}
+    assert predict_xla.main(["--write", str(copy)]) == 2
     assert "already holds frozen predictions" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in copy.iterdir()} == before
