@@ -537,6 +537,26 @@ def test_the_second_call_measures_where_the_time_goes_with_perf_analyzer_beside(
     assert "--perf-analyzer" in commands[0] and "--perf-analyzer" not in commands[1]
 
 
+def test_the_third_call_serves_the_hosts_cpu_by_onnx_runtime(tmp_path, monkeypatch):
+    """The README's third call, where device time is left: each model's served sweep on the host's CPU by ONNX
+    Runtime (the CPU's served rows by a deployable runtime), from copies drawn from the carried skeletons, and no
+    GPU step, so the CPU rehearsal is the call itself."""
+    import types
+
+    readme = SCRIPT.with_name("README.md").read_text()
+    (line,) = [x for x in readme.splitlines() if x.startswith("END_S=") and "--steps served" in x]
+    script = _script()
+    args = script.arguments().parse_args(line.split("visit.sh ")[1].split())
+    drawn: list[str] = []
+    kept = types.SimpleNamespace(write_random=lambda models, model, version: drawn.append(model) or models / model)
+    monkeypatch.setattr(script, "record", lambda name: kept)
+    steps = script.build_steps(script.Plan(tmp_path, 90, None), args)
+    assert [step.name for step in steps] == [
+        f"served {model} cpu-fp32-onnxruntime" for model in ("inception_v3", "mobilenet_v2", "resnet50")
+    ]
+    assert drawn == ["inception_v3", "mobilenet_v2", "resnet50"]
+
+
 def test_the_hosts_cpu_measured_by_onnx_runtime_from_a_carried_skeleton(models_dir, tmp_path, monkeypatch):
     """--cpu-runtime onnxruntime (on the 2-core VM XLA:CPU ran these convnets 2-28x slower than ONNX Runtime, which
     the GPU host has): the CPU's copy drawn from the skeleton SERVE_BENCH_ONNX_SKELETONS names, as visit.sh points
