@@ -17,6 +17,13 @@ give --precision.
 
 Given a GPU floor's file instead (benchmarks/gpu/run.py's floor/MODEL-gpu-PRECISION.jsonl), the measured
 side is the runtime in process, the way the published tables a prediction is fitted on were measured.
+
+A whole visit at once: every GPU floor of its run folders against every frozen prediction of the same model and
+precision, one report each, then a table per calibration (median |error| in images/s and in the gain, over the
+sizes each was not fitted on):
+
+    .venv/bin/python benchmarks/predict_vs_measured.py --visit RESULTS/visit-* \\
+        --frozen benchmarks/results/predicted-2026-11-26 benchmarks/results/predicted-2026-11-28-xla --device h200
 """
 
 from __future__ import annotations
@@ -254,8 +261,72 @@ def report(record: dict[str, Any], row: dict[str, Any], seen: Measured) -> str:
     return "\n".join(lines)
 
 
+@dataclass(frozen=True)
+class Scored:
+    """One prediction file against one floor: its label, the errors at the sizes it was not fitted on, the gain's."""
+
+    label: str
+    errors: tuple[float, ...]
+    gain_error: float | None
+
+
+def score_visit(runs: Sequence[Path], frozen: Sequence[Path], device: str) -> str:
+    """Every GPU floor of a visit's run folders against every frozen prediction of its model and precision for
+    ``device``: each report, then per calibration the median |error| in images/s over the sizes it was not fitted
+    on and the median |error| of the batching gain. The scoring is fixed before the measurement as the prediction
+    is. Raises UserError where there is nothing to score."""
+    floors = sorted(f for run in runs for f in run.glob("floor/*-gpu-*.jsonl"))
+    predictions = sorted(f for folder in frozen for f in folder.glob("*.json") if f.name != "fit.json")
+    if not floors:
+        raise UserError(f"no GPU floor (floor/*-gpu-*.jsonl) in {', '.join(map(str, runs))}")
+    sections: list[str] = []
+    scored: list[Scored] = []
+    for floor in floors:
+        model, precision = floor.stem.split("-gpu-")
+        for path in predictions:
+            record = json.loads(path.read_text(encoding="utf-8"))
+            if record.get("model") != model or not path.stem.endswith(f"-{precision}"):
+                continue
+            row = prediction_row(record, device)
+            seen = measured_in_process(floor, model, precision)
+            check_gpu(row, seen)
+            rows, gain = compare(row, seen)
+            fitted = {int(b) for b in row.get("fitted_batch_sizes") or ()}
+            fit = row.get("fit") or {}
+            label = f"{row.get('runtime', 'tensorflow')} (fit {fit.get('version', '?')})"
+            unseen = tuple(abs(r.error) for r in rows if r.error is not None and r.batch not in fitted)
+            in_sample_gain = 1 in fitted or (gain is not None and gain.measured_at in fitted)
+            scored.append(Scored(label, unseen, None if gain is None or in_sample_gain else abs(gain.error)))
+            where = f"{floor.parent.parent.name}/{floor.name}"
+            sections.append(f"## {model} {precision}, {label}, against {where}\n```\n{report(record, row, seen)}\n```")
+    if not scored:
+        raise UserError(f"no frozen prediction in {', '.join(map(str, frozen))} of the floors' models and precisions")
+    lines = [
+        f"## Summary: {device}, {len(floors)} floors",
+        "",
+        "| predicted by | floors | sizes scored | median abs error, images/s | median abs error, gain |",
+        "|---|---|---|---|---|",
+    ]
+    for label in sorted({s.label for s in scored}):
+        mine = [s for s in scored if s.label == label]
+        errors = [e for s in mine for e in s.errors]
+        gains = [s.gain_error for s in mine if s.gain_error is not None]
+        images = f"{statistics.median(errors):.1%}" if errors else "–"
+        gain = f"{statistics.median(gains):.1%}" if gains else "–"
+        lines.append(f"| {label} | {len(mine)} | {len(errors)} | {images} | {gain} |")
+    lines.append("")
+    lines.append("Sizes a prediction was fitted on are left out of its errors, and its gain where batch 1 or the")
+    lines.append("measured best was fitted on.")
+    return "\n\n".join(sections) + "\n\n" + "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "--visit":
+        return _main_visit(argv[1:])
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0], epilog="--visit RUN... --frozen DIR... --device D: a whole visit at once"
+    )
     parser.add_argument(
         "run", type=Path, help="a measured run directory (points.jsonl), or a GPU floor's .jsonl (in process)"
     )
@@ -280,6 +351,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"predict_vs_measured: {exc}", file=sys.stderr)
         return 2
     print(report(record, row, seen))
+    return 0
+
+
+def _main_visit(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(prog="predict_vs_measured.py --visit", description=score_visit.__doc__)
+    parser.add_argument("runs", type=Path, nargs="+", help="a visit's run folders (each with floor/)")
+    parser.add_argument("--frozen", type=Path, nargs="+", required=True, help="folders of frozen predictions")
+    parser.add_argument("--device", required=True, help="the predicted device's id: h100, h200")
+    args = parser.parse_args(argv)
+    try:
+        print(score_visit(args.runs, args.frozen, args.device))
+    except (UserError, OSError, json.JSONDecodeError, KeyError) as exc:
+        print(f"predict_vs_measured: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

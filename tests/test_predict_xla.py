@@ -123,3 +123,25 @@ def test_write_refuses_a_folder_that_holds_frozen_predictions(tmp_path: Path, ca
     assert predict_xla.main(["--write", str(copy)]) == 2
     assert "already holds frozen predictions" in capsys.readouterr().err
     assert {p.name: p.read_bytes() for p in copy.iterdir()} == before
+
+
+def test_a_whole_visit_is_scored_at_once_as_the_h100_readme_reports_it(tmp_path: Path, capsys: Capture) -> None:
+    """`predict_vs_measured.py --visit`: every floor of the second H100 visit against both freezes gives the
+    figures benchmarks/results/h100-2026-11-27/README.md reports (tensorflow 39% and 92%, tensorrt 108% and 15%);
+    XLA's own fit scores nothing there (every size was fitted on), and an H200's floor is scored on every size."""
+    results = predict_xla.RESULTS
+    visits = [str(p) for p in sorted((results / "h100-2026-11-27").glob("visit-*"))]
+    frozen = ["--frozen", str(results / "predicted-2026-11-26"), str(FROZEN)]
+    assert predict_vs_measured(["--visit", *visits, *frozen, "--device", "h100"]) == 0
+    summary = capsys.readouterr().out.split("## Summary")[1]
+    assert "| tensorflow (fit 2026-11-26) | 6 | 30 | 39.5% | 92.1% |" in summary
+    assert "| tensorrt (fit 2026-11-26) | 3 | 15 | 108.0% | 14.8% |" in summary
+    assert f"| xla (fit {predict_xla.VERSION}) | 6 | 0 | – | – |" in summary
+
+    assert predict_vs_measured(["--visit", *visits, *frozen, "--device", "h200"]) == 2
+    assert "not on 'h200'" in capsys.readouterr().err
+
+    _h200_floor(H100_FLOOR, tmp_path / "visit-1" / "floor" / H100_FLOOR.name)
+    assert predict_vs_measured(["--visit", str(tmp_path / "visit-1"), *frozen, "--device", "h200"]) == 0
+    summary = capsys.readouterr().out.split("## Summary")[1]
+    assert f"| xla (fit {predict_xla.VERSION}) | 1 | 4 |" in summary
