@@ -281,8 +281,13 @@ def score_visit(runs: Sequence[Path], frozen: Sequence[Path], device: str) -> st
         raise UserError(f"no GPU floor (floor/*-gpu-*.jsonl) in {', '.join(map(str, runs))}")
     sections: list[str] = []
     scored: list[Scored] = []
+    empty = [f for f in floors if not f.read_text(encoding="utf-8").strip()]
+    if len(empty) == len(floors):
+        raise UserError(f"every GPU floor in {', '.join(map(str, runs))} is empty: it stopped before measuring")
     for floor in floors:
-        model, precision = floor.stem.split("-gpu-")
+        if floor in empty:  # a floor that stopped before its header (the first H100 visit's, say)
+            continue
+        model, _, precision = floor.stem.partition("-gpu-")
         for path in predictions:
             record = json.loads(path.read_text(encoding="utf-8"))
             if record.get("model") != model or not path.stem.endswith(f"-{precision}"):
@@ -302,7 +307,12 @@ def score_visit(runs: Sequence[Path], frozen: Sequence[Path], device: str) -> st
     if not scored:
         raise UserError(f"no frozen prediction in {', '.join(map(str, frozen))} of the floors' models and precisions")
     lines = [
-        f"## Summary: {device}, {len(floors)} floors",
+        f"## Summary: {device}, {len(floors) - len(empty)} floors"
+        + (
+            f" ({len(empty)} more empty, left out: {', '.join(f.parent.parent.name + '/' + f.name for f in empty)})"
+            if empty
+            else ""
+        ),
         "",
         "| predicted by | floors | sizes scored | median abs error, images/s | median abs error, gain |",
         "|---|---|---|---|---|",

@@ -145,3 +145,9 @@ def test_a_whole_visit_is_scored_at_once_as_the_h100_readme_reports_it(tmp_path:
     assert predict_vs_measured(["--visit", str(tmp_path / "visit-1"), *frozen, "--device", "h200"]) == 0
     summary = capsys.readouterr().out.split("## Summary")[1]
     assert f"| xla (fit {predict_xla.VERSION}) | 1 | 4 |" in summary
+
+    first = [str(p) for p in sorted((results / "h100-2026-11-26").glob("visit-*"))]  # visit-1's floors are empty
+    assert predict_vs_measured(["--visit", *first, *frozen, "--device", "h100"]) == 0
+    assert "## Summary: h100, 4 floors (6 more empty, left out: visit-1/" in capsys.readouterr().out
+    assert predict_vs_measured(["--visit", first[0], *frozen, "--device", "h100"]) == 2
+    assert "is empty: it stopped before measuring" in capsys.readouterr().err
