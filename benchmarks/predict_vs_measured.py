@@ -224,6 +224,16 @@ def compare(row: dict[str, Any], seen: Measured) -> tuple[list[Row], Gain | None
     return rows, Gain(best_p.predicted / first.predicted, best_p.batch, best_m.measured / first.measured, best_m.batch)
 
 
+def fitted_sizes(row: dict[str, Any]) -> set[int]:
+    """The batch sizes a prediction was fitted on (a fit on its own device's measurements lists them)."""
+    return {int(b) for b in row.get("fitted_batch_sizes") or ()}
+
+
+def unseen_errors(rows: Sequence[Row], fitted: set[int]) -> list[float]:
+    """|error| at every size both sides have that the prediction was not fitted on: what scores it."""
+    return [abs(r.error) for r in rows if r.error is not None and r.batch not in fitted]
+
+
 def report(record: dict[str, Any], row: dict[str, Any], seen: Measured) -> str:
     """The text this script prints."""
     rows, gain = compare(row, seen)
@@ -235,7 +245,7 @@ def report(record: dict[str, Any], row: dict[str, Any], seen: Measured) -> str:
         f"measured: {seen.target}, precision from {seen.precision_from}, one call at a time",
         f"{'batch':>5} {'predicted':>10} {'measured':>10} {'95% CI':>20} {'error':>8}",
     ]
-    fitted = {int(b) for b in row.get("fitted_batch_sizes") or ()}
+    fitted = fitted_sizes(row)
     for r in rows:
         lines.append(
             f"{r.batch:>5} {'-' if r.predicted is None else f'{r.predicted:.1f}':>10} "
@@ -245,7 +255,7 @@ def report(record: dict[str, Any], row: dict[str, Any], seen: Measured) -> str:
             + ("  fitted" if r.batch in fitted and r.error is not None else "")
         )
     if "fitted_batch_sizes" in row:  # a prediction fitted on measurements of its own device says which
-        unseen = [abs(r.error) for r in rows if r.error is not None and r.batch not in fitted]
+        unseen = unseen_errors(rows, fitted)
         lines.append(
             "fitted: a size the prediction was fitted on (no test of it); the sizes it was not fitted on: "
             + (f"median |error| {statistics.median(unseen):.1%} over {len(unseen)}" if unseen else "none measured")
@@ -296,10 +306,10 @@ def score_visit(runs: Sequence[Path], frozen: Sequence[Path], device: str) -> st
             seen = measured_in_process(floor, model, precision)
             check_gpu(row, seen)
             rows, gain = compare(row, seen)
-            fitted = {int(b) for b in row.get("fitted_batch_sizes") or ()}
+            fitted = fitted_sizes(row)
             fit = row.get("fit") or {}
             label = f"{row.get('runtime', 'tensorflow')} (fit {fit.get('version', '?')})"
-            unseen = tuple(abs(r.error) for r in rows if r.error is not None and r.batch not in fitted)
+            unseen = tuple(unseen_errors(rows, fitted))
             in_sample_gain = 1 in fitted or (gain is not None and gain.measured_at in fitted)
             scored.append(Scored(label, unseen, None if gain is None or in_sample_gain else abs(gain.error)))
             where = f"{floor.parent.parent.name}/{floor.name}"

@@ -41,8 +41,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.predict_vs_measured import measured_in_process  # noqa: E402
 from serve_bench.predict import (  # noqa: E402
-    Efficiency,
     GraphCost,
     Observation,
     content_hash,
@@ -52,7 +52,7 @@ from serve_bench.predict import (  # noqa: E402
     time_per_batch,
 )
 from serve_bench.predict._freeze import FORM, text_digest  # noqa: E402
-from serve_bench.predict._predict import SATURATION  # noqa: E402
+from serve_bench.predict._predict import SATURATION, _parameters  # noqa: E402
 from serve_bench.predict._published import leave_one_model_out  # noqa: E402
 
 VERSION = "xla-h100-2026-11-28"
@@ -80,19 +80,16 @@ def observations() -> tuple[list[Observation], dict[str, list[str]]]:
     figures: dict[tuple[str, str, int], list[float]] = {}
     sources: dict[str, list[str]] = {}
     for path in floor_files():
-        lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-        if not lines:  # a floor stopped before its header (the first visit's failed floors)
+        if not path.read_text(encoding="utf-8").strip():  # a floor stopped before its header (the first visit's)
             continue
-        header = lines[0]
-        gpu = str(header["in_effect"]["device"])
-        if "H100" not in gpu:
-            raise ValueError(f"{path}: a floor on {gpu!r}, not on an H100; the fit is the H100's alone")
-        model = header.get("model") or Path(str(header["copy"])).parent.parent.name  # older floors: from the copy
-        for line in lines[1:]:
-            if "images_per_s" in line:
-                key = (model, str(header["precision"]), int(line["batch_size"]))
-                figures.setdefault(key, []).append(float(line["images_per_s"]))
-                sources.setdefault("/".join(map(str, key)), []).append(str(path.relative_to(RESULTS)))
+        model, _, precision = path.stem.partition("-gpu-")
+        seen = measured_in_process(path, model, precision)
+        if "H100" not in seen.gpu:
+            raise ValueError(f"{path}: a floor on {seen.gpu!r}, not on an H100; the fit is the H100's alone")
+        for batch, rate in seen.images_per_s.items():
+            key = (model, precision, batch)
+            figures.setdefault(key, []).append(rate)
+            sources.setdefault("/".join(map(str, key)), []).append(str(path.relative_to(RESULTS)))
     found = [
         Observation("h100", precision, batch, statistics.median(values), model)
         for (model, precision, batch), values in sorted(figures.items())
@@ -102,10 +99,6 @@ def observations() -> tuple[list[Observation], dict[str, list[str]]]:
 
 def costs() -> dict[str, GraphCost]:
     return {m: fuse_pointwise(GraphCost.from_json(json.loads((COSTS / f"{m}.json").read_text()))) for m in MODELS}
-
-
-def _parameters(eff: Efficiency) -> dict[str, float]:
-    return {"compute": eff.compute, "memory": eff.memory, "per_op_s": eff.per_op_s, "per_call_s": eff.per_call_s}
 
 
 def freeze() -> dict[str, Any]:
