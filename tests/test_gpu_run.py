@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -593,6 +594,23 @@ def test_the_hosts_cpu_measured_by_onnx_runtime_from_a_carried_skeleton(models_d
     served_over_floor = one["throughput"]["items_per_s"] / floor[1]["images_per_s"]
     assert [c.strip() for c in row.strip("|").split("|")][5].startswith(f"{served_over_floor:.2f} ·")
     assert "In process on cpu-fp32-onnxruntime:" in summary.stdout
+    # the next visit measures the CPU's floor in one call and its served sweep in another (benchmarks/gpu/README.md):
+    # given both folders, the answer is the one folder's, the served share read from the other call's floor
+    floor_call, served_call = tmp_path / "visit-2", tmp_path / "visit-3"
+    shutil.copytree(out / "floor", floor_call / "floor")
+    shutil.copytree(out / "runs", served_call / "runs")
+    script = str(SCRIPT.with_name("summarize.py"))
+    calls = subprocess.run([sys.executable, script, str(served_call), str(floor_call)], capture_output=True, text=True)
+    assert calls.returncode == 0 and calls.stdout == summary.stdout, calls.stderr[-2000:]
+    # the same floor in two calls' folders is two measurements: which one the share is over, the user says
+    shutil.copytree(out / "floor", served_call / "floor")
+    twice = subprocess.run([sys.executable, script, str(served_call), str(floor_call)], capture_output=True, text=True)
+    assert twice.returncode == 2 and not twice.stdout, twice.stdout
+    assert twice.stderr.count("\n") == 1 and "tiny-cpu-fp32-onnxruntime.jsonl is in both" in twice.stderr
+    shutil.rmtree(served_call / "floor")
+    shutil.copytree(out / "runs", floor_call / "runs")  # and a target served in both
+    twice = subprocess.run([sys.executable, script, str(served_call), str(floor_call)], capture_output=True, text=True)
+    assert twice.returncode == 2 and "tiny served on cpu-fp32-onnxruntime is in both" in twice.stderr, twice.stderr
     # a floor measured with no served target beside it (a visit's call that ran cpu-floor alone) still has its line
     for run in (out / "runs").iterdir():
         (run / "points.jsonl").unlink()

@@ -1,6 +1,7 @@
 """The answer from a GPU run's folder (benchmarks/gpu/run.py): one table per model, in Markdown.
 
     python benchmarks/gpu/summarize.py RESULTS/gpu-run-... [--gpu-price-per-hour 2.99 --cpu-price-per-hour 0.68]
+    python benchmarks/gpu/summarize.py RUN/visit-1 RUN/visit-2 RUN/visit-3 ...   # a visit's calls, as one answer
 
 Per device and precision, from the run's own report analysis (no figure computed twice): images/s at batch 1
 and at the best batch with their 95% intervals, the batching gain with its interval, the batch where
@@ -9,6 +10,11 @@ batch) at batch 1 and at the best batch, the server's own split of a batch-1 req
 runtime vs everything else), and the cost per million images at the given hourly price. A served figure
 under 0.9 of in-process at batch 1 is flagged: there the local server's fixed cost per request inflates
 the gain, and the in-process gain beside it is the one a C++ server would come nearer to.
+
+Several folders (the calls of one visit: a GPU call, then the CPU's floor in one call and its served sweep in
+another) make one answer: a served target's share of in process reads its floor from whichever folder holds it.
+A floor, or a served target, found in two of them is ambiguous (two visits, or a call run twice) and stops the
+summary in one line naming both folders.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.gpu.run import IN_FLIGHT_RUN, SERVER_BATCHING_RUN  # noqa: E402
+from serve_bench.errors import UserError  # noqa: E402
 from serve_bench.report import analyze_run  # noqa: E402
 from serve_bench.stats import Interval, read_points  # noqa: E402
 from serve_bench.stats._estimate import Estimate, ratio, ratio_text  # noqa: E402
@@ -52,19 +59,18 @@ def _in_process(line: dict[str, Any]) -> Estimate:
     return Estimate.of(line["images_per_s"], Interval(ci[0], ci[1]) if ci else None)
 
 
-def _floor(folder: Path, model: str, device: str, precision: str) -> dict[int, dict[str, Any]]:
-    path = folder / "floor" / f"{model}-{device}-{precision}.jsonl"
-    if not path.exists():
+def _floor(path: Path | None) -> dict[int, dict[str, Any]]:
+    """A floor's measured sizes by batch size ({} where no folder holds that floor)."""
+    if path is None:
         return {}
     lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return {x["batch_size"]: x for x in lines if "images_per_s" in x}
 
 
-def _witness(folder: Path, model: str, device: str, precision: str) -> str:
+def _witness(path: Path) -> str:
     """The floor's precision witness: its convolutions' largest error against float64 (about 1e-6 in float32,
     1e-3 with TF32 inputs), the precision measured rather than asked for ("" without one)."""
-    path = folder / "floor" / f"{model}-{device}-{precision}.jsonl"
-    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    lines = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     witness = next((x["precision_witness"] for x in lines if "precision_witness" in x), None)
     if not witness:
         return ""
@@ -121,30 +127,63 @@ def _interval(estimate: Estimate) -> str:
     return f"{estimate.value:,.0f} [{estimate.low:,.0f}–{estimate.high:,.0f}]"
 
 
-def _floor_labels(folder: Path) -> dict[str, list[str]]:
-    """Each model's floors by their label (device-precision, and the runtime where it is not jax), as run.py names
-    their files: floor/<model>-<label>.jsonl, the model read from the file's first line."""
-    found: dict[str, list[str]] = {}
-    for path in sorted((folder / "floor").glob("*.jsonl")):
-        first = path.read_text().splitlines()[:1]
-        model = json.loads(first[0]).get("model") if first else None
-        if model and path.stem.startswith(f"{model}-"):
-            found.setdefault(model, []).append(path.stem[len(model) + 1 :])
+def _floor_files(folders: list[Path]) -> dict[str, Path]:
+    """Every floor's file by its name's stem, <model>-<label> as run.py names them (the label: device-precision, and
+    the runtime where it is not jax), in whichever folder holds it; a floor two folders hold stops the summary."""
+    found: dict[str, Path] = {}
+    for folder in folders:
+        for path in sorted((folder / "floor").glob("*.jsonl")):
+            if path.stem in found:
+                raise UserError(
+                    f"the floor {path.name} is in both {found[path.stem].parent.parent} and {folder};"
+                    " summarize them apart, or give one of them"
+                )
+            found[path.stem] = path
     return found
 
 
-def summarize(folder: Path, prices: dict[str, float]) -> str:
+def _floor_labels(files: dict[str, Path]) -> dict[str, list[str]]:
+    """Each model's floors by their label, the model read from the file's first line (floors before 2026-11-27
+    recorded none: they are found only beside a served target of their label)."""
+    found: dict[str, list[str]] = {}
+    for stem, path in files.items():
+        first = path.read_text().splitlines()[:1]
+        model = json.loads(first[0]).get("model") if first else None
+        if model and stem.startswith(f"{model}-"):
+            found.setdefault(model, []).append(stem[len(model) + 1 :])
+    return found
+
+
+def _served_points(folders: list[Path]) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
+    """Each model's served sweeps (one table, GPU and CPU) and its batch-1 requests at several in flight, from every
+    folder's runs (the server-batching runs apart); a target two folders served stops the summary."""
+    by_model: dict[str, list[Any]] = {}
+    in_flight: dict[str, list[Any]] = {}
+    seen: dict[tuple[str, str, str], Path] = {}  # (kind, model, target) -> the folder that served it
+    for folder in folders:
+        for run_dir in sorted(p for p in (folder / "runs").glob("*") if (p / "points.jsonl").exists()):
+            if run_dir.name.endswith(SERVER_BATCHING_RUN):
+                continue
+            flying = run_dir.name.endswith(IN_FLIGHT_RUN)
+            into = in_flight if flying else by_model
+            for point in read_points(run_dir):  # a run killed before its first point has none: nothing to add
+                key = ("in flight" if flying else "served", point.model, point.target.name)
+                if seen.setdefault(key, folder) != folder:
+                    raise UserError(
+                        f"{point.model} {key[0]} on {point.target.name} is in both {seen[key]} and {folder};"
+                        " summarize them apart, or give one of them"
+                    )
+                into.setdefault(point.model, []).append(point)
+    return by_model, in_flight
+
+
+def summarize(folders: Path | list[Path], prices: dict[str, float]) -> str:
+    given = [folders] if isinstance(folders, Path) else list(folders)
+    folders = list({folder.resolve(): folder for folder in given}.values())  # a folder given twice counts once
     lines: list[str] = []
-    by_model: dict[str, list[Any]] = {}  # a model's GPU and CPU sweeps, one table (the server-batching runs apart)
-    in_flight: dict[str, list[Any]] = {}  # its batch-1 requests at several in flight, a line below the table
-    floors = _floor_labels(folder)
-    runs = sorted(p for p in (folder / "runs").glob("*") if (p / "points.jsonl").exists())
-    for run_dir in runs:
-        if run_dir.name.endswith(SERVER_BATCHING_RUN):
-            continue
-        into = in_flight if run_dir.name.endswith(IN_FLIGHT_RUN) else by_model
-        for point in read_points(run_dir):  # a run killed before its first point has none: nothing to add
-            into.setdefault(point.model, []).append(point)
+    files = _floor_files(folders)
+    floors = _floor_labels(files)
+    by_model, in_flight = _served_points(folders)
     for model in [*in_flight, *floors]:  # a visit that ran the in-flight step or a floor alone still says it
         by_model.setdefault(model, [])
     for model, points in by_model.items():
@@ -162,8 +201,8 @@ def summarize(folder: Path, prices: dict[str, float]) -> str:
                 continue
             curve = target.client_curve
             plateau = stops_growing({b: c.items_per_s.value for b, c in curve.items()})
-            device, _, precision = target.name.partition("-")
-            floor = _floor(folder, model, device, precision)
+            device = target.name.partition("-")[0]
+            floor = _floor(files.get(f"{model}-{target.name}"))
             shares: list[float | None] = []
             for cell in (base, best):
                 measured = floor.get(cell.batch_size)
@@ -190,8 +229,9 @@ def summarize(folder: Path, prices: dict[str, float]) -> str:
         labels = [x for x in served if x in floors.get(model, [])]
         labels += [x for x in floors.get(model, []) if x not in served]
         for label in labels:
-            device, _, precision = label.partition("-")
-            floor = _floor(folder, model, device, precision)
+            device = label.partition("-")[0]
+            path = files[f"{model}-{label}"]
+            floor = _floor(path)
             if len(floor) > 1:
                 one = _in_process(floor[min(floor)])
                 best_batch = max(floor, key=lambda b: floor[b]["images_per_s"])
@@ -201,25 +241,31 @@ def summarize(folder: Path, prices: dict[str, float]) -> str:
                     f" at {best_batch} ({ratio_text(ratio(top, one))}), stops growing "
                     f"{stops_growing({b: x['images_per_s'] for b, x in floor.items()})}; largest measured "
                     f"{max(floor)}, compile {sum(x['compile_s'] for x in floor.values()):.0f} s in all"
-                    f"{_first_runs(floor)}{_as_served(floor[min(floor)])}{_witness(folder, model, device, precision)}"
+                    f"{_first_runs(floor)}{_as_served(floor[min(floor)])}{_witness(path)}"
                     f"{_cost(prices.get(device), top.value)}."
                 )
         flying = in_flight.get(model, [])
         if flying:
-            device, _, precision = flying[0].target.name.partition("-")
-            lines += [_in_flight(flying, _floor(folder, model, device, precision)), ""]
+            lines += [_in_flight(flying, _floor(files.get(f"{model}-{flying[0].target.name}"))), ""]
         lines.append("")
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("folder", type=Path)
+    parser.add_argument("folders", type=Path, nargs="+", help="a run's folder, or a visit's calls' folders")
     parser.add_argument("--gpu-price-per-hour", type=float, default=None)
     parser.add_argument("--cpu-price-per-hour", type=float, default=None)
     args = parser.parse_args(argv)
     prices = {k: v for k, v in (("gpu", args.gpu_price_per_hour), ("cpu", args.cpu_price_per_hour)) if v}
-    print(summarize(args.folder, prices))
+    missing = [str(folder) for folder in args.folders if not folder.is_dir()]
+    try:
+        if missing:
+            raise UserError(f"no such folder: {', '.join(missing)}; give a GPU run's folder (its --out)")
+        print(summarize(args.folders, prices))
+    except UserError as exc:
+        print(f"summarize.py: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 
