@@ -124,7 +124,7 @@ def _floor_figures(model: str, device: str) -> list[str]:
     kind = "cpu" if device.startswith("16 cores") else "gpu"
     precision = "fp32" if kind == "cpu" else device.split(", ")[1]
     visit = FLOOR_VISITS.get((model, kind), VISITS[model])
-    floor = SUMMARIZE._floor(H100_RUN / visit, model, kind, precision)
+    floor = SUMMARIZE._floor(H100_RUN / visit / "floor" / f"{model}-{kind}-{precision}.jsonl")
     rate = {b: SUMMARIZE._in_process(line) for b, line in floor.items()}
     assert all(r.low is not None for r in rate.values()), "a floor of 2026-11-27 records intervals"
     batch = max(rate, key=lambda b: rate[b].value)
