@@ -23,7 +23,13 @@ precision, one report each, then a table per calibration (median |error| in imag
 sizes each was not fitted on):
 
     .venv/bin/python benchmarks/predict_vs_measured.py --visit RESULTS/visit-* \\
-        --frozen benchmarks/results/predicted-2026-11-26 benchmarks/results/predicted-2026-11-28-xla --device h200
+        --frozen benchmarks/results/predicted-2026-11-26 benchmarks/results/predicted-2026-11-28-xla --device h200 \\
+        --reference benchmarks/results/h100-2026-11-2*/visit-* --reference-device h100
+
+With --reference, the device alone: per model and precision, the visit's images/s over the reference device's
+(its floors' median where several visits measured a size) at the largest batch both measured up to 256, beside
+each calibration's predicted ratio. The host's CPU and a fit's per-kernel cost cancel from it more than from any
+one figure, so it is the test of what a form says about a device it was not fitted on.
 """
 
 from __future__ import annotations
@@ -280,12 +286,82 @@ class Scored:
     gain_error: float | None
 
 
-def score_visit(runs: Sequence[Path], frozen: Sequence[Path], device: str) -> str:
+RATIO_AT_MOST = 256  # the device ratio's batch: the largest both devices measured up to this
+
+
+def gpu_floors(runs: Sequence[Path]) -> list[Path]:
+    return sorted(f for run in runs for f in run.glob("floor/*-gpu-*.jsonl"))
+
+
+def reference_rates(runs: Sequence[Path], device: str) -> dict[tuple[str, str], dict[int, float]]:
+    """The reference device's images/s by (model, precision) and batch size, the median where several of its
+    floors measured a size (two visits' H100s: their mean); empty floors left out, a floor on another GPU refused."""
+    found: dict[tuple[str, str], dict[int, list[float]]] = {}
+    for floor in gpu_floors(runs):
+        if not floor.read_text(encoding="utf-8").strip():
+            continue
+        model, _, precision = floor.stem.partition("-gpu-")
+        seen = measured_in_process(floor, model, precision)
+        check_gpu({"device": device}, seen)
+        for batch, rate in seen.images_per_s.items():
+            found.setdefault((model, precision), {}).setdefault(batch, []).append(rate)
+    return {key: {b: statistics.median(v) for b, v in sizes.items()} for key, sizes in found.items()}
+
+
+@dataclass(frozen=True)
+class DeviceRatio:
+    """A model's images/s on the visit's device over the reference device's, at one batch size: measured, and as
+    one calibration predicted it (``predicted`` None where its file has no row for one of the two devices)."""
+
+    model: str
+    precision: str
+    batch: int
+    measured: float
+    label: str
+    predicted: float | None
+
+    @property
+    def error(self) -> float | None:
+        return None if self.predicted is None else self.predicted / self.measured - 1
+
+
+def device_ratio(
+    record: dict[str, Any], label: str, seen: Measured, reference: dict[int, float], device: str, reference_device: str
+) -> DeviceRatio | None:
+    """The ratio at the largest batch both devices measured up to RATIO_AT_MOST (None where they share none)."""
+    both = [b for b in seen.images_per_s if b in reference and b <= RATIO_AT_MOST]
+    if not both:
+        return None
+    batch = max(both)
+    rows = {str(r["device"]): r for r in record.get("predictions", [])}
+    predicted = None
+    if device in rows and reference_device in rows:
+        at = {d: dict(zip((int(b) for b in rows[d]["batch_sizes"]), rows[d]["images_per_s"])) for d in rows}
+        if batch in at[device] and batch in at[reference_device]:
+            predicted = float(at[device][batch]) / float(at[reference_device][batch])
+    measured = seen.images_per_s[batch] / reference[batch]
+    return DeviceRatio(str(record.get("model")), str(rows[device]["precision"]), batch, measured, label, predicted)
+
+
+def score_visit(
+    runs: Sequence[Path],
+    frozen: Sequence[Path],
+    device: str,
+    reference: Sequence[Path] = (),
+    reference_device: str | None = None,
+) -> str:
     """Every GPU floor of a visit's run folders against every frozen prediction of its model and precision for
     ``device``: each report, then per calibration the median |error| in images/s over the sizes it was not fitted
-    on and the median |error| of the batching gain. The scoring is fixed before the measurement as the prediction
-    is. Raises UserError where there is nothing to score."""
-    floors = sorted(f for run in runs for f in run.glob("floor/*-gpu-*.jsonl"))
+    on and the median |error| of the batching gain; with ``reference`` (another device's visits) the device alone,
+    each floor's images/s over the reference's, measured and predicted. The scoring is fixed before the measurement
+    as the prediction is. Raises UserError where there is nothing to score."""
+    if bool(reference) != (reference_device is not None):
+        raise UserError("--reference and --reference-device go together: the other device's visits, and its id")
+    others = reference_rates(reference, reference_device) if reference_device is not None else {}
+    if reference and not others:
+        raise UserError(f"no measured GPU floor in the reference {', '.join(map(str, reference))}")
+    ratios: list[DeviceRatio] = []
+    floors = gpu_floors(runs)
     predictions = sorted(f for folder in frozen for f in folder.glob("*.json") if f.name != "fit.json")
     if not floors:
         raise UserError(f"no GPU floor (floor/*-gpu-*.jsonl) in {', '.join(map(str, runs))}")
@@ -312,6 +388,10 @@ def score_visit(runs: Sequence[Path], frozen: Sequence[Path], device: str) -> st
             unseen = tuple(unseen_errors(rows, fitted))
             in_sample_gain = 1 in fitted or (gain is not None and gain.measured_at in fitted)
             scored.append(Scored(label, unseen, None if gain is None or in_sample_gain else abs(gain.error)))
+            if (model, precision) in others and reference_device is not None:
+                ratio = device_ratio(record, label, seen, others[(model, precision)], device, reference_device)
+                if ratio is not None:
+                    ratios.append(ratio)
             where = f"{floor.parent.parent.name}/{floor.name}"
             sections.append(f"## {model} {precision}, {label}, against {where}\n```\n{report(record, row, seen)}\n```")
     if not scored:
@@ -337,7 +417,37 @@ def score_visit(runs: Sequence[Path], frozen: Sequence[Path], device: str) -> st
     lines.append("")
     lines.append("Sizes a prediction was fitted on are left out of its errors, and its gain where batch 1 or the")
     lines.append("measured best was fitted on.")
+    if reference_device is not None:
+        lines += ["", *ratio_table(ratios, device, reference_device)]
     return "\n\n".join(sections) + "\n\n" + "\n".join(lines)
+
+
+def ratio_table(ratios: Sequence[DeviceRatio], device: str, reference_device: str) -> list[str]:
+    """The device alone, per model and precision: measured, then each calibration's prediction and error."""
+    labels = sorted({r.label for r in ratios})
+    lines = [
+        f"## The device alone: {device} over {reference_device}, images/s in process at the largest batch both "
+        f"measured up to {RATIO_AT_MOST}",
+        "",
+        "| model | precision | batch | measured | " + " | ".join(f"{label}, error" for label in labels) + " |",
+        "|---|---|---|---|" + "---|" * len(labels),
+    ]
+    keys = sorted({(r.model, r.precision, r.batch, r.measured) for r in ratios})
+    for model, precision, batch, measured_ratio in keys:
+        cells = []
+        for label in labels:
+            key = (model, precision, batch, measured_ratio, label)
+            mine = next((r for r in ratios if (r.model, r.precision, r.batch, r.measured, r.label) == key), None)
+            error = None if mine is None else mine.error
+            cells.append(
+                "–"
+                if mine is None or mine.predicted is None or error is None
+                else f"{mine.predicted:.2f}, {error:+.0%}"
+            )
+        lines.append(f"| {model} | {precision} | {batch} | {measured_ratio:.2f} | " + " | ".join(cells) + " |")
+    if not keys:
+        lines.append("| no model and precision measured on both devices | | | |" + " |" * len(labels))
+    return lines
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -379,9 +489,13 @@ def _main_visit(argv: Sequence[str]) -> int:
     parser.add_argument("runs", type=Path, nargs="+", help="a visit's run folders (each with floor/)")
     parser.add_argument("--frozen", type=Path, nargs="+", required=True, help="folders of frozen predictions")
     parser.add_argument("--device", required=True, help="the predicted device's id: h100, h200")
+    parser.add_argument(
+        "--reference", type=Path, nargs="+", default=[], help="another device's visits' run folders (each with floor/)"
+    )
+    parser.add_argument("--reference-device", default=None, help="that device's id (h100): the device ratio")
     args = parser.parse_args(argv)
     try:
-        print(score_visit(args.runs, args.frozen, args.device))
+        print(score_visit(args.runs, args.frozen, args.device, args.reference, args.reference_device))
     except (UserError, OSError, json.JSONDecodeError, KeyError) as exc:
         print(f"predict_vs_measured: {exc}", file=sys.stderr)
         return 2

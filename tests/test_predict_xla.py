@@ -151,3 +151,49 @@ def test_a_whole_visit_is_scored_at_once_as_the_h100_readme_reports_it(tmp_path:
     assert "## Summary: h100, 4 floors (6 more empty, left out: visit-1/" in capsys.readouterr().out
     assert predict_vs_measured(["--visit", first[0], *frozen, "--device", "h100"]) == 2
     assert "is empty: it stopped before measuring" in capsys.readouterr().err
+
+
+def test_the_device_alone_is_scored_against_both_h100s(tmp_path: Path, capsys: Capture) -> None:
+    """The pre-registered third score (the frozen folder's README): an H200 floor's images/s at 256 over the two H100
+    visits' mean, beside each freeze's predicted ratio (XLA's 1.23 for InceptionV3 tf32). A floor standing in for
+    the H200 at 1.3 times the second visit's H100 at 256 reads 1.3 x that H100 over the mean of both; an H100 visit
+    over the other H100 predicts 1.00 (one device) and measures how far two H100s stand apart."""
+    results = predict_xla.RESULTS
+    h100 = [str(p) for visit in predict_xla.FITTED_ON for p in sorted((results / visit).glob("visit-*"))]
+    frozen = ["--frozen", str(results / "predicted-2026-11-26"), str(FROZEN)]
+    lines = [json.loads(line) for line in H100_FLOOR.read_text().splitlines()]
+    for line in lines[1:]:
+        if line.get("batch_size") == 256 and "images_per_s" in line:
+            line["images_per_s"] *= 1.3
+    source = tmp_path / "source.jsonl"
+    source.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    _h200_floor(source, tmp_path / "visit-1" / "floor" / H100_FLOOR.name)
+    args = ["--visit", str(tmp_path / "visit-1"), *frozen, "--device", "h200"]
+    assert predict_vs_measured([*args, "--reference", *h100, "--reference-device", "h100"]) == 0
+    table = capsys.readouterr().out.split("## The device alone: h200 over h100")[1]
+    (row,) = [line for line in table.splitlines() if line.startswith("| inception_v3 | tf32 |")]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    second = next(x["images_per_s"] for x in lines[1:] if x.get("batch_size") == 256 and "images_per_s" in x) / 1.3
+    first_floor = results / "h100-2026-11-26/visit-2/floor" / H100_FLOOR.name
+    first = [json.loads(x) for x in first_floor.read_text().splitlines()]
+    mean = (second + next(x["images_per_s"] for x in first[1:] if x.get("batch_size") == 256)) / 2
+    assert cells[2] == "256" and cells[3] == f"{1.3 * second / mean:.2f}"
+    xla = json.loads((FROZEN / "inception_v3-xla-tf32.json").read_text())["predictions"]
+    at_256 = {row["device"]: row["images_per_s"][row["batch_sizes"].index(256)] for row in xla}
+    predicted = at_256["h200"] / at_256["h100"]
+    assert f"{predicted:.2f}" == "1.23"  # as the README pre-registered it
+    assert cells[6] == f"{predicted:.2f}, {predicted / (1.3 * second / mean) - 1:+.0%}"
+
+    # the H100 visits against each other: one device, so every freeze predicts 1.00
+    second_visit = [str(p) for p in sorted((results / "h100-2026-11-27").glob("visit-*"))]
+    first_visit = [str(p) for p in sorted((results / "h100-2026-11-26").glob("visit-*"))]
+    reference = ["--reference", *first_visit, "--reference-device", "h100"]
+    assert predict_vs_measured(["--visit", *second_visit, *frozen, "--device", "h100", *reference]) == 0
+    table = capsys.readouterr().out.split("## The device alone: h100 over h100")[1]
+    assert "| resnet50 | tf32 | 256 | 1.08 | 1.00, -8% | 1.00, -8% | 1.00, -8% |" in table
+
+    # a reference of another GPU than the one named is refused, and the two flags go together
+    assert predict_vs_measured([*args, "--reference", *h100, "--reference-device", "h200"]) == 2
+    assert "not on 'h200'" in capsys.readouterr().err
+    assert predict_vs_measured([*args, "--reference", *h100]) == 2
+    assert "--reference and --reference-device go together" in capsys.readouterr().err
