@@ -32,11 +32,14 @@ def make_point(
     cut_off: str = "",
     model: str = "inception_v3",
     repeat: int = 0,
+    payload: str = "float",
 ) -> Point:
     """A closed-loop point whose requests all took ``latency_us`` (p99 = factor × that).
 
     ``concurrency`` requests in flight, each taking ``latency_us``: requests/s = concurrency / latency.
+    ``payload`` jpeg sends to ``serving_bytes``, as the clients do.
     """
+    signature = "serving_bytes" if payload == "jpeg" else "serving_default"
     requests_per_s = concurrency / (latency_us / 1e6)
     load = LoadInfo("closed", concurrency=concurrency)
     answered = 100 - errors if ok is None else ok
@@ -54,8 +57,8 @@ def make_point(
     return Point(
         target=Target(target, f"grpc://{target}:8500", device, server="tfserving"),
         model=model,
-        signature="serving_default",
-        payload="float",
+        signature=signature,
+        payload=payload,
         batch_size=batch,
         load=load,
         duration_s=10.0,
@@ -67,6 +70,6 @@ def make_point(
         codec=Codec(),
         cut_off=cut_off,
         repeat=repeat,
-        key=point_key(target, model, "serving_default", "float", batch, load, repeat),
+        key=point_key(target, model, signature, payload, batch, load, repeat),
         notes=("server metrics unavailable: synthetic",),
     )

@@ -384,3 +384,54 @@ def test_a_tune_answer_is_versioned_and_one_of_an_unknown_version_is_refused_in_
     with pytest.raises(UserError, match="schema_version 7; this serve-bench reads version 1") as caught:
         read_tune_answer(path)
     assert "\n" not in str(caught.value)
+
+
+def test_a_run_that_sent_two_payloads_reports_each_apart(tmp_path):
+    """A sweep's ``payloads = ["float", "jpeg"]`` measures two workloads on one target (pixels, and JPEG bytes the
+    server decodes). Each is its own series of rows ("gpu jpeg"), so a gain is over its own payload's batch 1, the
+    best names its payload, every verdict label is a row, GPU over CPU sets float beside float, and compare's rows
+    say which payload each is. Before, the rows of both carried one label ("gpu b16 c1" twice) and a verdict line
+    took its gain from the float rows and its best from the jpeg ones."""
+    points = [
+        make_point("gpu", "gpu", 1, 10_000),  # float: 100 img/s at 1, 1,600 at 16 (16x)
+        make_point("gpu", "gpu", 16, 10_000),
+        make_point("gpu", "gpu", 1, 5_000, payload="jpeg"),  # jpeg: 200 img/s at 1, 3,200 at 16 (16x)
+        make_point("gpu", "gpu", 16, 5_000, payload="jpeg"),
+        make_point("cpu", "cpu", 1, 4_000, payload="jpeg"),  # jpeg on the CPU first, far faster: not float's ratio
+        make_point("cpu", "cpu", 16, 8_000, payload="jpeg"),
+        make_point("cpu", "cpu", 1, 40_000),  # float on the CPU: 25 and 80 img/s
+        make_point("cpu", "cpu", 16, 200_000),
+    ]
+    analysis = analyze_run(points)
+    by_name = {t.name: t for t in analysis.targets}
+    assert set(by_name) == {"gpu float", "gpu jpeg", "cpu float", "cpu jpeg"}
+    for name, top in (("gpu float", 1600.0), ("gpu jpeg", 3200.0)):
+        gain = by_name[name].client_gain
+        assert gain is not None and gain.top.label == f"{name} b16 c1" and gain.base.label == f"{name} b1 c1"
+        assert gain.top.items_per_s.value == pytest.approx(top) and gain.ratio.value == pytest.approx(16.0)
+    (ratio_16,) = [r for r in analysis.device_ratios if r.batch_size == 16]
+    assert (ratio_16.gpu.label, ratio_16.cpu.label) == ("gpu float b16 c1", "cpu float b16 c1")
+    assert ratio_16.items_ratio.value == pytest.approx(1600 / 80)
+
+    run_dir = tmp_path / "run"
+    with ResultsWriter(run_dir) as writer:
+        for point in points:
+            writer.append(point)
+        writer.write_run({"settings": {}})
+    output = build_report(run_dir, models_dir=tmp_path)
+    text = output.html.read_text()
+    labels = [cell.label for t in analysis.targets for cell in t.cells]
+    assert len(set(labels)) == len(points)  # one row, one label
+    for line in output.analysis.verdict_lines:
+        for label in re.findall(r"\b(?:gpu|cpu) (?:float|jpeg) b\d+ c\d+", line):
+            assert f'id="{label}"' in text, line
+    assert any("gpu jpeg b16 c1" in line for line in output.analysis.verdict_lines)
+
+    (tmp_path / "again").mkdir()
+    with ResultsWriter(tmp_path / "again") as writer:
+        for point in points:
+            writer.append(point)
+        writer.write_run({"settings": {}})
+    configs = [row["config"] for row in compare_runs(run_dir, tmp_path / "again").rows]
+    assert len(configs) == len(points) and "grpc jpeg b16 concurrency 1" in configs
+    assert len(set(configs)) == len(points) // 2  # gpu and cpu share a configuration, their payloads do not

@@ -186,9 +186,9 @@ def _order(cell: Cell, baseline: Cell | None) -> tuple[object, ...]:
     return (cell is not baseline, mode_rank, cell.batch_size, cell.in_flight, rate)
 
 
-def _analyze_target(points: list[Point], slo: Slo | None, flops: float | None) -> TargetAnalysis:
+def _analyze_target(points: list[Point], slo: Slo | None, flops: float | None, name: str) -> TargetAnalysis:
     first = points[0]
-    cells = cells_of(points)
+    cells = cells_of(points, "" if name == first.target.name else name)
     usable = [c for c in cells if c.usable]
     curve_cells = [c for c in usable if c.mode in _CURVE_MODES]
     ones = [c for c in curve_cells if c.batch_size == 1]
@@ -232,7 +232,7 @@ def _analyze_target(points: list[Point], slo: Slo | None, flops: float | None) -
     contradicted = model is not None and client_gain is not None and client_gain.ratio.value > model.gain_bound
     gflops = {b: c.items_per_s.value * flops / 1e9 for b, c in best.items()} if flops else {}
     return TargetAnalysis(
-        first.target.name,
+        name,
         first.target.device,
         first.target.protocol,
         first.target.server_kind,
@@ -411,13 +411,24 @@ def _verdict(targets: list[TargetAnalysis], slo: Slo | None) -> tuple[str, ...]:
     return tuple(lines)
 
 
+def series_name(point: Point, payloads: set[str]) -> str:
+    """The rows a point belongs to: its target's, or, where the run sent more than one payload (a sweep's
+    ``payloads = ["float", "jpeg"]``), its target's for that payload ("rest jpeg"): float pixels and JPEG bytes
+    decoded in the server are two workloads, and a gain or a best taken across them compares the two."""
+    return f"{point.target.name} {point.payload}" if len(payloads) > 1 else point.target.name
+
+
 def analyze_run(points: list[Point], slo: Slo | None = None, flops_per_image: float | None = None) -> Analysis:
+    payloads = {point.payload for point in points}
     by_target: dict[str, list[Point]] = defaultdict(list)
     for point in points:
-        by_target[point.target.name].append(point)
-    targets = [_analyze_target(group, slo, flops_per_image) for group in by_target.values()]
+        by_target[series_name(point, payloads)].append(point)
+    targets = [_analyze_target(group, slo, flops_per_image, name) for name, group in by_target.items()]
     ratios = []
-    gpu, cpu = _device_pick(targets, "gpu"), _device_pick(targets, "cpu")
+    # GPU over CPU of one payload: the first the run sent (float, where it sent float)
+    first = next((p.payload for p in points if p.payload == "float"), points[0].payload if points else "")
+    same = [t for t in targets if t.cells and t.cells[0].points[0].payload == first]
+    gpu, cpu = _device_pick(same, "gpu"), _device_pick(same, "cpu")
     if gpu is not None and cpu is not None:
         for batch in sorted(set(gpu.best_by_batch) & set(cpu.best_by_batch)):
             g, c = gpu.best_by_batch[batch], cpu.best_by_batch[batch]

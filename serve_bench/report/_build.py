@@ -134,6 +134,8 @@ def compare_runs(
         return table
 
     a_index, b_index = index(points_a), index(points_b)
+    # where the runs sent more than one payload, a row names its own (float pixels and JPEG bytes are two workloads)
+    several = len({p.payload for p in (*points_a, *points_b)}) > 1
     rows, only_a, only_b = [], [], []
     for key, a_group in a_index.items():
         b_group = b_index.get(key, [])
@@ -150,7 +152,8 @@ def compare_runs(
             ia, ib = a.items_per_s, b.items_per_s
             rows.append(
                 {
-                    "config": f"{a.target.protocol} b{a.batch_size} {a.load.describe()}",
+                    "config": f"{a.target.protocol}{f' {a.payload}' if several else ''} b{a.batch_size} "
+                    f"{a.load.describe()}",
                     "a": a,
                     "b": b,
                     "items_ratio": ib / ia if ia else None,

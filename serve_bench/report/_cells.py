@@ -38,9 +38,10 @@ class Cell:
     items_per_s: Estimate
     p50_us: Estimate
     p99_us: Estimate
+    series: str = ""  # the name of the rows it belongs to, where not its target's: "rest jpeg" (report/_analysis.py)
 
     @classmethod
-    def of(cls, points: Iterable[Point]) -> Cell:
+    def of(cls, points: Iterable[Point], series: str = "") -> Cell:
         group = tuple(points)
         measured = _measured(group)
         first = measured[0]
@@ -49,6 +50,7 @@ class Cell:
             _spread([p.items_per_s for p in measured], Estimate.of(first.items_per_s, first.throughput.items_per_s_ci)),
             _spread([p.latency.p50 for p in measured], Estimate.of(first.latency.p50, first.latency.p50_ci)),
             _spread([p.latency.p99 for p in measured], Estimate.of(first.latency.p99, first.latency.p99_ci)),
+            series,
         )
 
     @property
@@ -80,8 +82,14 @@ class Cell:
 
     @property
     def label(self) -> str:
-        """``gpu b8 c1``: the name a verdict uses to point at this cell's row."""
-        return f"{self.target} b{self.batch_size} {self.points[0].load.level()}"
+        """``gpu b8 c1`` (``rest jpeg b8 c1`` where a run sent more than one payload): the name a verdict uses to
+        point at this cell's row."""
+        return f"{self.series or self.target} {self.where}"
+
+    @property
+    def where(self) -> str:
+        """``b8 c1``: the cell's place in its series' grid."""
+        return f"b{self.batch_size} {self.points[0].load.level()}"
 
     @property
     def usable(self) -> bool:
@@ -104,9 +112,9 @@ def _cell_key(point: Point) -> PointId:
     return replace(point.grid_id, repeat=0)  # a cell holds the repeats
 
 
-def cells_of(points: Iterable[Point]) -> list[Cell]:
+def cells_of(points: Iterable[Point], series: str = "") -> list[Cell]:
     """Points grouped into cells (repeats together), in the order each cell was first measured."""
     groups: dict[PointId, list[Point]] = {}
     for point in points:
         groups.setdefault(_cell_key(point), []).append(point)
-    return [Cell.of(group) for group in groups.values()]
+    return [Cell.of(group, series) for group in groups.values()]

@@ -140,7 +140,7 @@ def draw_plots(analysis: Analysis, out_dir: Path, model: str) -> dict[str, Path]
         )
         for c in cells:
             ax.annotate(
-                c.label.split(" ", 1)[1],
+                c.where,
                 (c.items_per_s.value, c.p99_us.value / 1000),
                 fontsize=7,
                 xytext=(3, 3),
