@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from serve_bench.errors import UserError
+from serve_bench.errors import Terminated, UserError, interrupted_status
 
 if TYPE_CHECKING:
     from serve_bench.load import PointSettings
@@ -160,12 +160,12 @@ def sweep(args: argparse.Namespace) -> int:
             outcome = asyncio.run(
                 run_sweep(spec, run_dir, resume=args.resume, on_point=progress, models_dir=Path(args.models_dir))
             )
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         console.print(
-            f"interrupted: every finished point is kept in {run_dir / 'points.jsonl'}; "
-            f"continue with --resume --run-dir {run_dir}"
+            f"{'terminated' if isinstance(exc, Terminated) else 'interrupted'}: every finished point is kept in "
+            f"{run_dir / 'points.jsonl'}; continue with --resume --run-dir {run_dir}"
         )
-        return 130
+        return interrupted_status(exc)
     if outcome.skipped:
         console.print(f"resumed: {outcome.skipped} points were already measured")
     if outcome.remeasured:

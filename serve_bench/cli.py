@@ -9,13 +9,15 @@ the user typed.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from typing import NamedTuple, NoReturn
 
 from serve_bench import _cli_args as flags
 from serve_bench import _cli_commands as commands
-from serve_bench.errors import InvalidValue, UserError
+from serve_bench.errors import InvalidValue, Terminated, UserError, interrupted_status
 
 __all__ = ["COMMANDS", "Command", "build_parser", "main"]
 
@@ -113,9 +115,17 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Callable[[argpars
     return parser, runs
 
 
+def _on_sigterm(signum: int, frame: object) -> None:
+    raise Terminated
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser, runs = build_parser()
     args = parser.parse_args(argv)
+    # Python's default on SIGTERM ends the process at once, with no finally, so a launched server outlived it;
+    # `serve` installs its own on its event loop (drain, then exit 0)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
     try:
         return runs[args.command](args)
     except InvalidValue as exc:
@@ -126,9 +136,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         flag = flags.FLAG_OF.get(exc.parameter or "")
         print(f"serve-bench {args.command}: error: {exc}" + (f" ({flag})" if flag else ""), file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print(f"serve-bench {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        said = "terminated" if isinstance(exc, Terminated) else "interrupted"
+        print(f"serve-bench {args.command}: {said}", file=sys.stderr)
+        return interrupted_status(exc)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

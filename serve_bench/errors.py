@@ -15,12 +15,23 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["InvalidValue", "Renamed", "UserError", "first_line", "say_renamed"]
+__all__ = ["InvalidValue", "Renamed", "Terminated", "UserError", "first_line", "interrupted_status", "say_renamed"]
 
 
 def first_line(exc: BaseException) -> str:
     """An exception's first non-blank line (its type's name when it says nothing): a one-line reason."""
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what ``timeout``, a CI's cancel and ``docker stop`` send), raised by the CLI's handler where the
+    command is, so that it unwinds as from Ctrl-C: the servers it launched stopped (they run in sessions of their
+    own, so a signal to serve-bench's process group does not reach them), the points measured so far kept."""
+
+
+def interrupted_status(exc: KeyboardInterrupt) -> int:
+    """The exit status of a command stopped by a signal, as a shell reports one: 143 for SIGTERM, 130 for Ctrl-C."""
+    return 143 if isinstance(exc, Terminated) else 130
 
 
 class UserError(Exception):

@@ -292,6 +292,64 @@ def test_ctrl_c_keeps_finished_points(tmp_path):
     assert 1 <= len(kept) < 4
 
 
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (from /proc: a launched server runs in a session of its own)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_sigterm_stops_the_server_the_sweep_launched(tmp_path, models_dir):
+    """SIGTERM (what `timeout`, a CI's cancel and `docker stop` send) to a sweep that launched its server: the
+    sweep stops as from Ctrl-C (143, "terminated", no traceback) and the server it launched is gone. The server
+    runs in a session of its own, so a signal to the sweep's process group does not reach it; before, Python's
+    default on SIGTERM ended the sweep with no cleanup and left the server running, its ports held, with no
+    parent (found by a fresh-eyes review)."""
+    spec = tmp_path / "spec.toml"
+    spec.write_text(
+        f"""
+name = "t"
+model = "tiny"
+models_dir = "{models_dir}"
+batch_sizes = [1]
+[durations]
+warmup_s = 0.1
+min_duration_s = 60
+[[targets]]
+name = "local"
+launch = "local"
+"""
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "serve_bench", "sweep", str(spec), "--run-dir", str(tmp_path / "run")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    assert process.stdout is not None
+    output = []
+    for line in process.stdout:  # the first point starts once its server answers
+        output.append(line)
+        if "[1/" in line:
+            break
+    servers = _children(process.pid)
+    assert servers, "".join(output)
+    process.send_signal(signal.SIGTERM)
+    rest, _ = process.communicate(timeout=60)
+    output.append(rest)
+    assert process.returncode == 143, "".join(output)
+    assert "terminated: every finished point is kept" in rest and "Traceback" not in rest
+    assert not [pid for pid in servers if Path(f"/proc/{pid}").exists()], "".join(output)
+
+
 async def test_until_stable_stops_once_windows_agree(tmp_path):
     from serve_bench.client import connect
     from serve_bench.load import PointSettings, analyze, is_stable, make_inputs, run_closed_loop

@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 from pathlib import Path
 
+from serve_bench.errors import Terminated, interrupted_status
 from serve_bench.stats import (
     BEST_BATCHING_FILE,
     BEST_MLSERVER_SERVER_SETTINGS_FILE,
@@ -158,12 +159,13 @@ def run_tune_command(args: argparse.Namespace) -> int:
     )
     try:
         outcome = asyncio.run(run_tune(spec, run_dir, resume=args.resume, on_event=_on_event))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         print(
-            f"interrupted: every finished point and configuration is kept in {run_dir}; "
-            f"continue with: serve-bench tune {args.spec} --resume --run-dir {run_dir}"
+            f"{'terminated' if isinstance(exc, Terminated) else 'interrupted'}: every finished point and "
+            f"configuration is kept in {run_dir}; continue with: serve-bench tune {args.spec} --resume --run-dir "
+            f"{run_dir}"
         )
-        return 130
+        return interrupted_status(exc)
     for config_id, why in outcome.failed.items():
         print(f"configuration {config_id} did not start: {why} (log: {run_dir / 'configs' / config_id / 'server.log'})")
     if outcome.answer is None:
