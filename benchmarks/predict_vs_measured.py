@@ -130,6 +130,12 @@ def measured(
     )
 
 
+def floor_model(header: dict[str, Any]) -> str:
+    """The model a floor measured, from its header; floors before 2026-11-27 did not name it, their copy did
+    (MODELS/jax/<model>/<version>/conversion.json). "" where neither says."""
+    return str(header.get("model") or Path(str(header.get("copy", ""))).parent.parent.name)
+
+
 def measured_in_process(path: Path, model: str, precision: str) -> Measured:
     """A GPU floor's images/s by batch size (``python -m serve_bench.runtimes._floor``'s lines: a header, then
     one line per size): the runtime called in process, which is what the published tables a prediction is
@@ -140,8 +146,7 @@ def measured_in_process(path: Path, model: str, precision: str) -> Measured:
     header = lines[0] if lines else {}
     if "in_effect" not in header or "precision" not in header:
         raise UserError(f"{path}: not a floor's output (its first line names no runtime in effect and precision)")
-    # floors before 2026-11-27 did not name their model; their copy did (MODELS/jax/<model>/<version>/...)
-    said = header.get("model") or Path(str(header.get("copy", ""))).parent.parent.name
+    said = floor_model(header)
     if said != model:
         raise UserError(f"{path}: a floor of {said or 'an unnamed model'}, not of {model}")
     if header.get("device") != "gpu":

@@ -444,6 +444,27 @@ def test_the_summary_adds_up_a_gpus_first_runs_apart_from_its_compiles():
     assert summarize._first_runs({1: {"first_run_s": None}, 8: {}}) == ""
 
 
+def test_the_summary_reads_the_first_visits_floors_and_refuses_what_is_not_a_run(tmp_path, capsys):
+    """The first H100 visit's floors (2026-11-26) name their model only in their copy's path: each still has its
+    in-process line (the README's 9.2-20.6x for that visit came from them). A folder with no floor/ and no runs/,
+    and a price that is not a positive number, are refused in one line; a cost under half a cent keeps two digits
+    rather than reading $0.00."""
+    summarize = _summarize()
+    first = SCRIPT.parents[1] / "results/h100-2026-11-26/visit-2"
+    assert summarize.main([str(first)]) == 0
+    out = capsys.readouterr().out
+    assert "In process on gpu-tf32: 220 img/s at batch 1, 4,534 at 256 (20.6×)" in out
+    assert "In process on gpu-fp32: 187 img/s at batch 1, 1,719 at 256 (9.19×)" in out
+    assert summarize.main([str(tmp_path)]) == 2
+    assert capsys.readouterr().err.startswith(f"summarize.py: no floor/ or runs/ in {tmp_path}")
+    for price in ("-3", "nan", "0", "abc"):
+        with pytest.raises(SystemExit):
+            summarize.main([str(first), "--gpu-price-per-hour", price])
+        assert "give a positive price in dollars an hour" in capsys.readouterr().err
+    assert summarize._money(0.00049, 2) == "0.00049" and summarize._money(0.79, 2) == "0.79"
+    assert summarize._money(5.597, 3) == "5.597"
+
+
 def test_where_throughput_stops_growing_is_said_as_far_as_the_measured_sizes_go():
     """The smallest batch within 5% of the best, and what the sizes left out leave unknown: InceptionV3's GPU
     floor of 2026-11-27 measured 1, 4, 16 and 256 and still grew at 256 ("past 16", not "256"); its CPU floor,

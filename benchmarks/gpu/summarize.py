@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.gpu.run import IN_FLIGHT_RUN, SERVER_BATCHING_RUN  # noqa: E402
+from benchmarks.predict_vs_measured import floor_model  # noqa: E402
 from serve_bench.errors import UserError  # noqa: E402
 from serve_bench.report import analyze_run  # noqa: E402
 from serve_bench.stats import Interval, read_points  # noqa: E402
@@ -77,11 +79,18 @@ def _witness(path: Path) -> str:
     return f"; convolutions {max(witness.values()):.1e} off float64"
 
 
+def _money(dollars: float, places: int) -> str:
+    """Dollars to ``places`` decimals, or to two significant digits where those would read 0 (a cheap CPU's
+    million images at a fraction of a cent)."""
+    text = f"{dollars:.{places}f}"
+    return f"{dollars:.2g}" if dollars > 0 and float(text) == 0 else text
+
+
 def _cost(price_per_hour: float | None, images_per_s: float) -> str:
     """What a million images cost at the best batch's rate, at the device's hourly price ("" without a price)."""
     if not price_per_hour:
         return ""
-    return f"; ${price_per_hour / (3600 * images_per_s) * 1e6:.2f} per million images at its best"
+    return f"; ${_money(price_per_hour / (3600 * images_per_s) * 1e6, 2)} per million images at its best"
 
 
 def _first_runs(floor: dict[int, dict[str, Any]]) -> str:
@@ -143,12 +152,12 @@ def _floor_files(folders: list[Path]) -> dict[str, Path]:
 
 
 def _floor_labels(files: dict[str, Path]) -> dict[str, list[str]]:
-    """Each model's floors by their label, the model read from the file's first line (floors before 2026-11-27
-    recorded none: they are found only beside a served target of their label)."""
+    """Each model's floors by their label, the model read from the file's first line (predict_vs_measured's
+    floor_model: before 2026-11-27 a floor named it only in its copy's path)."""
     found: dict[str, list[str]] = {}
     for stem, path in files.items():
         first = path.read_text().splitlines()[:1]
-        model = json.loads(first[0]).get("model") if first else None
+        model = floor_model(json.loads(first[0])) if first else None
         if model and stem.startswith(f"{model}-"):
             found.setdefault(model, []).append(stem[len(model) + 1 :])
     return found
@@ -217,7 +226,7 @@ def summarize(folders: Path | list[Path], prices: dict[str, float]) -> str:
                 else "–"
             )
             price = prices.get(device)
-            cost = f"{price / (3600 * best.items_per_s.value) * 1e6:.3f}" if price else "–"
+            cost = _money(price / (3600 * best.items_per_s.value) * 1e6, 3) if price else "–"
             gain = ratio(best.items_per_s, base.items_per_s)
             lines.append(
                 f"| {target.name} | {_interval(base.items_per_s)} | {_interval(best.items_per_s)} ({best.batch_size})"
@@ -251,17 +260,32 @@ def summarize(folders: Path | list[Path], prices: dict[str, float]) -> str:
     return "\n".join(lines)
 
 
+def _price(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a positive price in dollars an hour, such as 7.912")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("folders", type=Path, nargs="+", help="a run's folder, or a visit's calls' folders")
-    parser.add_argument("--gpu-price-per-hour", type=float, default=None)
-    parser.add_argument("--cpu-price-per-hour", type=float, default=None)
+    parser.add_argument("--gpu-price-per-hour", type=_price, default=None, help="dollars an hour, for the cost")
+    parser.add_argument("--cpu-price-per-hour", type=_price, default=None, help="dollars an hour, for the cost")
     args = parser.parse_args(argv)
     prices = {k: v for k, v in (("gpu", args.gpu_price_per_hour), ("cpu", args.cpu_price_per_hour)) if v}
     missing = [str(folder) for folder in args.folders if not folder.is_dir()]
     try:
         if missing:
             raise UserError(f"no such folder: {', '.join(missing)}; give a GPU run's folder (its --out)")
+        if not any((folder / "floor").is_dir() or (folder / "runs").is_dir() for folder in args.folders):
+            raise UserError(
+                f"no floor/ or runs/ in {', '.join(map(str, args.folders))}: give a GPU run's folder (run.py's --out,"
+                " or a visit's visit-N)"
+            )
         print(summarize(args.folders, prices))
     except UserError as exc:
         print(f"summarize.py: {exc}", file=sys.stderr)
