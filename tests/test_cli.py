@@ -233,3 +233,8 @@ def test_choose_run_dir_takes_the_asked_one_the_latest_when_resuming_or_a_new_on
     (tmp_path / "file").write_text("")
     with pytest.raises(UserError, match="is not a directory; choose another --run-dir"):
         choose_run_dir(tmp_path / "file", tmp_path, "p")
+    # a spec's name is one folder in its out: one that climbs out of it, or has folders of its own, is refused
+    for name in ("../../etc/x", "a/b", "..", "", "a\\b"):
+        with pytest.raises(UserError, match="must be a plain name"):
+            choose_run_dir(None, tmp_path / "out", name)
+    assert not (tmp_path / "etc").exists()

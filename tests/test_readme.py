@@ -326,3 +326,12 @@ def test_the_import_table_is_test_layers_allowed() -> None:
         for part, allowed in ALLOWED.items()
     )
     assert documented == ALLOWED, f"docs/architecture.md's table should read:\n{expected}"
+
+
+def test_the_docs_give_the_schema_version_points_are_written_in() -> None:
+    """docs/cli.md says which schema_version a points.jsonl line carries: the one serve_bench.stats writes (it said
+    4 after 5 was introduced)."""
+    from serve_bench.stats import SCHEMA_VERSION
+
+    text = (ROOT / "docs" / "cli.md").read_text()
+    assert re.findall(r"carries `schema_version` \((\d+)\)", text) == [str(SCHEMA_VERSION)]
