@@ -45,7 +45,9 @@ def choose_run_dir(
     else:
         # a run's name is one path component: "../../etc/x" wrote outside its results' folder
         if name in ("", ".", "..") or Path(name).name != name or "\\" in name:
-            raise UserError(f"the run's name {name!r} must be a plain name (no '/' or '..'): it names a folder in {root}")
+            raise UserError(
+                f"the run's name {name!r} must be a plain name (no '/' or '..'): it names a folder in {root}"
+            )
         run_dir = (resume and latest_stamped_run_dir(root, name, holding=holding)) or stamped_run_dir(root, name)
     if run_dir.exists() and not run_dir.is_dir():
         raise UserError(f"{run_dir} is not a directory; choose another --run-dir")
