@@ -173,13 +173,25 @@ async def test_served_on_jax_over_grpc_and_rest_records_what_ran(jax_models, tf,
     assert re.findall(r"compiled batch size (\d+) inside a request", log) == ["3", "2"]
 
 
-async def test_serving_bytes_is_refused_naming_the_runtime(jax_models):
+async def test_serving_bytes_is_refused_naming_the_runtime(jax_models, tmp_path, capsys):
     """serving_bytes decodes JPEGs with TensorFlow's ops; a jax server loads no TensorFlow, so it says so
-    rather than a bare 'signature not found'."""
+    rather than a bare 'signature not found'; and `bench --payload jpeg` passes on what the server said (the first
+    failure of each status, a note of the point) rather than a count of FAILED_PRECONDITION alone."""
     with LocalServerProcess(jax_models, "tiny", extra_flags=("--runtime=jax",)) as server:
         async with connect(server.grpc_url, "tiny", signature="serving_bytes") as client:
             with pytest.raises(InvalidArgument, match="runs on TensorFlow, which this server does not load"):
                 await client.predict({"image_bytes": np.array([b"not a jpeg"], dtype=object)})
+        bench = ["bench", server.grpc_url, "--model", "tiny", "--payload", "jpeg", "--warmup", "0.1"]
+        bench += ["--duration", "0.3", "--min-requests", "1", "--no-until-stable", "--run-dir", str(tmp_path)]
+        assert await asyncio.to_thread(main, bench) == 1
+        err = capsys.readouterr().err
+        assert "no request succeeded" in err and "; first error FAILED_PRECONDITION: " in err, err
+        assert "runs on TensorFlow, which this server does not load" in err, err
+        assert await asyncio.to_thread(main, [*bench, "--rate", "40"]) == 1  # the open loop records it alike
+        assert "; first error FAILED_PRECONDITION: " in capsys.readouterr().err
+    point = json.loads((tmp_path / "points.jsonl").read_text().splitlines()[-1])
+    (said,) = [note for note in point["notes"] if note.startswith("first error ")]
+    assert said.startswith("first error FAILED_PRECONDITION: ") and len(said) <= 250
 
 
 async def test_a_host_without_tensorflow_exports_and_serves_a_random_copy(tmp_path, without_tensorflow):

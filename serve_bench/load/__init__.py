@@ -37,12 +37,13 @@ from serve_bench.load._payload import (
     signature_for_payload,
 )
 from serve_bench.load._plan import PointPlan
-from serve_bench.load._recorder import Recorder, RecordingClient
+from serve_bench.load._recorder import FIRST_ERROR, Recorder, RecordingClient
 from serve_bench.load._schedule import ARRIVALS, MAX_RATE, ArrivalSchedule, arrival_offsets
 
 __all__ = [
     "ARRIVALS",
     "DOWN_AFTER",
+    "FIRST_ERROR",
     "LOCUST_NOTE",
     "MAX_RATE",
     "MIN_WINDOW_REQUESTS",

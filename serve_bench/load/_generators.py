@@ -259,6 +259,7 @@ async def run_closed_loop(
             for task in pending:
                 task.cancel()
     run = LoadRun(records, window_start, max(window_end, window_start), cut_off=liveness.down)
+    run.notes += recorder.error_notes()
     if cpu_start is not None:
         run.loop_cpu_seconds = cpu_end[0] - cpu_start[0]
         run.process_cpu_seconds = cpu_end[1] - cpu_start[1]
@@ -437,6 +438,7 @@ async def run_open_loop(
             for task in list(tasks):
                 task.cancel()
     run = LoadRun(records, window_start, window_end, requested_rate=rate, scheduled=scheduled, cut_off=liveness.down)
+    run.notes += recorder.error_notes()
     if run.cut_off:
         run.window_end = max(window_start, min(window_end, max((r.done for r in records), default=window_start)))
     if cpu_start is not None:

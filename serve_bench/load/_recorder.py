@@ -14,9 +14,13 @@ from typing import Any
 import numpy as np
 
 from serve_bench.client import Client, PreparedRequest, Response, ServeBenchError
+from serve_bench.errors import first_line
 from serve_bench.stats import OK, RequestRecord
 
-__all__ = ["Recorder", "RecordingClient"]
+__all__ = ["FIRST_ERROR", "Recorder", "RecordingClient"]
+
+FIRST_ERROR = "first error"  # a point's note "first error <status>: <what the server or the transport said>"
+_SAID_AT_MOST = 200  # characters of it kept (an HTML error page is one long line)
 
 
 class Recorder:
@@ -24,8 +28,13 @@ class Recorder:
 
     def __init__(self, client: Client, timeout: float | None = None) -> None:
         self.records: list[RequestRecord] = []
+        self.first_errors: dict[str, str] = {}  # status -> the first such failure's first line
         self._predict = client.predict_prepared
         self._timeout = timeout
+
+    def error_notes(self) -> list[str]:
+        """One note per status that failed, with what its first failure said: the counts say how many, this why."""
+        return [f"{FIRST_ERROR} {status}: {said}" for status, said in self.first_errors.items()]
 
     async def send(
         self, prepared: PreparedRequest, intended: float | None = None, timeout: float | None = None
@@ -39,12 +48,15 @@ class Recorder:
         try:
             response = await self._predict(prepared, self._timeout if timeout is None else timeout)
         except ServeBenchError as exc:
+            status = exc.status or type(exc).__name__
+            if status not in self.first_errors:
+                self.first_errors[status] = first_line(exc)[:_SAID_AT_MOST]
             self.records.append(
                 RequestRecord(
                     due,
                     sent,
                     time.perf_counter(),
-                    exc.status or type(exc).__name__,
+                    status,
                     prepared.items,
                     prepared.nbytes,
                     0.0,
