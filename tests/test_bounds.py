@@ -117,6 +117,12 @@ def test_the_schedule_is_bounded_before_connecting() -> None:
     assert _refused(check_schedule, _plan("grpc://h:1", 1, _closed(100_000)), SETTINGS, memory).name == "concurrency"
     assert _refused(check_schedule, _plan("grpc://h:1", 1, _closed(1, 64)), SETTINGS, memory).name == "processes"
     check_schedule(_plan("grpc://h:1", 1, _closed(64)), PointSettings(), memory)  # the defaults fit easily
+    # and from below: an open loop whose window holds no scheduled request measures nothing ("0 of 0 requests
+    # answered" blamed the server)
+    second = PointSettings(warmup_s=0, min_duration_s=1, max_duration_s=10)
+    refusal = _refused(check_schedule, _plan("grpc://h:1", 1, LoadInfo("open", rate=0.01, arrival="poisson")), second)
+    assert refusal.name == "rate" and "at least 1 requests/s for a 1 s window" in refusal.requirement
+    check_schedule(_plan("grpc://h:1", 1, LoadInfo("open", rate=1.0, arrival="poisson")), second, memory)
 
 
 def test_a_count_of_four_hundred_digits_is_refused_like_any_other() -> None:

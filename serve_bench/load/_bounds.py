@@ -162,8 +162,17 @@ def _whole(count: float) -> int:
 def check_schedule(plan: PointPlan, settings: PointSettings, memory: Memory | None = None) -> None:
     """Refuse a load whose records, requests in flight and processes alone need more memory than this
     process may use (``InvalidValue`` naming rate, max_duration_s, concurrency or processes)."""
+    load = plan.load
+    if load.mode == "open" and load.rate is not None and load.rate * settings.min_duration_s < 1:
+        raise InvalidValue(
+            "rate",
+            load.rate,
+            f"at least {1 / settings.min_duration_s:.4g} requests/s for a {settings.min_duration_s:g} s window: at "
+            f"{load.rate:g} it schedules no request, and a point of none measures nothing; raise the rate or the "
+            "duration",
+        )
     memory = memory or memory_available()
-    load, usable = plan.load, memory.usable
+    usable = memory.usable
     records = _records(load, settings) * RECORD_BYTES
     if records > usable:
         if load.mode == "open":
