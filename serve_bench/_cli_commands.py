@@ -286,7 +286,7 @@ def compare(args: argparse.Namespace) -> int:
 
 def import_locust(args: argparse.Namespace) -> int:
     from serve_bench.load import import_locust as read_locust
-    from serve_bench.stats import ResultsWriter, choose_run_dir, collect_run_metadata
+    from serve_bench.stats import ResultsWriter, choose_run_dir, collect_run_metadata, read_points
 
     points = read_locust(
         args.prefix,
@@ -299,6 +299,15 @@ def import_locust(args: argparse.Namespace) -> int:
         payload=args.payload,
     )
     out = choose_run_dir(args.run_dir, "results", "locust")
+    if (out / "points.jsonl").exists():  # the same CSV imported twice read as two repeats of each measurement
+        there = {point.key for point in read_points(out)}
+        again = [point.key for point in points if point.key in there]
+        if again:
+            raise UserError(
+                f"{out} already holds {again[0]}"
+                + (f" and {len(again) - 1} more of these points" if len(again) > 1 else "")
+                + "; import into another --run-dir (each import is one measurement, not a repeat)"
+            )
     with ResultsWriter(out) as writer:
         for point in points:
             writer.append(point)

@@ -337,3 +337,22 @@ def test_import_locust_of_a_file_that_is_not_text_is_one_line(tmp_path):
     (tmp_path / "l_stats.csv").write_bytes(b"garbage\x00\xff\n")
     with pytest.raises(UserError, match="is not a CSV file Locust wrote"):
         import_locust(str(tmp_path / "l"))
+
+
+def test_the_same_csv_imported_twice_into_one_run_is_refused(tmp_path, capsys):
+    """A second import of one Locust CSV into the same run read as two repeats of each measurement (report: "x2",
+    a range of zero width); it is refused in one line, the run left as it was, and another run takes it."""
+    (tmp_path / "l_stats.csv").write_text(
+        "Type,Name,Request Count,Failure Count,Requests/s,Average Response Time,Max Response Time,"
+        "50%,90%,95%,99%,99.9%,100%\n"
+        "grpc,predict tiny b1,200,0,40.0,24.1,60,23,30,33,41,60,60\n"
+        ",Aggregated,200,0,40.0,24.1,60,23,30,33,41,60,60\n"
+    )
+    run = tmp_path / "run"
+    assert main(["import-locust", str(tmp_path / "l"), "--run-dir", str(run)]) == 0
+    before = (run / "points.jsonl").read_text()
+    assert main(["import-locust", str(tmp_path / "l"), "--run-dir", str(run)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "already holds" in err and "import into another --run-dir" in err
+    assert (run / "points.jsonl").read_text() == before
+    assert main(["import-locust", str(tmp_path / "l"), "--run-dir", str(tmp_path / "other")]) == 0
