@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from serve_bench.errors import Terminated, UserError, interrupted_status
+from serve_bench.errors import InvalidValue, Terminated, UserError, interrupted_status
 
 if TYPE_CHECKING:
     from serve_bench.load import PointSettings
@@ -125,7 +125,8 @@ def bench(args: argparse.Namespace) -> int:
         seed=args.seed,
         runtime=args.runtime,
     )
-    positive_number("max_error_share", args.max_errors, allow_zero=True)
+    if positive_number("max_error_share", args.max_errors, allow_zero=True) > 1:
+        raise InvalidValue("max_error_share", args.max_errors, "at most 1: a share of the requests (0.01: one in 100)")
     parse_target(args.url)  # a malformed URL is refused (InvalidTarget) before the run directory is made
     check_schedule(plan, settings)  # records, requests in flight, processes: before connecting (docs/bounds.md)
     out = Path(args.run_dir)
