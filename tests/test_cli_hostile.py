@@ -161,7 +161,8 @@ def test_a_sweep_spec_with_an_empty_list_is_refused_naming_it_and_the_file(key: 
         capsys,
     )
     assert str(spec) in err and key in err and "empty" in err
-    assert not (tmp_path / "run" / "points.jsonl").exists()
+    points = tmp_path / "run" / "points.jsonl"
+    assert not points.exists() or not points.read_text().strip()  # no point of timeouts
 
 
 # --- --input-data that holds no image -----------------------------------------------------------
@@ -247,3 +248,26 @@ def test_an_export_version_tf_serving_cannot_read_is_refused(tmp_path, capsys, v
     err = _one_line_error(capsys, "export")
     assert "--version" in err and str(2**63 - 1) in err, err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("scheme", ["http", "grpc"])
+def test_a_listener_that_never_answers_is_refused_at_the_metadata_call(scheme, tmp_path, capsys):
+    """A port that accepts and says nothing (another program's, a wrong protocol's): the metadata call times out
+    and bench stops there in one line, exit 2, nothing measured. Before, REST took the silence for a server
+    without metadata and ran a whole point of timeouts (72 s for --timeout 3, a point of zero answers)."""
+    import socket
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    port = listener.getsockname()[1]
+    try:
+        argv = ["bench", f"{scheme}://127.0.0.1:{port}", "--model", "tiny", "--timeout", "1", "--warmup", "0.1"]
+        argv += ["--duration", "0.5", "--run-dir", str(tmp_path / "run")]
+        assert main(argv) == 2
+    finally:
+        listener.close()
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no answer to the model's metadata within 1 s" in err, err
+    points = tmp_path / "run" / "points.jsonl"
+    assert not points.exists() or not points.read_text().strip()  # no point of timeouts

@@ -11,7 +11,7 @@ import numpy as np
 
 from serve_bench._server_facts import LOCAL, LOCAL_IDENTITY, V2
 from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo, Transport
-from serve_bench.client._errors import ConnectError, InvalidArgument, NotFound, ServeBenchError
+from serve_bench.client._errors import ConnectError, InvalidArgument, NotFound, RequestTimeout, ServeBenchError
 from serve_bench.codec import DT_STRING, DTYPE_TO_NUMPY, dtype_name
 from serve_bench.stats import parse_target, server_kind_name
 
@@ -92,6 +92,16 @@ class Client:
             self.signatures = await self.transport.metadata(self.timeout)
         except (NotFound, ConnectError):
             raise
+        except RequestTimeout as exc:
+            # a server that answers nothing would answer no request either: a listener that is not this protocol's
+            # server (bench http:// against a port that accepts and stays silent ran a whole point of timeouts)
+            within = f" within {self.timeout:g} s" if self.timeout else ""
+            raise ConnectError(
+                f"{self.url}: no answer to the model's metadata{within} ({exc}); is the server there, and is it "
+                "this protocol's port?",
+                status=exc.status,
+                url=self.url,
+            ) from exc
         except ServeBenchError:
             # A server without GetModelMetadata: requests are sent unchecked.
             self.signatures = {}
