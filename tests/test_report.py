@@ -412,6 +412,11 @@ def test_a_run_that_sent_two_payloads_reports_each_apart(tmp_path):
     (ratio_16,) = [r for r in analysis.device_ratios if r.batch_size == 16]
     assert (ratio_16.gpu.label, ratio_16.cpu.label) == ("gpu float b16 c1", "cpu float b16 c1")
     assert ratio_16.items_ratio.value == pytest.approx(1600 / 80)
+    # a target sent one payload keeps its name, as the pipeline's ("pipeline-jpeg") are named after theirs
+    alone = analyze_run(
+        [make_point("pipeline-float", "gpu", 1, 10_000), make_point("pipeline-jpeg", "gpu", 1, 5_000, payload="jpeg")]
+    )
+    assert [t.name for t in alone.targets] == ["pipeline-float", "pipeline-jpeg"]
 
     run_dir = tmp_path / "run"
     with ResultsWriter(run_dir) as writer:

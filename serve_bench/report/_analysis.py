@@ -412,17 +412,20 @@ def _verdict(targets: list[TargetAnalysis], slo: Slo | None) -> tuple[str, ...]:
 
 
 def series_name(point: Point, payloads: set[str]) -> str:
-    """The rows a point belongs to: its target's, or, where the run sent more than one payload (a sweep's
+    """The rows a point belongs to: its target's, or, where its target was sent more than one payload (a sweep's
     ``payloads = ["float", "jpeg"]``), its target's for that payload ("rest jpeg"): float pixels and JPEG bytes
-    decoded in the server are two workloads, and a gain or a best taken across them compares the two."""
+    decoded in the server are two workloads, and a gain or a best taken across them compares the two. (The
+    pipeline names its targets after their payload already.)"""
     return f"{point.target.name} {point.payload}" if len(payloads) > 1 else point.target.name
 
 
 def analyze_run(points: list[Point], slo: Slo | None = None, flops_per_image: float | None = None) -> Analysis:
-    payloads = {point.payload for point in points}
+    payloads: dict[str, set[str]] = defaultdict(set)  # each target's
+    for point in points:
+        payloads[point.target.name].add(point.payload)
     by_target: dict[str, list[Point]] = defaultdict(list)
     for point in points:
-        by_target[series_name(point, payloads)].append(point)
+        by_target[series_name(point, payloads[point.target.name])].append(point)
     targets = [_analyze_target(group, slo, flops_per_image, name) for name, group in by_target.items()]
     ratios = []
     # GPU over CPU of one payload: the first the run sent (float, where it sent float)
