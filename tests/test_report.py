@@ -13,7 +13,7 @@ import pytest
 
 from serve_bench.cli import main
 from serve_bench.errors import UserError
-from serve_bench.report import analyze_run, build_report, compare_runs, fit_latency_model
+from serve_bench.report import analyze_run, build_report, compare_runs, decide, fit_latency_model
 from serve_bench.report._tables import model_line
 from serve_bench.stats import Estimate, LoadInfo, Point, ResultsWriter, Slo, format_ratio, read_points
 from serve_bench.sweep import parse_spec, run_sweep
@@ -412,6 +412,12 @@ def test_a_run_that_sent_two_payloads_reports_each_apart(tmp_path):
     (ratio_16,) = [r for r in analysis.device_ratios if r.batch_size == 16]
     assert (ratio_16.gpu.label, ratio_16.cpu.label) == ("gpu float b16 c1", "cpu float b16 c1")
     assert ratio_16.items_ratio.value == pytest.approx(1600 / 80)
+    # and so do the verdict and the decision table: float beside float, though the GPU's best is a jpeg row and the
+    # CPU's jpeg series comes first
+    (line,) = [line for line in analysis.verdict_lines if line.startswith("GPU over CPU")]
+    assert "gpu float b16 c1" in line and "cpu float b16 c1" in line, line
+    rows = {row.device: row.cell.label for row in decide(analysis).rows if row.cell is not None}
+    assert rows == {"gpu": "gpu float b16 c1", "cpu": "cpu float b16 c1"}
     # a target sent one payload keeps its name, as the pipeline's ("pipeline-jpeg") are named after theirs
     alone = analyze_run(
         [make_point("pipeline-float", "gpu", 1, 10_000), make_point("pipeline-jpeg", "gpu", 1, 5_000, payload="jpeg")]

@@ -30,6 +30,7 @@ __all__ = [
     "TargetAnalysis",
     "analyze_run",
     "fit_latency_model",
+    "like_for_like",
 ]
 
 _CURVE_MODES = ("closed", "locust", "stream")  # modes with a fixed number in flight
@@ -148,6 +149,7 @@ class TargetAnalysis:
     slo_gain: Gain | None  # best under the SLO over the baseline (when the baseline meets it)
     gflops: dict[int, float] = field(default_factory=dict)  # batch -> achieved GFLOP/s of best_by_batch
     runtime: str = ""  # the software that ran the model (Target.runtime)
+    payload: str = "float"  # what its requests carried (a target sent two is two series)
 
     @property
     def best(self) -> Cell | None:
@@ -249,6 +251,7 @@ def _analyze_target(points: list[Point], slo: Slo | None, flops: float | None, n
         slo_gain,
         gflops,
         first.target.runtime,
+        first.payload,
     )
 
 
@@ -383,12 +386,21 @@ def _runtime_lines(targets: list[TargetAnalysis]) -> list[str]:
     return lines
 
 
+def like_for_like(targets: list[TargetAnalysis]) -> list[TargetAnalysis]:
+    """The series a run's comparisons across devices, runtimes and servers set side by side: those of one payload
+    (float where the run sent float), so that a GPU's JPEG rows are never set against a CPU's float ones."""
+    payloads = [t.payload for t in targets]
+    chosen = "float" if "float" in payloads else (payloads[0] if payloads else "")
+    return [t for t in targets if t.payload == chosen]
+
+
 def _verdict(targets: list[TargetAnalysis], slo: Slo | None) -> tuple[str, ...]:
     lines: list[str] = []
     for target in targets:
         lines += _target_lines(target, slo)
-    lines += _runtime_lines(targets)
-    gpu, cpu = _device_pick(targets, "gpu"), _device_pick(targets, "cpu")
+    like = like_for_like(targets)
+    lines += _runtime_lines(like)
+    gpu, cpu = _device_pick(like, "gpu"), _device_pick(like, "cpu")
     if gpu is not None and cpu is not None:
         within = ""
         best_g, best_c = gpu.best, cpu.best
@@ -428,10 +440,8 @@ def analyze_run(points: list[Point], slo: Slo | None = None, flops_per_image: fl
         by_target[series_name(point, payloads[point.target.name])].append(point)
     targets = [_analyze_target(group, slo, flops_per_image, name) for name, group in by_target.items()]
     ratios = []
-    # GPU over CPU of one payload: the first the run sent (float, where it sent float)
-    first = next((p.payload for p in points if p.payload == "float"), points[0].payload if points else "")
-    same = [t for t in targets if t.cells and t.cells[0].points[0].payload == first]
-    gpu, cpu = _device_pick(same, "gpu"), _device_pick(same, "cpu")
+    like = like_for_like(targets)
+    gpu, cpu = _device_pick(like, "gpu"), _device_pick(like, "cpu")
     if gpu is not None and cpu is not None:
         for batch in sorted(set(gpu.best_by_batch) & set(cpu.best_by_batch)):
             g, c = gpu.best_by_batch[batch], cpu.best_by_batch[batch]

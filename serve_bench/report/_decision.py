@@ -21,7 +21,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from serve_bench.report._analysis import Analysis, TargetAnalysis
+from serve_bench.report._analysis import Analysis, TargetAnalysis, like_for_like
 from serve_bench.report._cells import Cell
 from serve_bench.stats import NOT_MEASURED, Estimate, Point, Slo, format_ratio, ratio, ratio_text
 
@@ -473,9 +473,10 @@ def decide(analysis: Analysis, points: Iterable[Point] | None = None) -> Decisio
     """The decision table of an analysed run; ``points`` (default: every point of the analysis' cells)
     are where the telemetry notes are gathered from."""
     # Servers of several kinds on one device (local, Triton, MLServer): compare the servers as devices are
-    by_server = len({t.server_kind for t in analysis.targets}) > 1 and len({t.device for t in analysis.targets}) == 1
+    like = like_for_like(analysis.targets)  # one payload's series: a GPU's JPEG rows are not set against float ones
+    by_server = len({t.server_kind for t in like}) > 1 and len({t.device for t in like}) == 1
     by_device: dict[str, list[TargetAnalysis]] = defaultdict(list)
-    for target in analysis.targets:
+    for target in like:
         by_device[f"{target.server_kind} ({target.device})" if by_server else target.device].append(target)
     devices = sorted(by_device, key=lambda d: (_DEVICE_ORDER.get(d, 2), d))
     rows = tuple(_row(device, by_device[device], analysis.slo) for device in devices)
