@@ -36,6 +36,7 @@ from serve_bench.load import (
     point_memory,
 )
 from serve_bench.load._bounds import MEMORY_SHARE, RECORD_BYTES
+from serve_bench.load._schedule import ArrivalSchedule
 from serve_bench.stats import LoadInfo, Target
 from tests._servers import ServerThread, local_server
 
@@ -121,8 +122,13 @@ def test_the_schedule_is_bounded_before_connecting() -> None:
     # answered" blamed the server)
     second = PointSettings(warmup_s=0, min_duration_s=1, max_duration_s=10)
     refusal = _refused(check_schedule, _plan("grpc://h:1", 1, LoadInfo("open", rate=0.01, arrival="poisson")), second)
-    assert refusal.name == "rate" and "at least 1 requests/s for a 1 s window" in refusal.requirement
-    check_schedule(_plan("grpc://h:1", 1, LoadInfo("open", rate=1.0, arrival="poisson")), second, memory)
+    assert refusal.name == "rate" and "more than 0.5 requests/s for a 1 s window" in refusal.requirement
+    check_schedule(_plan("grpc://h:1", 1, LoadInfo("open", rate=0.7, arrival="poisson")), second, memory)  # 1 due
+    # each process schedules its share: 2/s over 4 processes is 0.5/s each, none in a 1 s window
+    split = LoadInfo("open", rate=2.0, arrival="poisson", processes=4)
+    refusal = _refused(check_schedule, _plan("grpc://h:1", 1, split), second)
+    assert "more than 2 requests/s over 4 processes" in refusal.requirement
+    assert ArrivalSchedule(0.5, 1.0).scheduled == 0 < ArrivalSchedule(0.7, 1.0).scheduled  # the schedule's rule
 
 
 def test_a_count_of_four_hundred_digits_is_refused_like_any_other() -> None:

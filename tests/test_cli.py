@@ -50,7 +50,7 @@ def test_the_table_holds_the_commands_design_md_names() -> None:
         ("--until-stable --duration 10 --max-duration 5", ["--max-duration", "min_duration_s"]),
         ("--max-errors nan", ["--max-errors", "finite"]),
         ("--max-errors 2", ["--max-errors", "at most 1", "a share of the requests"]),
-        ("--rate 0.01 --duration 1", ["--rate", "at least 1 requests/s", "schedules no request"]),
+        ("--rate 0.01 --duration 1", ["--rate", "more than 0.5 requests/s", "schedules no request"]),
         ("--runtime tensorrt", ["--runtime", "tensorflow | onnxruntime | openvino", "tensorrt"]),
     ],
 )

@@ -106,6 +106,8 @@ _TARGET = "model = 'x'\nbatch_sizes = [1]\n[[targets]]\nname='a'\nurl='grpc://h:
             # the same point twice was measured twice, the first marked superseded as if it had failed
             ("[load]\nconcurrency = [1, 4, 1]\n", ["load.concurrency", "1 twice", "repeats"]),
             ("[load]\nrates = [5, 5.0]\n", ["load.rates", "5.0 twice"]),
+            # refused when the spec is read, before any server is launched: a window of no request measures nothing
+            ("[load]\nrates = [5, 0.1]\n[durations]\nmin_duration_s = 2\n", ["load.rates[1]", "schedules no request"]),
         ]
     ]
     + [("repeats = 0\n" + _TARGET, ["repeats", ">= 1", "got 0"])]
@@ -136,6 +138,7 @@ _TARGET = "model = 'x'\nbatch_sizes = [1]\n[[targets]]\nname='a'\nurl='grpc://h:
         "search-steps-billion",
         "concurrency-twice",
         "rates-twice",
+        "rate-schedules-none",
         "repeats-0",
         "repeats-billion",
         "version-past-int64",

@@ -174,6 +174,10 @@ def test_values_tf_serving_refuses_are_errors_naming_the_knob(space: str, messag
             "server.url must be .* grpc:// or http://",
         ),
         (spec_with(extra="[slo]\nat_rate = 7"), "at_rate 7 must be one of load.rates"),
+        (
+            'model = "tiny"\n[durations]\nmin_duration_s = 2\n[space]\nmax_batch_size = [4]\n[load]\nrates = [0.1]\n',
+            r"\[load\] must be more than 0.25 requests/s for a 2 s window: at 0.1 a window schedules no request",
+        ),
         (spec_with(extra='[search]\nmethod = "annealing"'), "search.method"),
         (spec_with(extra='[search]\nbaselines = ["tf_defaults"]'), "'tf_defaults' is not one of"),
         (spec_with(extra='[search]\norder = ["num_batch_threads"]'), "not a knob of"),

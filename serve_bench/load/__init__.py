@@ -11,6 +11,7 @@ from serve_bench.load._bounds import (
     check_batch,
     check_request,
     check_schedule,
+    check_window,
     memory_available,
     point_memory,
 )
@@ -70,6 +71,7 @@ __all__ = [
     "check_seed",
     "check_settings",
     "check_timeout",
+    "check_window",
     "digest_records",
     "image_size_of",
     "import_locust",

@@ -28,6 +28,7 @@ from serve_bench.errors import InvalidValue
 from serve_bench.load._generators import PointSettings
 from serve_bench.load._payload import largest_batch
 from serve_bench.load._plan import PointPlan
+from serve_bench.load._schedule import _count
 from serve_bench.stats import LoadInfo
 
 __all__ = [
@@ -159,18 +160,28 @@ def _whole(count: float) -> int:
     return math.ceil(min(count, 2.0**62))
 
 
-def check_schedule(plan: PointPlan, settings: PointSettings, memory: Memory | None = None) -> None:
-    """Refuse a load whose records, requests in flight and processes alone need more memory than this
-    process may use (``InvalidValue`` naming rate, max_duration_s, concurrency or processes)."""
-    load = plan.load
-    if load.mode == "open" and load.rate is not None and load.rate * settings.min_duration_s < 1:
+def check_window(load: LoadInfo, settings: PointSettings) -> None:
+    """Refuse an open loop whose window schedules no request (``InvalidValue`` naming rate): each process's window
+    holds round(rate / processes x min_duration_s) requests (_schedule.py), and a window of none measures nothing,
+    its "0 of 0 requests answered" blaming the server. bench, a sweep's spec and a tune's spec ask it."""
+    processes = max(1, load.processes)
+    if load.mode == "open" and load.rate is not None and _count(load.rate / processes, settings.min_duration_s) == 0:
+        each = f" over {processes} processes" if processes > 1 else ""
         raise InvalidValue(
             "rate",
             load.rate,
-            f"at least {1 / settings.min_duration_s:.4g} requests/s for a {settings.min_duration_s:g} s window: at "
-            f"{load.rate:g} it schedules no request, and a point of none measures nothing; raise the rate or the "
-            "duration",
+            f"more than {0.5 * processes / settings.min_duration_s:.4g} requests/s{each} for a "
+            f"{settings.min_duration_s:g} s window: at {load.rate:g} a window schedules no request, and a point of "
+            "none measures nothing; raise the rate or the duration",
         )
+
+
+def check_schedule(plan: PointPlan, settings: PointSettings, memory: Memory | None = None) -> None:
+    """Refuse a load whose records, requests in flight and processes alone need more memory than this
+    process may use (``InvalidValue`` naming rate, max_duration_s, concurrency or processes), and an open loop
+    whose window would schedule no request (``rate``)."""
+    load = plan.load
+    check_window(load, settings)
     memory = memory or memory_available()
     usable = memory.usable
     records = _records(load, settings) * RECORD_BYTES

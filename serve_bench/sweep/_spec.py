@@ -44,7 +44,16 @@ from typing import Any
 
 from serve_bench.errors import InvalidValue, UserError
 from serve_bench.export import check_version
-from serve_bench.load import MAX_RATE, PAYLOADS, PointSettings, check_load, check_seed, check_settings, positive_int
+from serve_bench.load import (
+    MAX_RATE,
+    PAYLOADS,
+    PointSettings,
+    check_load,
+    check_seed,
+    check_settings,
+    check_window,
+    positive_int,
+)
 from serve_bench.metrics import check_endpoint
 from serve_bench.runtimes import check_runtime, record
 from serve_bench.stats import PERCENTILE_NAMES, InvalidTarget, LoadInfo, Slo, Target, parse_target
@@ -290,6 +299,7 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
     for where, level in levels:
         try:
             check_load(level)
+            check_window(level, settings)
         except InvalidValue as exc:
             raise _at(exc, where if exc.name in ("rate", "concurrency") else f"load.{exc.name}", source) from None
     rates = tuple(float(r) for r in rates)

@@ -81,7 +81,7 @@ from typing import Any
 from serve_bench import servers
 from serve_bench.errors import InvalidValue, UserError, say_renamed
 from serve_bench.export import converted_files, list_versions
-from serve_bench.load import ARRIVALS, PAYLOADS, PointSettings, check_batch_size, check_load, check_seed
+from serve_bench.load import ARRIVALS, PAYLOADS, PointSettings, check_batch_size, check_load, check_seed, check_window
 from serve_bench.runtimes import record
 from serve_bench.servers import require_runtime_package, servers_env
 from serve_bench.stats import InvalidTarget, LoadInfo, Slo, parse_target
@@ -427,6 +427,7 @@ def parse_tune_spec(text: str, source: str = "spec") -> TuneSpec:
             LoadInfo("open", rate=float(r), arrival=arrival) for r in rates
         ]:
             check_load(level)
+            check_window(level, settings)
     except InvalidValue as exc:
         raise UserError(f"{source}: {exc.named('[load]')}") from None
 
