@@ -161,8 +161,7 @@ def test_a_sweep_spec_with_an_empty_list_is_refused_naming_it_and_the_file(key: 
         capsys,
     )
     assert str(spec) in err and key in err and "empty" in err
-    points = tmp_path / "run" / "points.jsonl"
-    assert not points.exists() or not points.read_text().strip()  # no point of timeouts
+    assert not (tmp_path / "run" / "points.jsonl").exists()
 
 
 # --- --input-data that holds no image -----------------------------------------------------------

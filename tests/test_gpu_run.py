@@ -461,6 +461,13 @@ def test_the_summary_reads_the_first_visits_floors_and_refuses_what_is_not_a_run
         with pytest.raises(SystemExit):
             summarize.main([str(first), "--gpu-price-per-hour", price])
         assert "give a positive price in dollars an hour" in capsys.readouterr().err
+    # that visit's first call left its GPU floors empty (stopped before their headers) and the second measured them
+    # again: given both calls' floors, the empty ones are no second measurement
+    for visit in ("visit-1", "visit-2"):
+        shutil.copytree(first.parent / visit / "floor", tmp_path / "calls" / visit / "floor")
+    assert not (tmp_path / "calls/visit-1/floor/inception_v3-gpu-tf32.jsonl").read_text()
+    assert summarize.main([str(tmp_path / "calls/visit-1"), str(tmp_path / "calls/visit-2")]) == 0
+    assert "In process on gpu-tf32: 220 img/s at batch 1" in capsys.readouterr().out
     assert summarize._money(0.00049, 2) == "0.00049" and summarize._money(0.79, 2) == "0.79"
     assert summarize._money(5.597, 3) == "5.597"
 

@@ -142,6 +142,8 @@ def _floor_files(folders: list[Path]) -> dict[str, Path]:
     found: dict[str, Path] = {}
     for folder in folders:
         for path in sorted((folder / "floor").glob("*.jsonl")):
+            if not path.read_text().strip():  # a call stopped before the floor's header: measured again elsewhere
+                continue
             if path.stem in found:
                 raise UserError(
                     f"the floor {path.name} is in both {found[path.stem].parent.parent} and {folder};"
