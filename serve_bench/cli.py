@@ -124,8 +124,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # Python's default on SIGTERM ends the process at once, with no finally, so a launched server outlived it;
     # `serve` installs its own on its event loop (drain, then exit 0)
-    main_thread = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _on_sigterm) if main_thread else None
+    # (only where SIGTERM has its default: a launcher that ignores it, or a host that handles it, keeps its own)
+    previous = signal.getsignal(signal.SIGTERM) if threading.current_thread() is threading.main_thread() else None
+    installed = previous in (signal.SIG_DFL, _on_sigterm)  # (a main() within a main() finds its own)
+    if installed:
+        signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         return runs[args.command](args)
     except InvalidValue as exc:
@@ -141,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"serve-bench {args.command}: {said}", file=sys.stderr)
         return interrupted_status(exc)
     finally:
-        if main_thread:
+        if installed:
             signal.signal(signal.SIGTERM, previous)
 
 

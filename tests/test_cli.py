@@ -240,3 +240,26 @@ def test_choose_run_dir_takes_the_asked_one_the_latest_when_resuming_or_a_new_on
         with pytest.raises(UserError, match="must be a plain name"):
             choose_run_dir(None, tmp_path / "out", name)
     assert not (tmp_path / "etc").exists()
+
+
+def test_sigterm_is_handled_only_where_it_had_its_default(monkeypatch) -> None:
+    """The CLI turns SIGTERM into an unwinding Terminated only where SIGTERM had Python's default: a launcher that
+    ignores it, or a program embedding serve-bench with a handler of its own, keeps its own, during the command
+    and after it (the sweep's test in test_sweep.py sends a real one)."""
+    import signal
+
+    from serve_bench import cli
+
+    seen = []
+    parser, runs = cli.build_parser()
+    monkeypatch.setitem(runs, "export", lambda args: seen.append(signal.getsignal(signal.SIGTERM)) or 0)
+    monkeypatch.setattr(cli, "build_parser", lambda: (parser, runs))
+    mine = lambda signum, frame: None  # noqa: E731
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        for handler, during in ((signal.SIG_DFL, cli._on_sigterm), (signal.SIG_IGN, signal.SIG_IGN), (mine, mine)):
+            signal.signal(signal.SIGTERM, handler)
+            assert cli.main(["export", "--list"]) == 0
+            assert seen.pop() is during and signal.getsignal(signal.SIGTERM) is handler
+    finally:
+        signal.signal(signal.SIGTERM, before)
