@@ -267,6 +267,32 @@ def test_a_listener_that_never_answers_is_refused_at_the_metadata_call(scheme, t
     finally:
         listener.close()
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "no answer to the model's metadata within 1 s" in err, err
+    assert err.count("\n") == 1 and "no answer to the model's metadata within 5 s" in err, err
     points = tmp_path / "run" / "points.jsonl"
     assert not points.exists() or not points.read_text().strip()  # no point of timeouts
+
+
+async def test_a_gateway_timeout_at_the_metadata_call_is_an_answer() -> None:
+    """HTTP 504 maps to RequestTimeout, but a proxy that answers 504 at once is there: the client connects and sends
+    requests unchecked, as to any server without metadata, rather than calling the target silent."""
+    import http.server
+    import threading
+
+    from serve_bench.client import connect
+
+    class Gateway(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(504)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Gateway)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        async with connect(f"http://127.0.0.1:{server.server_address[1]}", "tiny") as client:
+            assert client.signatures == {}
+    finally:
+        server.shutdown()

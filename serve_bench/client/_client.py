@@ -18,6 +18,7 @@ from serve_bench.stats import parse_target, server_kind_name
 __all__ = ["Client", "Response", "connect", "server_kind", "server_runtime"]
 
 DEFAULT_TIMEOUT = 30.0
+METADATA_TIMEOUT_S = 5.0  # the least a metadata call waits, whatever the requests' timeout
 
 
 @dataclass(frozen=True)
@@ -88,14 +89,19 @@ class Client:
         return self
 
     async def _learn_signatures(self) -> None:
+        # at least METADATA_TIMEOUT_S: a --timeout set short to count slow answers as failures is not meant for it
+        deadline = None if self.timeout is None else max(self.timeout, METADATA_TIMEOUT_S)
         try:
-            self.signatures = await self.transport.metadata(self.timeout)
+            self.signatures = await self.transport.metadata(deadline)
         except (NotFound, ConnectError):
             raise
         except RequestTimeout as exc:
+            if exc.status == "504":  # a proxy's Gateway Timeout answered: the target is there, behind it
+                self.signatures = {}
+                return
             # a server that answers nothing would answer no request either: a listener that is not this protocol's
             # server (bench http:// against a port that accepts and stays silent ran a whole point of timeouts)
-            within = f" within {self.timeout:g} s" if self.timeout else ""
+            within = f" within {deadline:g} s" if deadline else ""
             raise ConnectError(
                 f"{self.url}: no answer to the model's metadata{within} ({exc}); is the server there, and is it "
                 "this protocol's port?",
