@@ -149,6 +149,7 @@ def sweep(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from serve_bench._progress import SweepProgress
+    from serve_bench.load import what_failed
     from serve_bench.stats import choose_run_dir
     from serve_bench.sweep import load_spec, run_sweep
 
@@ -178,9 +179,10 @@ def sweep(args: argparse.Namespace) -> int:
         console.print(f"[red]target {name} stopped answering[/red]: {why}; its remaining points were skipped")
     unusable = [p for p in outcome.measured if p.needs_remeasure]
     if unusable:
+        said = what_failed(unusable[0].notes, unusable[0].counts.errors_by_status())
         console.print(
             f"[red]{len(unusable)} points measured nothing usable[/red] (no successes or cut off, e.g. "
-            f"{unusable[0].key}); `--resume --run-dir {run_dir}` measures them again"
+            f"{unusable[0].key}{f', {said}' if said else ''}); `--resume --run-dir {run_dir}` measures them again"
         )
     console.print(f"{len(outcome.measured)} points measured -> {run_dir / 'points.jsonl'}")
     return 1 if outcome.failed_targets or unusable else 0

@@ -235,3 +235,24 @@ def test_stability_over_no_windows_is_not_enough_and_spreads_nothing() -> None:
         0.0,
         0.0,
     )
+
+
+def test_the_first_error_said_is_the_windows_commonest_status_once_per_status() -> None:
+    """A failed point says what the server said (issue of a review, 2026-11-29): the first-error note of the status
+    that failed most in the window, not one from the warm-up of another status; a point from several processes
+    keeps one note per status, the first child's, where each child had its own."""
+    from serve_bench.load import FIRST_ERROR, first_errors, what_failed
+
+    notes = [
+        "load from 2 processes",
+        f"{FIRST_ERROR} DEADLINE_EXCEEDED: warm-up was slow",
+        f"{FIRST_ERROR} FAILED_PRECONDITION: runs on TensorFlow",
+        f"{FIRST_ERROR} FAILED_PRECONDITION: runs on TensorFlow (the second child)",
+        "did not become stable within 60 s",
+    ]
+    kept = first_errors(notes)
+    assert kept == [notes[0], notes[1], notes[2], notes[4]]
+    assert what_failed(kept, {"FAILED_PRECONDITION": 40}) == notes[2]
+    assert what_failed(kept, {"FAILED_PRECONDITION": 3, "DEADLINE_EXCEEDED": 5}) == notes[1]
+    assert what_failed(kept, {"UNAVAILABLE": 9, "FAILED_PRECONDITION": 1}) == notes[2]  # none kept for UNAVAILABLE
+    assert what_failed(kept, {}) == "" and what_failed([], {"UNAVAILABLE": 1}) == ""

@@ -38,7 +38,7 @@ from serve_bench.load._payload import (
     signature_for_payload,
 )
 from serve_bench.load._plan import PointPlan
-from serve_bench.load._recorder import FIRST_ERROR, Recorder, RecordingClient
+from serve_bench.load._recorder import FIRST_ERROR, Recorder, RecordingClient, first_errors, what_failed
 from serve_bench.load._schedule import ARRIVALS, MAX_RATE, ArrivalSchedule, arrival_offsets
 
 __all__ = [
@@ -73,6 +73,7 @@ __all__ = [
     "check_timeout",
     "check_window",
     "digest_records",
+    "first_errors",
     "image_size_of",
     "import_locust",
     "is_stable",
@@ -90,4 +91,5 @@ __all__ = [
     "signature_for_payload",
     "split",
     "stability_of",
+    "what_failed",
 ]

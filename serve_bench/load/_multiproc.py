@@ -22,6 +22,7 @@ from serve_bench.load._digest import RunDigest, digest_records, merge_digests
 from serve_bench.load._generators import LoadRun, PointSettings, run_closed_loop, run_open_loop
 from serve_bench.load._payload import make_inputs
 from serve_bench.load._plan import PointPlan
+from serve_bench.load._recorder import first_errors
 from serve_bench.load._schedule import ArrivalSchedule
 from serve_bench.stats import LoadInfo
 
@@ -131,5 +132,5 @@ def run_in_processes(
     run.safety_cap_hits = sum(r.safety_cap_hits for r in results)
     run.scheduled = sum(r.scheduled for r in results)
     run.cut_off = next((r.cut_off for r in results if r.cut_off), "")
-    run.notes = [f"load from {len(plans)} processes"] + [n for r in results for n in r.notes]
+    run.notes = first_errors([f"load from {len(plans)} processes"] + [n for r in results for n in r.notes])
     return run

@@ -17,10 +17,35 @@ from serve_bench.client import Client, PreparedRequest, Response, ServeBenchErro
 from serve_bench.errors import first_line
 from serve_bench.stats import OK, RequestRecord
 
-__all__ = ["FIRST_ERROR", "Recorder", "RecordingClient"]
+__all__ = ["FIRST_ERROR", "Recorder", "RecordingClient", "first_errors", "what_failed"]
 
 FIRST_ERROR = "first error"  # a point's note "first error <status>: <what the server or the transport said>"
 _SAID_AT_MOST = 200  # characters of it kept (an HTML error page is one long line)
+
+
+def first_errors(notes: list[str]) -> list[str]:
+    """``notes`` with one first-error note per status, the first given (a point from several processes had one from
+    each child)."""
+    seen: set[str] = set()
+    kept = []
+    for note in notes:
+        if note.startswith(f"{FIRST_ERROR} "):
+            status = note[len(FIRST_ERROR) + 1 :].split(":", 1)[0]
+            if status in seen:
+                continue
+            seen.add(status)
+        kept.append(note)
+    return kept
+
+
+def what_failed(notes: tuple[str, ...] | list[str], errors: dict[str, int]) -> str:
+    """The first-error note of the status that failed most in the window (``errors``: the point's counts by
+    status); "" where none was kept (a warm-up's failure of another status does not speak for the window's)."""
+    said = {note[len(FIRST_ERROR) + 1 :].split(":", 1)[0]: note for note in notes if note.startswith(f"{FIRST_ERROR} ")}
+    for status, _ in sorted(errors.items(), key=lambda item: -item[1]):
+        if status in said:
+            return said[status]
+    return ""
 
 
 class Recorder:

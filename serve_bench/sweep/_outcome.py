@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from serve_bench.errors import UserError
-from serve_bench.load import FIRST_ERROR, PointSettings
+from serve_bench.load import PointSettings, what_failed
 from serve_bench.stats import Point, ResultsWriter, collect_run_metadata, read_run
 
 __all__ = ["open_point_run", "point_failure"]
@@ -23,7 +23,8 @@ def point_failure(point: Point, max_error_share: float = 0.0) -> str:
     if point.cut_off:
         return f"the point was cut off: {point.cut_off}"
     requests = point.counts.requests
-    said = next((f"; {note}" for note in point.notes if note.startswith(f"{FIRST_ERROR} ")), "")
+    said = what_failed(point.notes, point.counts.errors_by_status())
+    said = f"; {said}" if said else ""
     if point.counts.ok == 0:
         return f"no request succeeded ({point.counts.describe()}){said}"
     share = point.error_count / requests if requests else 0.0
