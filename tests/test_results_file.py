@@ -5,12 +5,15 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from serve_bench.cli import main
+from serve_bench.errors import UserError
 from serve_bench.stats import (
     POINTS_FILE,
     RUN_SCHEMA_VERSION,
@@ -140,6 +143,61 @@ def test_a_torn_last_line_is_skipped_then_repaired_before_appending(tmp_path):
     with ResultsWriter(tmp_path) as writer:  # a whole file is left alone
         assert writer.repaired == ""
     assert read_points(tmp_path) == [first, third]
+
+
+_HOLD = """
+import sys
+from pathlib import Path
+from serve_bench.stats import ResultsWriter
+from tests._points import make_point
+with ResultsWriter(Path(sys.argv[1])) as writer:
+    writer.append(make_point("cpu", "cpu", 1, 10_000.0))
+    print("held", flush=True)
+    sys.stdin.read()  # hold the run until the test says otherwise
+"""
+
+
+def test_a_run_being_written_by_another_process_is_refused_until_that_process_ends(tmp_path):
+    """Two sweeps of one spec started in the same second name one stamped folder; a ``--resume`` may
+    be typed while the run still measures. The second writer is refused in one line before it
+    repairs or appends anything, and the folder is free again once the first process is gone, even
+    killed (the kernel drops a flock with its last descriptor)."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD, str(tmp_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=Path(__file__).parent.parent,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        path = tmp_path / POINTS_FILE
+        (held,) = read_points(tmp_path)
+        with path.open("ab") as f:
+            f.write(b'{"torn')  # what the holder is writing: never "repaired" by the one refused
+        before = path.read_bytes()
+        with pytest.raises(UserError) as caught:
+            ResultsWriter(tmp_path)
+        assert str(caught.value) == (
+            f"{tmp_path} is being written by another serve-bench run (its points.jsonl is locked); "
+            "wait for that run to end, or choose another --run-dir"
+        )
+        assert path.read_bytes() == before and not (tmp_path / (POINTS_FILE + ".torn")).exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    with ResultsWriter(tmp_path) as writer:
+        assert writer.repaired == '{"torn'
+    assert read_points(tmp_path) == [held]
+
+
+def test_one_process_gets_one_writer_per_run(tmp_path):
+    """The lock is per open file, so a second writer in the same process is refused as well."""
+    with ResultsWriter(tmp_path):
+        with pytest.raises(UserError, match="is being written by another serve-bench run"):
+            ResultsWriter(tmp_path)
+    with ResultsWriter(tmp_path) as writer:  # closed: free
+        assert writer.repaired == ""
 
 
 @pytest.mark.parametrize(

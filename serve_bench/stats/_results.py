@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from collections.abc import Callable
@@ -84,6 +85,11 @@ class ResultsWriter:
 
     A torn last line left by a killed run is cut off first (and kept in
     ``points.jsonl.torn``), so new points never glue onto a fragment.
+
+    One writer at a time: the file is held with an exclusive ``flock`` while open (the kernel drops it
+    when the process ends, however it ends). A second writer, e.g. a sweep started in the same second
+    as another of its spec (one stamped folder) or a ``--resume`` of a run still measuring, is refused
+    in one line before it repairs or appends anything: its points would interleave with the first's.
     """
 
     def __init__(self, run_dir: Path) -> None:
@@ -91,9 +97,21 @@ class ResultsWriter:
         path = run_dir / POINTS_FILE
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
-            self.repaired = _repair_torn_tail(path) if path.exists() else ""
             self._file = open(path, "a", encoding="utf-8")
         except OSError as exc:
+            raise UserError(f"cannot write results to {run_dir} ({exc.strerror or exc})") from exc
+        try:
+            fcntl.flock(self._file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._file.close()
+            raise UserError(
+                f"{run_dir} is being written by another serve-bench run (its {POINTS_FILE} is locked); "
+                "wait for that run to end, or choose another --run-dir"
+            ) from None
+        try:
+            self.repaired = _repair_torn_tail(path)
+        except OSError as exc:
+            self._file.close()
             raise UserError(f"cannot write results to {run_dir} ({exc.strerror or exc})") from exc
 
     def append(self, point: Point) -> None:
