@@ -219,6 +219,31 @@ def test_a_visit_whose_wheels_do_not_install_still_brings_back_what_the_host_is(
     assert not (out / "gpu-run.tar.gz").exists()
 
 
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_visit_and_requires_help_run_nothing(tmp_path, flag):
+    """``visit.sh --help`` prints what it does and run.py's options, and installs, measures and writes
+    nothing (it used to start a visit); ``requires.py --help`` prints its usage instead of checking."""
+    out = tmp_path / "out"
+    env = {
+        **os.environ,
+        "OUT": str(out),
+        "WHEELS": str(tmp_path),
+        "SITE": str(tmp_path / "site"),
+        "PYTHON": sys.executable,
+    }
+    done = subprocess.run(
+        ["bash", str(SCRIPT.with_name("visit.sh")), flag], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("One GPU visit, as the device tool runs it")
+    assert "usage: run.py" in done.stdout and "--budget-s" in done.stdout
+    assert not out.exists() and not (tmp_path / "site").exists()
+    requires = subprocess.run(
+        [sys.executable, str(SCRIPT.with_name("requires.py")), flag], capture_output=True, text=True, timeout=60
+    )
+    assert requires.returncode == 0 and requires.stdout.startswith("Check that the carried wheels"), requires.stderr
+
+
 def test_a_step_past_the_budget_is_skipped_and_listed(tmp_path):
     require_runtime("jax")
     out = tmp_path / "gpu-run"
