@@ -170,8 +170,15 @@ def test_corrupt_weights_file_leaves_nothing_behind(tmp_path, capsys):
     assert main(["export", "tiny", "--weights", str(weights), "--models-dir", str(out)]) == 2
     err = _one_line_error(capsys)
     assert "broken.weights.h5" in err
-    assert export.list_versions(out / "tiny") == []
-    assert not (out / ".staging").exists()
+    assert not out.exists()  # --models-dir was new: not even an empty folder is left (it was, until 2026-11-29)
+
+
+def test_an_output_directory_that_cannot_be_made_is_refused_before_the_build(tmp_path, capsys):
+    """Under a file: one line, before TensorFlow builds anything (the check probes the nearest folder that
+    is there, and makes none)."""
+    (tmp_path / "a-file").write_text("")
+    assert main(["export", "tiny", "--models-dir", str(tmp_path / "a-file" / "models")]) == 2
+    assert "cannot write to output directory" in _one_line_error(capsys)
 
 
 def test_missing_weights_file(tmp_path, capsys):

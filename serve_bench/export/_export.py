@@ -235,9 +235,15 @@ def export_without_tensorflow(
 
 
 def _check_writable(out: Path) -> None:
+    """A file can be made in ``out``, or, where it is not there yet, in the nearest folder above it that is:
+    checked before the model is built, and nothing is made (a refused or failed export leaves no folder)."""
+    existing = out
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        probe = tempfile.NamedTemporaryFile(dir=out, prefix=".write-test-", delete=True)
+        if not existing.is_dir():
+            raise NotADirectoryError(20, "Not a directory", str(existing))
+        probe = tempfile.NamedTemporaryFile(dir=existing, prefix=".write-test-", delete=True)
         probe.close()
     except OSError as exc:
         raise UserError(
@@ -326,7 +332,10 @@ def export_model(
     servable = _make_servable(tf, spec, keras_model)
 
     staging_root = out / ".staging"
-    staging_root.mkdir(exist_ok=True)
+    try:
+        staging_root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # out was checked before the build; this is what changed since
+        raise UserError(f"cannot write to output directory {str(out)!r} ({exc.strerror or exc})") from exc
     staging = Path(tempfile.mkdtemp(prefix=f"{spec.name}-{version}-", dir=staging_root))
     try:
         tf.saved_model.save(
