@@ -17,7 +17,7 @@ import pytest
 from serve_bench.cli import main
 from serve_bench.errors import UserError
 from serve_bench.load import PointSettings
-from serve_bench.stats import SCHEMA_VERSION, LoadInfo, read_points
+from serve_bench.stats import SCHEMA_VERSION, LoadInfo, ResultsWriter, read_points
 from serve_bench.sweep import load_spec, measure_async, parse_spec, plan_points, run_sweep
 from serve_bench.sweep._spec import MAX_POINTS
 from tests._delay_server import MODEL, DelayServer
@@ -229,6 +229,22 @@ async def test_sweep_writes_every_point_and_resume_skips_them(tmp_path):
         assert redone.skipped == 0 and redone.remeasured == 4 and len(redone.measured) == 4
         current = read_points(run_dir)  # superseded lines stay in the file, out of the report
         assert {p.target.runtime for p in current if p.batch_size in (1, 2)} == {"openvino"}
+
+
+async def test_a_run_folder_being_written_is_refused_before_launching_or_connecting(tmp_path):
+    """``--resume`` of a run still measuring (its writer holds points.jsonl's lock): refused at once in the
+    lock's words, before a second server is started beside the run's (servers/<name>) or a target is dialled
+    (the unreachable one would otherwise say "not usable")."""
+    run_dir = tmp_path / "run"
+    launched = parse_spec(
+        f'name = "t"\nmodel = "{MODEL}"\nbatch_sizes = [1]\n[[targets]]\nname = "a"\nlaunch = "local"\n'
+    )
+    unreachable = parse_spec(_spec(f"grpc://127.0.0.1:{free_port()}"))
+    with ResultsWriter(run_dir):
+        for spec in (launched, unreachable):
+            with pytest.raises(UserError, match="is being written by another serve-bench run"):
+                await run_sweep(spec, run_dir, resume=True)
+    assert sorted(p.name for p in run_dir.iterdir()) == ["points.jsonl"]
 
 
 async def test_unreachable_target_fails_before_measuring(tmp_path):

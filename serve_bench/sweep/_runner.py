@@ -189,16 +189,24 @@ async def run_sweep(
     image, weights) go into run.json for the report.
     """
     outcome = SweepOutcome(run_dir)
-    previous: dict[str, Point] = {}
-    if resume and (run_dir / "points.jsonl").exists():
-        previous = {p.key: p for p in read_points(run_dir)}  # the latest measurement of each key
-    if spec.launches:
-        with launched_targets(
-            spec.targets, spec.launches, Path(spec.models_dir), spec.model, run_dir
-        ) as targets:  # started before the first point, stopped after the last
-            launched = dataclasses.replace(spec, targets=targets)
-            return await _run(launched, run_dir, outcome, previous, on_point, models_dir)
-    return await _run(spec, run_dir, outcome, previous, on_point, models_dir)
+    # A folder that is there may be another sweep's, still measuring (a --resume typed too soon, a twin started
+    # in the same second): its writer's lock refuses this one now, before it starts servers beside that run's
+    # or connects. A new folder is made by the writer only once the targets answer (a refused sweep leaves none).
+    writer = ResultsWriter(run_dir) if run_dir.is_dir() else None
+    try:
+        previous: dict[str, Point] = {}
+        if resume and (run_dir / "points.jsonl").exists():
+            previous = {p.key: p for p in read_points(run_dir)}  # the latest measurement of each key
+        if spec.launches:
+            with launched_targets(
+                spec.targets, spec.launches, Path(spec.models_dir), spec.model, run_dir
+            ) as targets:  # started before the first point, stopped after the last
+                launched = dataclasses.replace(spec, targets=targets)
+                return await _run(launched, run_dir, outcome, previous, on_point, models_dir, writer)
+        return await _run(spec, run_dir, outcome, previous, on_point, models_dir, writer)
+    finally:
+        if writer is not None:
+            writer.close()
 
 
 def _reusable(point: Point, spec: SweepSpec) -> bool:
@@ -244,12 +252,19 @@ async def _run(
     previous: dict[str, Point],
     on_point: OnPoint | None,
     models_dir: Path | None,
+    writer: ResultsWriter | None = None,
 ) -> SweepOutcome:
     plans = plan_points(spec)
     todo = [p for p in plans if p.key not in previous or not _reusable(previous[p.key], spec)]
     outcome.skipped = len(plans) - len(todo)
     clients = await _open_clients(spec)
-    writer = ResultsWriter(run_dir)
+    if writer is None:
+        try:
+            writer = ResultsWriter(run_dir)
+        except UserError:  # another writer took the folder since run_sweep looked (a twin's exact second)
+            for client in clients.values():
+                await client.aclose()
+            raise
     sweep = _Sweep(spec, clients, writer, previous, outcome)
     try:
         await _check_bounds(sweep, todo)
