@@ -226,12 +226,14 @@ def test_choose_run_dir_takes_the_asked_one_the_latest_when_resuming_or_a_new_on
     assert choose_run_dir(None, tmp_path, "p") == tmp_path / f"p-{fixed_clock}"
     assert choose_run_dir(None, tmp_path, "p", resume=True) == tmp_path / f"p-{fixed_clock}"  # none yet: new
     (tmp_path / f"p-{fixed_clock}").mkdir()  # a run of this second: the next one gets a folder of its own
-    assert choose_run_dir(None, tmp_path, "p") == tmp_path / f"p-{fixed_clock}-2"
-    (tmp_path / f"p-{fixed_clock}-2").mkdir()
-    assert choose_run_dir(None, tmp_path, "p") == tmp_path / f"p-{fixed_clock}-3"
-    assert choose_run_dir(None, tmp_path, "p", resume=True) == tmp_path / f"p-{fixed_clock}-2"  # the newest
-    (tmp_path / f"p-{fixed_clock}").rmdir()
-    (tmp_path / f"p-{fixed_clock}-2").rmdir()
+    assert choose_run_dir(None, tmp_path, "p") == tmp_path / f"p-{fixed_clock}-02"
+    for n in range(2, 10):
+        (tmp_path / f"p-{fixed_clock}-{n:02d}").mkdir()
+    assert choose_run_dir(None, tmp_path, "p") == tmp_path / f"p-{fixed_clock}-10"
+    (tmp_path / f"p-{fixed_clock}-10").mkdir()
+    assert choose_run_dir(None, tmp_path, "p", resume=True) == tmp_path / f"p-{fixed_clock}-10"  # the newest
+    for made in tmp_path.glob(f"p-{fixed_clock}*"):
+        made.rmdir()
     assert choose_run_dir(str(tmp_path / "mine"), tmp_path, "p", resume=True) == tmp_path / "mine"
     for stamp in ("20250101-000000", "20250102-000000"):
         (tmp_path / f"p-{stamp}").mkdir()

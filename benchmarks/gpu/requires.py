@@ -71,7 +71,7 @@ def applies(requirement: Requirement) -> bool:
 
 def main(argv: list[str]) -> int:
     if len(argv) < 2 or argv[1] in ("-h", "--help"):
-        print((__doc__ or "").strip())
+        print((__doc__ or "").strip(), file=sys.stdout if len(argv) >= 2 else sys.stderr)
         return 0 if len(argv) >= 2 else 2
     folder = Path(argv[1])
     roots = [Requirement(r) for r in argv[2:]]

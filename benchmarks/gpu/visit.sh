@@ -15,7 +15,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 case "${1:-}" in
 -h | --help) # what this script does, then run.py's options: nothing is installed, run or written
-    sed -n '2,/^set /{/^#/s/^# \{0,1\}//p}' benchmarks/gpu/visit.sh
+    sed -n '2,/^set /{/^#/s/^# \{0,1\}//p;}' benchmarks/gpu/visit.sh
     echo
     PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" "${PYTHON:-python3}" benchmarks/gpu/run.py --help 2>/dev/null ||
         echo "run.py's options: python benchmarks/gpu/run.py --help, where serve-bench is installed"

@@ -236,11 +236,11 @@ def export_without_tensorflow(
 
 def _check_writable(out: Path) -> None:
     """A file can be made in ``out``, or, where it is not there yet, in the nearest folder above it that is:
-    checked before the model is built, and nothing is made (a refused or failed export leaves no folder)."""
-    existing = out
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
+    checked before the model is built, making nothing (an export refused before the build leaves no folder)."""
     try:
+        existing = out
+        while not existing.exists() and existing != existing.parent:  # exists() raises where it may not look
+            existing = existing.parent
         if not existing.is_dir():
             raise NotADirectoryError(20, "Not a directory", str(existing))
         probe = tempfile.NamedTemporaryFile(dir=existing, prefix=".write-test-", delete=True)

@@ -108,6 +108,8 @@ class ResultsWriter:
                 f"{run_dir} is being written by another serve-bench run (its {POINTS_FILE} is locked); "
                 "wait for that run to end, or choose another --run-dir"
             ) from None
+        except OSError:  # a filesystem without flock (some network and FUSE mounts): written unguarded, as before
+            pass
         try:
             self.repaired = _repair_torn_tail(path)
         except OSError as exc:

@@ -20,14 +20,14 @@ RUN_STAMP = "%Y%m%d-%H%M%S"  # a run's directory is <name>-<stamp>: sorted by na
 
 
 def stamped_run_dir(root: str | Path, name: str) -> Path:
-    """``root/<name>-<YYYYmmdd-HHMMSS>``: the directory of a run of ``name`` started now; ``-2``, ``-3``...
-    after it when a run of that second is there already (they sort after it and before the next second).
-    Two runs that both name theirs before either writes meet at the results file's lock instead."""
+    """``root/<name>-<YYYYmmdd-HHMMSS>``: the directory of a run of ``name`` started now; ``-02``, ``-03``...
+    after it when a run of that second is there already (zero-padded, they sort in order, after it and before
+    the next second). Two runs that both name theirs before either writes meet at the results file's lock."""
     stamped = Path(root) / f"{name}-{_dt.datetime.now().strftime(RUN_STAMP)}"
     run_dir, n = stamped, 1
     while run_dir.exists():
         n += 1
-        run_dir = stamped.with_name(f"{stamped.name}-{n}")
+        run_dir = stamped.with_name(f"{stamped.name}-{n:02d}")
     return run_dir
 
 
