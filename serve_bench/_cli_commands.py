@@ -235,7 +235,11 @@ def predict(args: argparse.Namespace) -> int:
     )
     from serve_bench.predict import predict as predict_on
     from serve_bench.report import PREDICTIONS_FILE, print_predictions
+    from serve_bench.stats import POINTS_FILE
 
+    for name in args.gpu:  # --gpu takes every word after it: a run given last went to it
+        if Path(name, POINTS_FILE).is_file():
+            raise UserError(f"--gpu took {name!r}, a run: give RUN before --gpu, or as --from-run {name}")
     devices = [get_device(name) for name in args.gpu]  # an unknown GPU fails before TensorFlow loads
     if args.predictions is not None:  # a file it cannot write fails before the graph is costed, not after
         written = Path(args.predictions)

@@ -119,9 +119,25 @@ def _on_sigterm(signum: int, frame: object) -> None:
     raise Terminated
 
 
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """The command line, a command's positionals read wherever they stand: argparse gives a command's positionals
+    their values all at once at the first one, so ``predict MODEL --models-dir D RUN`` left RUN unrecognized.
+    Where words are left over, the command's own parser reads its words again, intermixed (unknown ones are
+    still refused, in its words)."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    args, extra = parser.parse_known_args(words)
+    if not extra:
+        return args
+    (commands,) = (a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    own: argparse.ArgumentParser = commands.choices[args.command]
+    if any(a.nargs == argparse.REMAINDER for a in own._actions):  # a command not available here takes all
+        return parser.parse_args(words)
+    return own.parse_intermixed_args(words[words.index(args.command) + 1 :], argparse.Namespace(command=args.command))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser, runs = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     # Python's default on SIGTERM ends the process at once, with no finally, so a launched server outlived it;
     # `serve` installs its own on its event loop (drain, then exit 0)
     # (only where SIGTERM has its default: a launcher that ignores it, or a host that handles it, keeps its own)

@@ -589,6 +589,12 @@ def test_predict_with_a_run_calibrates_the_cpu_and_its_report_shows_the_predicti
     assert "this CPU, calibrated on batch 1 of local-grpc" in printed and "(per call:" not in printed
     assert re.search(r"\n\s+1\s+500\.0\s+500\.0\s+calib\.\n", printed), printed  # 1 image / 2 ms
     assert "x this CPU's measured best (800.0)" in printed  # 4 images / 5 ms
+    # RUN after an option reads the same (argparse had left it unrecognized); after --gpu, which takes every
+    # word after it, it is named for what it is
+    moved = ["predict", "tiny", "--models-dir", str(models_dir), str(run_dir), "--gpu", "t4", "--cpu", cpu]
+    assert main(moved) == 0 and capsys.readouterr().out == printed
+    assert main(["predict", "tiny", "--models-dir", str(models_dir), "--cpu", cpu, "--gpu", "t4", str(run_dir)]) == 2
+    assert f"--gpu took {str(run_dir)!r}, a run: give RUN before --gpu" in capsys.readouterr().err
 
     record = json.loads((run_dir / PREDICTIONS_FILE).read_text())
     assert record["cpu"]["calibrated_on"] == 1 and set(record["cpu"]["errors"]) == {"2", "4"}
