@@ -201,6 +201,20 @@ async def test_server_side_invalid_argument_without_metadata(server):
                 await client.predict({"images": np.zeros((1, 32, 32, 3), np.float32)})
 
 
+async def test_the_open_inference_protocol_against_a_tf_serving_port_is_refused_at_connect(server):
+    """``v2+grpc://`` at a TF Serving port: TF Serving's gRPC server registers ModelService and PredictionService
+    only (tensorflow/serving 9d981c5, tensorflow_serving/model_servers/server.cc:390-391), as the local server
+    does, so ServerMetadata and ModelMetadata answer UNIMPLEMENTED. Refused at connect in one line naming the
+    scheme to use; it used to connect unchecked and fail every request of a point the same way."""
+    url = server.grpc_url.replace("grpc://", "v2+grpc://", 1)
+    with pytest.raises(ConnectError) as caught:
+        await connect(url, "tiny")
+    assert str(caught.value) == (
+        f"{url}: the server there does not implement the Open Inference Protocol (ServerMetadata and "
+        f"ModelMetadata: UNIMPLEMENTED); for TF Serving's API use {server.grpc_url}"
+    )
+
+
 async def test_failed_connect_releases_its_transport(server):
     from serve_bench.client._client import Client
     from serve_bench.client._rest import RestTransport

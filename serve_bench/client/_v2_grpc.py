@@ -180,18 +180,34 @@ class V2GrpcTransport:
         return await self._call("ModelMetadata", request, "ModelMetadataResponse", timeout)
 
     async def metadata(self, timeout: float | None) -> dict[str, SignatureInfo]:
+        unnamed: str | None = None  # ServerMetadata's failure status
         try:
             server = await self._call(
                 "ServerMetadata", message("ServerMetadataRequest")(), "ServerMetadataResponse", timeout
             )
         except (ConnectError, RequestTimeout):
             raise
-        except ServeBenchError:
+        except ServeBenchError as exc:
             server = None  # a server without ServerMetadata: unnamed
+            unnamed = exc.status
         if server is not None and server.name:
             self.server_identity = f"{server.name}/{server.version}"
             self.extensions = tuple(server.extensions)
-        meta = await self._model_metadata(timeout)
+        try:
+            meta = await self._model_metadata(timeout)
+        except ServeBenchError as exc:
+            # Every server of the protocol has both ("must implement the health, metadata, and inference APIs":
+            # kserve/open-inference-protocol, specification/protocol/inference_grpc.md). UNIMPLEMENTED for both is a
+            # gRPC server without the service, e.g. TF Serving's port: every request would fail the same way.
+            if server is None and unnamed == exc.status == "UNIMPLEMENTED":
+                tf_serving = "grpc://" + self.url.split("://", 1)[-1]
+                raise ConnectError(
+                    f"{self.url}: the server there does not implement the Open Inference Protocol (ServerMetadata "
+                    f"and ModelMetadata: UNIMPLEMENTED); for TF Serving's API use {tf_serving}",
+                    status=exc.status,
+                    url=self.url,
+                ) from exc
+            raise
         return signatures(
             ((t.name, t.datatype, t.shape) for t in meta.inputs), ((t.name, t.datatype, t.shape) for t in meta.outputs)
         )
