@@ -196,22 +196,21 @@ def test_a_run_cut_short_by_the_hard_limit_still_packs_the_step_under_way(tmp_pa
     assert not archive.with_name(archive.name + ".part").exists()
 
 
+def _visit(out: Path, wheels: Path, site: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``bash visit.sh ARGS`` with this interpreter, its results under ``out``, wheels from ``wheels``."""
+    env = {**os.environ, "OUT": str(out), "WHEELS": str(wheels), "SITE": str(site), "PYTHON": sys.executable}
+    return subprocess.run(
+        ["bash", str(SCRIPT.with_name("visit.sh")), *args], env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
 def test_a_visit_whose_wheels_do_not_install_still_brings_back_what_the_host_is(tmp_path):
     """visit.sh records the host (nvidia-smi, Python, packages, environment) before it installs the carried wheels,
     so a wheel for the wrong Python or platform still brings back host.txt, and pip's refusal in log.txt."""
     wheels, out = tmp_path / "whl", tmp_path / "out"
     wheels.mkdir()
     (wheels / "broken-1.0-py3-none-any.whl").write_bytes(b"not a zip")
-    env = {
-        **os.environ,
-        "OUT": str(out),
-        "WHEELS": str(wheels),
-        "SITE": str(tmp_path / "site"),
-        "PYTHON": sys.executable,
-    }
-    done = subprocess.run(
-        ["bash", str(SCRIPT.with_name("visit.sh"))], env=env, capture_output=True, text=True, timeout=300
-    )
+    done = _visit(out, wheels, tmp_path / "site", timeout=300)
     assert done.returncode == 3, done.stderr[-2000:]
     host = (out / "host.txt").read_text()
     assert sys.version.split()[0] in host and "environment:" in host
@@ -224,16 +223,7 @@ def test_visit_and_requires_help_run_nothing(tmp_path, flag):
     """``visit.sh --help`` prints what it does and run.py's options, and installs, measures and writes
     nothing (it used to start a visit); ``requires.py --help`` prints its usage instead of checking."""
     out = tmp_path / "out"
-    env = {
-        **os.environ,
-        "OUT": str(out),
-        "WHEELS": str(tmp_path),
-        "SITE": str(tmp_path / "site"),
-        "PYTHON": sys.executable,
-    }
-    done = subprocess.run(
-        ["bash", str(SCRIPT.with_name("visit.sh")), flag], env=env, capture_output=True, text=True, timeout=120
-    )
+    done = _visit(out, tmp_path, tmp_path / "site", flag, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.startswith("One GPU visit, as the device tool runs it")
     assert "usage: run.py" in done.stdout and "--budget-s" in done.stdout
