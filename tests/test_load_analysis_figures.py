@@ -256,3 +256,18 @@ def test_the_first_error_said_is_the_windows_commonest_status_once_per_status() 
     assert what_failed(kept, {"FAILED_PRECONDITION": 3, "DEADLINE_EXCEEDED": 5}) == notes[1]
     assert what_failed(kept, {"UNAVAILABLE": 9, "FAILED_PRECONDITION": 1}) == notes[2]  # none kept for UNAVAILABLE
     assert what_failed(kept, {}) == "" and what_failed([], {"UNAVAILABLE": 1}) == ""
+    assert what_failed(notes, {"FAILED_PRECONDITION": 2}) == notes[2]  # not yet kept once: still the first given
+    other = [f"{FIRST_ERROR}s came after warm-up: 2", f"{FIRST_ERROR}s came after warm-up: 2"]  # not first-error notes
+    assert first_errors(other) == other
+
+
+def test_the_first_error_notes_the_recorder_writes_are_the_ones_read() -> None:
+    """The note's format has one writer (``Recorder.error_notes``) and one reader: a status with a colon-free name
+    and a message with colons of its own round-trips."""
+    from serve_bench.load import Recorder, first_errors, what_failed
+
+    recorder = Recorder.__new__(Recorder)
+    recorder.first_errors = {"UNAVAILABLE": "failed to connect to all addresses; last error: UNKNOWN: ipv4:1.2.3.4:5"}
+    notes = recorder.error_notes()
+    assert first_errors(notes + notes) == notes
+    assert what_failed(notes, {"UNAVAILABLE": 7}) == notes[0]

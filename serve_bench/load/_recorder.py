@@ -23,14 +23,21 @@ FIRST_ERROR = "first error"  # a point's note "first error <status>: <what the s
 _SAID_AT_MOST = 200  # characters of it kept (an HTML error page is one long line)
 
 
+def _failed_status(note: str) -> str | None:
+    """The status a first-error note names (``Recorder.error_notes`` writes them); None for any other note."""
+    if not note.startswith(f"{FIRST_ERROR} "):
+        return None
+    return note[len(FIRST_ERROR) + 1 :].split(":", 1)[0]
+
+
 def first_errors(notes: list[str]) -> list[str]:
     """``notes`` with one first-error note per status, the first given (a point from several processes had one from
     each child)."""
     seen: set[str] = set()
     kept = []
     for note in notes:
-        if note.startswith(f"{FIRST_ERROR} "):
-            status = note[len(FIRST_ERROR) + 1 :].split(":", 1)[0]
+        status = _failed_status(note)
+        if status is not None:
             if status in seen:
                 continue
             seen.add(status)
@@ -40,8 +47,13 @@ def first_errors(notes: list[str]) -> list[str]:
 
 def what_failed(notes: tuple[str, ...] | list[str], errors: dict[str, int]) -> str:
     """The first-error note of the status that failed most in the window (``errors``: the point's counts by
-    status); "" where none was kept (a warm-up's failure of another status does not speak for the window's)."""
-    said = {note[len(FIRST_ERROR) + 1 :].split(":", 1)[0]: note for note in notes if note.startswith(f"{FIRST_ERROR} ")}
+    status), the first given for it; "" where none was kept (a warm-up's failure of another status does not speak
+    for the window's)."""
+    said: dict[str, str] = {}
+    for note in notes:
+        status = _failed_status(note)
+        if status is not None:
+            said.setdefault(status, note)
     for status, _ in sorted(errors.items(), key=lambda item: -item[1]):
         if status in said:
             return said[status]
