@@ -258,3 +258,26 @@ def test_list_counts_from_the_graph(capsys):
     # one row per model: InceptionV3's figures sit on its own row, not merely somewhere in the output
     row = next(line for line in out.splitlines() if "inception_v3" in line)
     assert "21,802,784" in row and "2048" in row
+
+
+def test_an_export_that_fails_after_the_build_leaves_no_folder_it_made(tmp_path, capsys, monkeypatch):
+    """A disk that fills while the SavedModel is written: one line naming the folder, and the --models-dir the export
+    made (two levels here) is taken away again, as when it is refused before the build; a folder that was there
+    stays."""
+    import errno
+
+    from serve_bench.export import _warmup
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(_warmup, "write_warmup_records", full)
+    there = tmp_path / "there"  # empty, and not the export's
+    there.mkdir()
+    out = there / "new" / "models"
+    assert main(["export", "tiny", "--weights", "random", "--models-dir", str(out), "--warmup-batch-sizes", "1"]) == 2
+    err = _one_line_error(capsys)
+    assert "No space left on device" in err and str(out) in err and "--models-dir" in err
+    assert list(tmp_path.rglob("*")) == [there]
+    assert main(["export", "tiny", "--weights", "random", "--models-dir", str(there), "--warmup-batch-sizes", "1"]) == 2
+    assert list(tmp_path.rglob("*")) == [there]

@@ -252,6 +252,28 @@ def _check_writable(out: Path) -> None:
         ) from exc
 
 
+def _first_missing(out: Path) -> Path | None:
+    """The topmost folder of ``out`` (itself included) that is not there yet; None where ``out`` is."""
+    missing = None
+    for folder in (out, *out.parents):
+        if folder.exists():
+            break
+        missing = folder
+    return missing
+
+
+def _remove_empty(out: Path, top: Path) -> None:
+    """Remove ``out`` and the folders above it up to ``top`` while they are empty (an export that failed after
+    it made them leaves no folder, as one refused before the build)."""
+    for folder in (out, *out.parents):
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        if folder == top:
+            return
+
+
 # A warm-up record's peak memory while built: the images, their bytes and the serialized record, each its size
 # (3.00x measured for tiny at 5,000 images, 2026-11-27); 43,690 tiny images, the largest a record may hold, died
 # of MemoryError under a 4 GB ulimit, a traceback
@@ -332,6 +354,8 @@ def export_model(
     servable = _make_servable(tf, spec, keras_model)
 
     staging_root = out / ".staging"
+    made = _first_missing(out)  # the top of the folders this export makes, taken away again if it fails
+    placed = False
     try:
         staging_root.mkdir(parents=True, exist_ok=True)
     except OSError as exc:  # out was checked before the build; this is what changed since
@@ -374,8 +398,17 @@ def export_model(
             shutil.rmtree(retired, ignore_errors=True)
         else:
             os.rename(staging, destination)
+        placed = True
+    except OSError as exc:  # a disk that fills while it is written: nothing of this version is kept
+        raise UserError(
+            f"cannot write {spec.name} version {version} to {str(out)!r} ({exc.strerror or exc}); nothing of it was"
+            " kept: free space there, or choose another one",
+            parameter="out",
+        ) from exc
     finally:
         discard_staging(staging)
+        if not placed and made is not None:
+            _remove_empty(out, made)
     config_path = write_models_config(out)
     from serve_bench.export._repos import write_mlserver_model, write_triton_model
 
