@@ -615,3 +615,19 @@ def test_bad_input_data_in_a_spec(extra, words):
         parse_spec("model = 'x'\nbatch_sizes = [1]\n" + extra + "[[targets]]\nname='a'\nurl='grpc://h:1'\n", "s.toml")
     for word in words:
         assert word in str(info.value)
+
+
+def test_a_launched_server_runs_from_relative_folders(models_dir, tmp_path, monkeypatch, capsys):
+    """``--run-dir`` and ``models_dir`` relative to where the command runs (the default run folder is
+    ``results/<name>-<time>``): the launched server runs with its own folder as its working folder, so every path
+    it is given must be absolute (its monitoring config was given relative to the sweep's folder, and the server
+    exited at start, 2026-11-29)."""
+    monkeypatch.chdir(tmp_path)
+    Path("spec.toml").write_text(
+        f'name = "rel"\nmodel = "tiny"\nmodels_dir = "{os.path.relpath(models_dir, tmp_path)}"\nbatch_sizes = [1]\n'
+        "[durations]\nwarmup_s = 0.1\nmin_duration_s = 0.3\nuntil_stable = false\n"
+        '[[targets]]\nname = "local"\nlaunch = "local"\nbatching = { batching_parameters_file = "batching.txt" }\n'
+    )
+    Path("batching.txt").write_text("max_batch_size { value: 4 }\nbatch_timeout_micros { value: 1000 }\n")
+    assert main(["sweep", "spec.toml", "--run-dir", "run"]) == 0, capsys.readouterr().err
+    assert [p.counts.ok > 0 for p in read_points(Path("run"))] == [True]

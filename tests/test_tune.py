@@ -245,3 +245,19 @@ def test_each_possible_winner_gets_the_flags_and_file_it_needs(config, flag, siz
     assert flag in config.server_flags("/config/batching.txt")
     parsed = text_format.Parse(config.to_text(), proto_type())
     assert (parsed.max_batch_size.value if parsed.HasField("max_batch_size") else None) == size
+
+
+def test_tune_runs_from_relative_folders(
+    models_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--run-dir`` and ``models_dir`` relative to where tune runs (its default run folder is
+    ``results/<name>-<time>``): each configuration's server runs in that configuration's folder, so the batching
+    file it is given is absolute (it was relative, and every configuration "did not start", 2026-11-29)."""
+    from serve_bench.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    text = spec_text(Path(os.path.relpath(models_dir, tmp_path)))
+    text = text.replace("batching = [false, true]", "batching = [true]")
+    Path("tune.toml").write_text(text.replace('baselines = ["no_batching"]', "baselines = []"))
+    assert main(["tune", "tune.toml", "--run-dir", "run"]) == 0, capsys.readouterr()
+    assert [entry["status"] for entry in _entries(Path("run"))] == ["measured"]

@@ -65,7 +65,8 @@ class ServerProcess:
 
     def __init__(self, work_dir: Path | None = None, startup_timeout_s: float = 120.0) -> None:
         self._own_dir = work_dir is None
-        self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix=f"serve-bench-{self.name}-"))
+        # absolute: the server runs in this folder, so a path under it given relative to ours would not be found
+        self.work_dir = Path(work_dir or tempfile.mkdtemp(prefix=f"serve-bench-{self.name}-")).absolute()
         self.work_dir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.work_dir / f"{self.name}.log"
         self.startup_timeout_s = startup_timeout_s

@@ -92,7 +92,7 @@ class LocalRestarter:
         return LocalServerProcess(
             self.models_dir,
             self.model,
-            extra_flags=tuple(_tf_serving(config).server_flags(str(batching_file))),
+            extra_flags=tuple(_tf_serving(config).server_flags(str(batching_file.absolute()))),  # runs in its folder
             work_dir=batching_file.parent,
             startup_timeout_s=self.spec.startup_timeout_s,
         )
