@@ -163,6 +163,16 @@ async def test_unreachable_target_names_the_url_within_timeout(scheme):
     assert url in str(info.value)
 
 
+@pytest.mark.parametrize("scheme", ["grpc", "http", "v2+grpc", "v2+http"])
+async def test_a_host_that_does_not_resolve_cannot_be_reached(scheme):
+    """A name no resolver knows (``.invalid`` is reserved to be one, RFC 2606) is refused at connect, as a refused
+    port is: gRPC says "errors resolving ...: address lookup failed" (grpcio 1.85's resolver), which used to pass
+    for a server's UNAVAILABLE and measured a whole point of failures."""
+    url = f"{scheme}://nosuchhost.invalid:8500"
+    with pytest.raises(ConnectError, match="cannot reach"):
+        await connect(url, "tiny", timeout=5)
+
+
 def test_unknown_scheme():
     with pytest.raises(InvalidTarget, match="unknown scheme"):
         connect("ftp://localhost:21", "tiny")

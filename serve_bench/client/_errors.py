@@ -103,6 +103,7 @@ _CONNECT_HINTS = (
     "failed to connect",
     "connection refused",
     "dns resolution failed",
+    "errors resolving",  # grpcio 1.85's resolver: "errors resolving HOST:PORT: [... address lookup failed ...]"
     "name resolution",
     "no address",
     "connect failed",
