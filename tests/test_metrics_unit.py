@@ -82,3 +82,35 @@ def test_six_digit_sums_round_within_the_resolution(value):
 
     written = float(f"{value + 0.123456789:.6g}")
     assert abs(written - (value + 0.123456789)) <= sum_resolution(value + 0.123456789) + 1e-12
+
+
+async def test_a_metrics_url_that_does_not_speak_http_1_is_a_note_not_a_traceback():
+    """``--metrics`` given the gRPC port (a real gRPC server: HTTP/2 only, its first bytes a SETTINGS frame) or a URL
+    with a space: http.client raises its own errors (BadStatusLine, InvalidURL), not OSError, and the point went on
+    to a traceback; each is the note every other unreadable endpoint gets."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import grpc
+
+    from serve_bench.metrics._exposition import fetch_text
+
+    server = grpc.server(ThreadPoolExecutor(max_workers=1))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        for url in (f"http://127.0.0.1:{port}/metrics", "http://exa mple/metrics"):
+            body, why = await fetch_text(url, timeout=5)
+            assert body is None and why.startswith(f"metrics endpoint {url} unreachable ("), why
+            assert why.isprintable() and why.isascii()
+        # the other readers of a URL: --telemetry's page, a launched server's readiness, tune's restart status
+        from serve_bench.metrics._energy_sources import PrometheusSource, Reading
+        from serve_bench.servers._process import http_ok
+        from serve_bench.tune._restart import _rest_state
+
+        grpc_port = f"http://127.0.0.1:{port}/metrics"
+        reading = Reading(time=0.0)
+        PrometheusSource(grpc_port).read(reading)
+        assert reading.problems == [f"telemetry unavailable: {grpc_port} (not HTTP/1.1)"]
+        assert http_ok(grpc_port) is False and _rest_state(grpc_port) == ""
+    finally:
+        server.stop(None)

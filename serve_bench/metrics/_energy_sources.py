@@ -16,6 +16,7 @@ Names and units follow the producers:
 
 from __future__ import annotations
 
+import http.client
 import math
 import re
 import time
@@ -220,8 +221,8 @@ class PrometheusSource:
     def read(self, reading: Reading) -> None:
         try:
             text = self.fetch()
-        except (urllib.error.URLError, OSError, ValueError) as exc:
-            reason = getattr(exc, "reason", exc)
+        except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:  # a gRPC port: HTTP/2
+            reason = getattr(exc, "reason", exc) if not isinstance(exc, http.client.BadStatusLine) else "not HTTP/1.1"
             reading.problems.append(f"telemetry unavailable: {self.url} ({reason})")
             return
         self.read_text(text, reading)

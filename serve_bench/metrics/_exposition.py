@@ -7,6 +7,7 @@ uvicorn's), and one line we cannot read elsewhere must not lose the point's figu
 from __future__ import annotations
 
 import asyncio
+import http.client
 import re
 import urllib.error
 import urllib.request
@@ -66,5 +67,9 @@ async def fetch_text(url: str, timeout: float, what: str = "metrics endpoint") -
         return await asyncio.to_thread(_fetch, url, timeout), ""
     except urllib.error.HTTPError as exc:
         return None, f"{what} {url} answered HTTP {exc.code}"
+    except http.client.BadStatusLine:  # its first bytes, a gRPC port's HTTP/2 SETTINGS frame, are no status line
+        return None, f"{what} {url} unreachable (its answer is not HTTP/1.1: a gRPC port?)"
+    except http.client.HTTPException as exc:  # InvalidURL, IncompleteRead...: http.client's own, not OSError
+        return None, f"{what} {url} unreachable ({ascii(str(exc))[1:-1][:120]})"
     except (OSError, ValueError) as exc:
         return None, f"{what} {url} unreachable ({getattr(exc, 'reason', exc)})"

@@ -7,6 +7,7 @@ it) and SIGKILL after a grace period.
 
 from __future__ import annotations
 
+import http.client
 import os
 import shutil
 import signal
@@ -50,7 +51,7 @@ def http_ok(url: str, timeout: float = 2.0) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
             return bool(response.status == 200)
-    except (urllib.error.URLError, OSError, ValueError):
+    except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException):  # a server mid-start, not HTTP
         return False
 
 

@@ -13,6 +13,7 @@ The server package is never imported here: the local server runs in its own proc
 from __future__ import annotations
 
 import asyncio
+import http.client
 import json
 import shlex
 import subprocess
@@ -45,7 +46,7 @@ def _rest_state(status_url: str) -> str:
     try:
         with urllib.request.urlopen(status_url, timeout=2) as response:
             body = json.loads(response.read())
-    except (OSError, ValueError):
+    except (OSError, ValueError, http.client.HTTPException):
         return ""
     states = [v.get("state", "") for v in body.get("model_version_status", []) if isinstance(v, dict)]
     return "AVAILABLE" if "AVAILABLE" in states else (states[0] if states else "")
