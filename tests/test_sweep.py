@@ -530,6 +530,37 @@ def test_bench_refuses_to_mix_settings_in_one_directory(tmp_path, capsys):
     assert json.loads((out / "run.json").read_text()) == recorded  # not overwritten
 
 
+def test_a_bench_that_measured_nothing_leaves_its_folder_free(tmp_path, capsys):
+    """A first bench refused at connect (a wrong port) wrote run.json and no point; a second, with other settings,
+    measures into the same folder and its run.json says how (it was refused for "other settings" of no point)."""
+    out = tmp_path / "bench"
+    common = ["--model", MODEL, "--metrics", "", "--run-dir", str(out), "--warmup", "0.1", "--no-until-stable"]
+    assert main(["bench", f"grpc://127.0.0.1:{free_port()}", *common, "--duration", "0.3"]) == 2
+    with DelayServer(delay=0.002) as server:
+        capsys.readouterr()
+        assert main(["bench", server.grpc_url, *common, "--duration", "0.4"]) == 0, capsys.readouterr().err
+    assert json.loads((out / "run.json").read_text())["settings"]["min_duration_s"] == 0.4
+    assert len(read_points(out)) == 1
+
+
+async def test_a_sweep_into_a_folder_that_holds_points_resumes_it_or_is_refused(tmp_path):
+    """A folder with points is one run: a sweep without --resume is refused (it appended every key a second time,
+    unmarked, and report showed one of each pair), and --resume with other [durations] is refused naming them, as
+    bench is (it kept the old points and wrote the new settings into run.json)."""
+    run_dir = tmp_path / "run"
+    with DelayServer(delay=0.002) as server:
+        spec = parse_spec(_spec(server.grpc_url, batch_sizes="[1]", concurrency="[1]"))
+        await run_sweep(spec, run_dir)
+        written = (run_dir / "points.jsonl").read_bytes(), (run_dir / "run.json").read_bytes()
+        with pytest.raises(UserError, match="already holds points; continue that run with --resume"):
+            await run_sweep(spec, run_dir)
+        longer = parse_spec(_spec(server.grpc_url, batch_sizes="[1]", concurrency="[1]", min_duration_s="0.5"))
+        with pytest.raises(UserError, match=r"other settings \(min_duration_s 0.4 there, 0.5 now\)"):
+            await run_sweep(longer, run_dir, resume=True)
+        assert ((run_dir / "points.jsonl").read_bytes(), (run_dir / "run.json").read_bytes()) == written
+        assert (await run_sweep(spec, run_dir, resume=True)).skipped == 1  # the same spec resumes it
+
+
 def test_bench_exits_1_when_no_request_succeeded(tmp_path, capsys):
     with DelayServer(delay=0.002) as server:
         # the delay server answers metadata for any name but NOT_FOUND to a prediction for another model

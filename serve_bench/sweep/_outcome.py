@@ -9,9 +9,9 @@ from typing import Any
 
 from serve_bench.errors import UserError
 from serve_bench.load import PointSettings, what_failed
-from serve_bench.stats import Point, ResultsWriter, collect_run_metadata, read_run
+from serve_bench.stats import POINTS_FILE, Point, ResultsWriter, collect_run_metadata, read_points, read_run
 
-__all__ = ["open_point_run", "point_failure"]
+__all__ = ["check_measured_alike", "holds_points", "open_point_run", "point_failure"]
 
 
 def point_failure(point: Point, max_error_share: float = 0.0) -> str:
@@ -42,28 +42,42 @@ def _as_json(settings: PointSettings) -> dict[str, Any]:
     return data
 
 
+def holds_points(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a measured point (a folder whose first command failed before one holds none)."""
+    return (run_dir / POINTS_FILE).is_file() and bool(read_points(run_dir, include_superseded=True))
+
+
+def check_measured_alike(run_dir: Path, settings: PointSettings, advice: str) -> None:
+    """UserError where ``run_dir`` holds points whose run.json records other settings (or none): ``compare`` and
+    ``report`` would mix points measured differently. ``advice``: what to do instead."""
+    if not holds_points(run_dir):
+        return
+    held = read_run(run_dir).get("settings")
+    if held is None:
+        raise UserError(f"{run_dir} holds a run that recorded no settings; {advice}")
+    differences = [
+        f"{key} {held.get(key)} there, {value} now"
+        for key, value in _as_json(settings).items()
+        if held.get(key) != value
+    ]
+    if differences:
+        raise UserError(f"{run_dir} holds points measured with other settings ({'; '.join(differences)}); {advice}")
+
+
 def open_point_run(run_dir: Path, settings: PointSettings, *, command: str, source: str) -> ResultsWriter:
     """A writer that appends points to ``run_dir``, whose run.json records ``settings``.
 
-    A new directory gets a run.json; one that already holds points keeps its run.json
-    and must have been measured with the same settings, or ``compare`` and ``report``
-    would mix points measured differently: UserError naming the differences.
+    A folder without points gets a (new) run.json; one that already holds points keeps its run.json
+    and must have been measured with the same settings (``check_measured_alike``).
     """
-    wanted = _as_json(settings)
-    recorded = read_run(run_dir) if run_dir.is_dir() else {}
-    if recorded:
-        held = recorded.get("settings")
-        if held is None:
-            raise UserError(f"{run_dir} holds a run that recorded no settings; write new points to another directory")
-        differences = [
-            f"{key} {held.get(key)} there, {value} now" for key, value in wanted.items() if held.get(key) != value
-        ]
-        if differences:
-            raise UserError(
-                f"{run_dir} holds points measured with other settings ({'; '.join(differences)}); "
-                "write these to another directory"
+    writer = ResultsWriter(run_dir)  # first: the lock, and a torn tail cut off, before its points are read
+    try:
+        check_measured_alike(run_dir, settings, "write these to another directory")
+        if not holds_points(run_dir):
+            writer.write_run(
+                collect_run_metadata(source, command=command, run_dir=str(run_dir), settings=_as_json(settings))
             )
-    writer = ResultsWriter(run_dir)
-    if not recorded:
-        writer.write_run(collect_run_metadata(source, command=command, run_dir=str(run_dir), settings=wanted))
+    except BaseException:
+        writer.close()
+        raise
     return writer

@@ -40,6 +40,7 @@ from serve_bench.stats import (
 )
 from serve_bench.sweep._launch import launched_targets
 from serve_bench.sweep._measure import check_bounds, measure_idle_power, measure_point, open_telemetry, request_cost
+from serve_bench.sweep._outcome import check_measured_alike, holds_points
 from serve_bench.sweep._spec import SweepSpec
 
 __all__ = ["OnPoint", "SweepOutcome", "new_run_dir", "plan_points", "run_sweep"]
@@ -195,7 +196,16 @@ async def run_sweep(
     writer = ResultsWriter(run_dir) if run_dir.is_dir() else None
     try:
         previous: dict[str, Point] = {}
-        if resume and (run_dir / "points.jsonl").exists():
+        if writer is not None and holds_points(run_dir):  # one folder, points measured alike and each key once
+            if not resume:
+                raise UserError(
+                    f"{run_dir} already holds points; continue that run with --resume, or choose another --run-dir"
+                )
+            check_measured_alike(
+                run_dir,
+                spec.settings,
+                "resume it with the [durations] it was measured with, or choose another --run-dir",
+            )
             previous = {p.key: p for p in read_points(run_dir)}  # the latest measurement of each key
         if spec.launches:
             with launched_targets(
