@@ -335,6 +335,26 @@ def test_a_damaged_tune_answer_is_a_one_line_error(tmp_path):
     assert "\n" not in str(caught.value)
 
 
+@pytest.mark.parametrize(("blocked", "plots"), [("summary.csv", False), ("report.html", False), ("plots", True)])
+def test_a_report_that_cannot_be_written_is_a_one_line_error(tmp_path, capsys, blocked, plots):
+    """A run folder whose report cannot be written there (a colleague's read-only results; here, as root, a folder
+    where the report's file goes, or a file where its plots' folder goes): one line naming the file and what to do,
+    not an OSError's traceback."""
+    run_dir = tmp_path / "run"
+    with ResultsWriter(run_dir) as writer:
+        for point in synthetic_run():
+            writer.append(point)
+    if plots:
+        (run_dir / blocked).write_text("a file")
+    else:
+        (run_dir / blocked).mkdir()
+    args = ["report", str(run_dir), "--models-dir", str(tmp_path)]
+    assert main(args if plots else [*args, "--no-plots"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "cannot write the report" in err and str(run_dir / blocked) in err, err
+    assert "copy the run somewhere writable" in err
+
+
 def test_tune_section_shows_failed_and_missing_configurations(tmp_path):
     """A configuration whose server did not start and one missing the SLO are rows that say so (the answer is
     written as tune wrote it before answer.json had a schema_version: read as version 1)."""

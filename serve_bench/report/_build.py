@@ -13,7 +13,7 @@ from serve_bench.report._analysis import Analysis, analyze_run
 from serve_bench.report._decision import cost_energy_ratios
 from serve_bench.report._predicted import read_predictions
 from serve_bench.report._tune import draw_tune_plots, read_tune_answer
-from serve_bench.stats import Point, PointId, Slo, read_points, read_run
+from serve_bench.stats import Point, PointId, Slo, TuneAnswer, read_points, read_run
 
 __all__ = ["Comparison", "ReportOutput", "build_report", "compare_runs", "find_model_facts", "load_run_metadata"]
 
@@ -46,9 +46,6 @@ def build_report(
 ) -> ReportOutput:
     """Analyse a run and write its report; ``on_skip`` hears, in one line, of a points.jsonl line left out
     (a torn last line, ``stats.read_points``)."""
-    from serve_bench.report._html import write_html
-    from serve_bench.report._tables import write_summary_csv
-
     if not run_dir.is_dir():
         raise UserError(f"{run_dir} is not a results directory; give results/<run>")
     points = read_points(run_dir, on_skip=on_skip)
@@ -63,6 +60,27 @@ def build_report(
     flops = float(facts["flops_per_image"]) if facts and facts.get("flops_per_image") else None
     analysis = analyze_run(points, slo, flops)
     tune = read_tune_answer(run_dir)
+    try:
+        return _write_report(run_dir, analysis, points, metadata, tune, plots)
+    except OSError as exc:  # a colleague's read-only results, a disk that filled
+        where = f"{exc.filename}: " if exc.filename else ""
+        raise UserError(
+            f"cannot write the report of {run_dir} ({where}{exc.strerror or exc}); copy the run somewhere writable"
+            " and report that"
+        ) from exc
+
+
+def _write_report(
+    run_dir: Path,
+    analysis: Analysis,
+    points: list[Point],
+    metadata: dict[str, Any],
+    tune: TuneAnswer | None,
+    plots: bool,
+) -> ReportOutput:
+    from serve_bench.report._html import write_html
+    from serve_bench.report._tables import write_summary_csv
+
     drawn: dict[str, Path] = {}
     tune_drawn: dict[str, Path] = {}
     if plots:
