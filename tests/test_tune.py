@@ -261,3 +261,34 @@ def test_tune_runs_from_relative_folders(
     Path("tune.toml").write_text(text.replace('baselines = ["no_batching"]', "baselines = []"))
     assert main(["tune", "tune.toml", "--run-dir", "run"]) == 0, capsys.readouterr()
     assert [entry["status"] for entry in _entries(Path("run"))] == ["measured"]
+
+
+def test_tune_names_a_models_dir_without_the_model_before_it_starts_a_server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A local [server] whose models_dir does not hold the model: one line naming the folder and the export that
+    fills it, before a configuration is started (every one "did not start", then "relax the SLO", 2026-11-29)."""
+    from serve_bench.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    Path("tune.toml").write_text(spec_text(tmp_path / "nowhere"))
+    assert main(["tune", "tune.toml", "--run-dir", "run"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "holds no exported version of tiny" in err and "serve-bench export tiny --models-dir" in err, err
+    assert not Path("run", "configs").exists()
+
+
+def test_when_no_configuration_starts_tune_does_not_blame_the_slo(
+    models_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A knob the server refuses as it starts (a max_batch_size past int64, which TF Serving's text format cannot
+    hold): each configuration says why it did not start, and the end says no configuration started, not "relax
+    the SLO"."""
+    from serve_bench.cli import main
+
+    spec = spec_text(models_dir).replace("batching = [false, true]", "batching = [true]")
+    spec = spec.replace("max_batch_size = [4]", "max_batch_size = [99999999999999999999]")
+    (tmp_path / "tune.toml").write_text(spec.replace('baselines = ["no_batching"]', "baselines = []"))
+    assert main(["tune", str(tmp_path / "tune.toml"), "--run-dir", str(tmp_path / "run")]) == 1
+    out = capsys.readouterr().out
+    assert "did not start" in out and "no configuration started" in out and "relax the SLO" not in out, out

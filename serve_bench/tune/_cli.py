@@ -171,6 +171,9 @@ def run_tune_command(args: argparse.Namespace) -> int:
     if outcome.answer is None:
         return 1
     print_answer(outcome.answer, outcome.best_file)
+    if outcome.answer.scores and all(score.failed for score in outcome.answer.scores):
+        print("\nno configuration started: what each server said is above, and in its log; the SLO did not decide this")
+        return 1
     if outcome.answer.best is None:
         print(
             f"\nno configuration meets {outcome.answer.percentile} <= {outcome.answer.max_ms:g} ms; "

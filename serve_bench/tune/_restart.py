@@ -24,6 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from serve_bench.client import ServeBenchError, connect
+from serve_bench.errors import UserError
+from serve_bench.export import list_versions
 from serve_bench.servers import LocalServerProcess, log_tail
 from serve_bench.stats import Target
 from serve_bench.sweep import launched_target
@@ -285,6 +287,13 @@ async def _restart_tf_serving(
 
 
 def make_restarter(spec: ServerSpec, model: str, work_dir: Path) -> Restarter:
+    if spec.kind == "local" or spec.kind in STARTED_HERE:  # started here, from models_dir: the model is there
+        models = Path(spec.models_dir)
+        if not list_versions(models / model):
+            raise UserError(
+                f"[server] models_dir {spec.models_dir!r} holds no exported version of {model}; export it there "
+                f"(serve-bench export {model} --models-dir {shlex.quote(spec.models_dir)}) or name the folder it is in"
+            )
     kinds: dict[str, Callable[[ServerSpec, str, Path], Restarter]] = {
         "local": LocalRestarter,
         "compose": ComposeRestarter,
