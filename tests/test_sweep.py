@@ -113,7 +113,8 @@ _TARGET = "model = 'x'\nbatch_sizes = [1]\n[[targets]]\nname='a'\nurl='grpc://h:
     + [("repeats = 0\n" + _TARGET, ["repeats", ">= 1", "got 0"])]
     + [("repeats = 1000000000\n" + _TARGET, ["1,000,000,000 points", "repeats", "at most 100,000"])]
     + [("version = 99999999999999999999\n" + _TARGET, ["version", "from 1 to 9223372036854775807", "int64"])]
-    + [(_TARGET.replace("batch_sizes = [1]", "batch_sizes = [1, 2, 1]"), ["batch_sizes", "1 twice"])],
+    + [(_TARGET.replace("batch_sizes = [1]", "batch_sizes = [1, 2, 1]"), ["batch_sizes", "1 twice"])]
+    + [('payloads = ["float", "float"]\n' + _TARGET, ["payloads", "'float' twice"])],
     ids=[
         "load-key",
         "top-key",
@@ -143,6 +144,7 @@ _TARGET = "model = 'x'\nbatch_sizes = [1]\n[[targets]]\nname='a'\nurl='grpc://h:
         "repeats-billion",
         "version-past-int64",
         "batch-twice",
+        "payload-twice",
     ],
 )
 def test_bad_specs_say_what_and_where(text, words):

@@ -304,7 +304,9 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
             raise _at(exc, where if exc.name in ("rate", "concurrency") else f"load.{exc.name}", source) from None
     rates = tuple(float(r) for r in rates)
 
-    payloads = typed_list(data.get("payloads", ["float"]), str, "payloads", source, positive=False)
+    payloads = _distinct(
+        typed_list(data.get("payloads", ["float"]), str, "payloads", source, positive=False), "payloads", source
+    )
     for payload in payloads:
         if payload not in PAYLOADS:
             raise UserError(f"{source}: payload {payload!r} is not one of {', '.join(PAYLOADS)}")
