@@ -110,6 +110,14 @@ async def http_call(
         raise ConnectError(f"cannot reach {target}: {exc.os_error or exc}", url=target) from exc
     except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
         raise RequestTimeout(f"{target}: no answer within {timeout} s", url=target) from exc
+    except aiohttp.ClientResponseError as exc:
+        if str(exc.message).startswith("Bad status line"):  # HTTP/2's first frame (a gRPC port's SETTINGS) or worse
+            raise ConnectError(
+                f"cannot talk to {target}: the server there does not answer in HTTP/1.1 (a gRPC port? use grpc:// or "
+                "v2+grpc:// for it)",
+                url=target,
+            ) from exc
+        raise ConnectError(f"{target}: connection failed: {exc}", url=target) from exc
     except aiohttp.ClientError as exc:
         raise ConnectError(f"{target}: connection failed: {exc}", url=target) from exc
 
