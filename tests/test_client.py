@@ -246,6 +246,20 @@ async def test_the_open_inference_protocol_against_a_tf_serving_port_is_refused_
     )
 
 
+async def test_the_open_inference_protocol_over_rest_against_a_tf_serving_port_is_refused_at_connect(server):
+    """``v2+http://`` at a TF Serving REST port: TF Serving dispatches only paths matching ``(?i)/v1/.*``
+    (tensorflow/serving 9d981c5, tensorflow_serving/model_servers/http_rest_api_util.h:33) and answers any other
+    with libevent's 404 page (util/net_http/server/internal/evhttp_server.cc:176), as the local server does. Refused
+    at connect in one line naming http://; it said "HTTP 404: <HTML><HEAD>"."""
+    url = server.rest_url.replace("http://", "v2+http://", 1)
+    with pytest.raises(ConnectError) as caught:
+        await connect(url, "tiny")
+    assert str(caught.value) == (
+        f"{url}: the server there does not implement the Open Inference Protocol (GET /v2 and the model's "
+        f"metadata: HTTP 404); for TF Serving's API use {server.rest_url}"
+    )
+
+
 async def test_failed_connect_releases_its_transport(server):
     from serve_bench.client._client import Client
     from serve_bench.client._rest import RestTransport

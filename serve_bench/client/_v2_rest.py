@@ -115,13 +115,17 @@ class V2RestTransport:
             return False
         return True
 
-    async def _server_metadata(self, timeout: float | None) -> None:
+    async def _server_metadata(self, timeout: float | None) -> str:
+        """Reads GET /v2; returns the HTTP status it failed with ("" where it answered)."""
+        failed = ""
         try:
             body = orjson.loads(await self._get(f"{self._base}/v2", timeout))
         except (ConnectError, RequestTimeout):
             raise
-        except (ServeBenchError, orjson.JSONDecodeError):
-            body = {}  # a server without GET /v2: unnamed, no extensions known
+        except ServeBenchError as exc:
+            body, failed = {}, exc.status or "error"  # a server without GET /v2: unnamed, no extensions known
+        except orjson.JSONDecodeError:
+            body = {}
         if not isinstance(body, dict):
             body = {}
         name, version = body.get("name", ""), body.get("version", "")
@@ -129,6 +133,7 @@ class V2RestTransport:
         self.extensions = tuple(body.get("extensions") or ())
         if self.binary_asked is None:
             self.binary = BINARY_EXTENSION in self.extensions
+        return failed
 
     async def _model_metadata(self, timeout: float | None) -> dict[str, Any]:
         raw = await self._get(self._model_url, timeout)
@@ -141,8 +146,21 @@ class V2RestTransport:
         return body
 
     async def metadata(self, timeout: float | None) -> dict[str, SignatureInfo]:
-        await self._server_metadata(timeout)
-        body = await self._model_metadata(timeout)
+        server_failed = await self._server_metadata(timeout)
+        try:
+            body = await self._model_metadata(timeout)
+        except ServeBenchError as exc:
+            # Every server of the protocol answers GET /v2 (kserve/open-inference-protocol, "must implement the
+            # health, metadata, and inference APIs"); 404 for it and for the model's metadata is a server without
+            # the API, e.g. TF Serving's REST port, which answers 404 for every path outside /v1/
+            if server_failed == exc.status == "404":
+                raise ConnectError(
+                    f"{self.url}: the server there does not implement the Open Inference Protocol (GET /v2 and the "
+                    f"model's metadata: HTTP 404); for TF Serving's API use http://{self.url.split('://', 1)[-1]}",
+                    status=exc.status,
+                    url=self.url,
+                ) from exc
+            raise
         try:
             return signatures(_triples(body.get("inputs")), _triples(body.get("outputs")))
         except (KeyError, TypeError, ValueError) as exc:
