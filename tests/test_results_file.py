@@ -209,8 +209,10 @@ def test_one_process_gets_one_writer_per_run(tmp_path):
         (b"POINT\n" + b"\xff\xfe\n", 1, "not valid JSON"),
         (b"\xff\xfe{}\n", 1, "not UTF-8 text (byte 0xff at column 1)"),
         (b'{"schema_version": 7}\n', 1, "schema_version 7"),
+        (b'{"schema_version": ' + b"9" * 5000 + b"}\n", 1, "not valid JSON"),  # past Python's 4300 digits
+        (b"[" * 100_000 + b"]" * 100_000 + b"\n", 1, "not valid JSON"),  # nested past the stack
     ],
-    ids=["other-object", "array", "pretty-printed", "garbage", "not-utf8", "newer-version"],
+    ids=["other-object", "array", "pretty-printed", "garbage", "not-utf8", "newer-version", "huge-int", "deep"],
 )
 def test_a_file_that_is_not_points_names_file_and_line(tmp_path, content, line, message):
     (tmp_path / POINTS_FILE).write_bytes(content)
@@ -235,6 +237,34 @@ def test_a_point_with_a_wrong_field_names_the_field(tmp_path):
         (tmp_path / POINTS_FILE).write_text(lines[0] + "\n" + lines[number - 1] + "\n")
         with pytest.raises(ResultsFileError, match=f":2: .*{expected}"):
             read_points(tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda d: d.update(batch_size=0), "batch_size: expected a whole number >= 1, found 0"),
+        (lambda d: d["load"].update(mode="open", rate=None), "load.rate: an open-loop point needs its rate"),
+    ],
+    ids=["batch-0", "open-without-rate"],
+)
+def test_a_hand_edited_point_that_no_figure_can_use_names_the_field(tmp_path, capsys, edit, expected):
+    """Values the reader's types allow but every figure divides by or prints (report went on to ZeroDivisionError
+    and TypeError tracebacks): the line and the field, in one line."""
+    data = _schema.point_to_data(make_point("cpu", "cpu", 1, 5_000.0))
+    edit(data)
+    (tmp_path / POINTS_FILE).write_text(json.dumps(data) + "\n")
+    assert main(["report", str(tmp_path), "--no-plots"]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / POINTS_FILE}:1: " in err and expected in err and "Traceback" not in err, err
+
+
+def test_a_run_json_past_what_json_reads_is_a_one_line_error(tmp_path):
+    from serve_bench.stats import read_run
+
+    for text in ('{"settings": ' + "9" * 5000 + "}", "[" * 100_000 + "]" * 100_000):
+        (tmp_path / "run.json").write_text(text)
+        with pytest.raises(ResultsFileError, match=r"run\.json: not a readable JSON file"):
+            read_run(tmp_path)
 
 
 def test_report_on_a_bad_file_exits_2_with_the_line(tmp_path, capsys):

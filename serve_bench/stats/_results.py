@@ -174,7 +174,7 @@ def read_points(
             ) from None
         try:
             data = json.loads(line)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # JSONDecodeError; an integer past 4300 digits; nesting past the stack
             if torn:  # the run was killed while writing this line
                 _skipped(on_skip, path, number, line_bytes)
                 continue
@@ -204,8 +204,8 @@ def read_run(run_dir: Path) -> dict[str, Any]:
         return {}
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ResultsFileError(f"{path}: not a readable JSON file ({exc})") from None
+    except (OSError, ValueError, RecursionError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        raise ResultsFileError(f"{path}: not a readable JSON file ({str(exc)[:200] or type(exc).__name__})") from None
     try:
         return migrate_run(data, str(path))
     except ValueError as exc:

@@ -226,6 +226,10 @@ def point_from_data(data: Any, line_text: str = "") -> Point:
         raise ValueError(f"payload: expected one of {', '.join(PAYLOAD_KINDS)}, found {point.payload!r}")
     if point.load.mode not in LOAD_MODES:
         raise ValueError(f"load.mode: expected one of {', '.join(LOAD_MODES)}, found {point.load.mode!r}")
+    if point.batch_size < 1:  # a point is per image and per request: every figure divides by it
+        raise ValueError(f"batch_size: expected a whole number >= 1, found {point.batch_size!r}")
+    if point.load.mode == "open" and not (point.load.rate is not None and point.load.rate > 0):
+        raise ValueError(f"load.rate: an open-loop point needs its rate (requests/s > 0), found {point.load.rate!r}")
     return point
 
 
