@@ -339,6 +339,16 @@ def test_import_locust_of_a_file_that_is_not_text_is_one_line(tmp_path):
         import_locust(str(tmp_path / "l"))
 
 
+def test_import_locust_of_a_csv_without_locust_s_columns_is_one_line(tmp_path):
+    """Another tool's CSV (no Name column, which each of Locust's rows has): one line, not a KeyError."""
+    from serve_bench.errors import UserError
+    from serve_bench.load import import_locust
+
+    (tmp_path / "l_stats.csv").write_text("Type,Request Count,Requests/s\nGET,10,2.0\n")
+    with pytest.raises(UserError, match=r"l_stats\.csv has no Name column"):
+        import_locust(str(tmp_path / "l"))
+
+
 def test_the_same_csv_imported_twice_into_one_run_is_refused(tmp_path, capsys):
     """A second import of one Locust CSV into the same run read as two repeats of each measurement (report: "x2",
     a range of zero width); it is refused in one line, the run left as it was, and another run takes it."""

@@ -317,6 +317,9 @@ def test_features_naming_a_directory_is_refused_and_the_file_written_is_the_one_
     with pytest.raises(UserError, match="is a directory"):
         pipeline([*argv, "--max-in-flight", "1", "--features", str(tmp_path), "--run-dir", str(tmp_path / "r0")])
     assert not (tmp_path / "r0").exists() and not tmp_path.with_name(tmp_path.name + ".npy").exists()
+    with pytest.raises(UserError, match=r"clip\.mp4 is not a directory"):  # np.save failed after the whole run
+        pipeline([*argv, "--features", str(clip / "x.npy"), "--run-dir", str(tmp_path / "r0")])
+    assert not (tmp_path / "r0").exists()
     assert (
         pipeline(
             [*argv, "--max-in-flight", "1", "--features", str(tmp_path / "out"), "--run-dir", str(tmp_path / "r1")]

@@ -54,7 +54,13 @@ _PERCENTILES = {name: f"{p:g}%" for name, p in PERCENTILE_NAMES.items()}
 def _read(path: Path) -> list[dict[str, str]]:
     try:
         with path.open(newline="", encoding="utf-8") as f:
-            return list(csv.DictReader(f))
+            reader = csv.DictReader(f)
+            rows = list(reader)
+            if rows and "Name" not in (reader.fieldnames or ()):  # every Locust CSV names its rows
+                raise UserError(
+                    f"{path} has no Name column, which every CSV Locust writes has; give the --csv PREFIX Locust wrote"
+                )
+            return rows
     except OSError as exc:
         raise UserError(f"cannot read {path} ({exc.strerror or exc}); give the --csv PREFIX Locust wrote") from None
     except (UnicodeDecodeError, csv.Error) as exc:

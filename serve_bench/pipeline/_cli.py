@@ -105,8 +105,8 @@ def run_pipeline_command(args: argparse.Namespace) -> int:
         raise UserError(f"--features {out} is a directory; give the .npy file to write, e.g. {out / 'features.npy'}")
     if out is not None and out.suffix != ".npy":  # np.save appends .npy: say the file it writes
         out = out.with_name(out.name + ".npy")
-    if out is not None and not out.parent.exists():
-        raise UserError(f"--features {out}: directory {out.parent} does not exist")
+    if out is not None and not out.parent.is_dir():  # checked now: np.save would fail after the whole run
+        raise UserError(f"--features {out}: {out.parent} is not a directory")
     run_dir = choose_run_dir(args.run_dir, "results", "pipeline")
     with ResultsWriter(run_dir) as writer:
         writer.write_run(collect_run_metadata(str(vars(args)), command="pipeline"))
