@@ -9,6 +9,7 @@ the user typed.
 from __future__ import annotations
 
 import argparse
+import errno
 import signal
 import sys
 import threading
@@ -154,6 +155,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UserError as exc:
         flag = flags.FLAG_OF.get(exc.parameter or "")
         print(f"serve-bench {args.command}: error: {exc}" + (f" ({flag})" if flag else ""), file=sys.stderr)
+        return 2
+    except OSError as exc:
+        if exc.errno != errno.ENAMETOOLONG:  # only a path the user typed is too long to look up; others are faults
+            raise
+        named = exc.filename if isinstance(exc.filename, str) else ""
+        shown = named if len(named) <= 80 else f"{named[:60]}...({len(named)} characters)"
+        print(
+            f"serve-bench {args.command}: error: {shown}: a path too long for this filesystem to look up (a name is "
+            "at most 255 bytes); give a shorter one",
+            file=sys.stderr,
+        )
         return 2
     except KeyboardInterrupt as exc:
         said = "terminated" if isinstance(exc, Terminated) else "interrupted"

@@ -296,3 +296,22 @@ async def test_a_gateway_timeout_at_the_metadata_call_is_an_answer() -> None:
             assert client.signatures == {}
     finally:
         server.shutdown()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["report", "LONG"],
+        ["compare", "LONG", "LONG"],
+        ["predict", "tiny", "LONG"],
+        ["pipeline", "LONG", "--model", "tiny"],
+    ],
+    ids=["report", "compare", "predict", "pipeline"],
+)
+def test_a_path_too_long_to_look_up_is_one_line(tmp_path, capsys, argv):
+    """A name past 255 bytes: the OS refuses even to look it up (ENAMETOOLONG from stat), which each command met as
+    an OSError traceback; one line, shortened, saying so."""
+    long = str(tmp_path / ("r" * 300))
+    assert main([long if word == "LONG" else word for word in argv]) == 2
+    err = _one_line_error(capsys, argv[0])
+    assert "a path too long for this filesystem to look up" in err and "(" + str(len(long)) + " characters)" in err
