@@ -349,6 +349,45 @@ def test_import_locust_of_a_csv_without_locust_s_columns_is_one_line(tmp_path):
         import_locust(str(tmp_path / "l"))
 
 
+_HEADER = (
+    "Type,Name,Request Count,Failure Count,Requests/s,Average Response Time,Max Response Time,"
+    "50%,90%,95%,99%,99.9%,100%\n"
+)
+
+
+def test_a_run_of_grpc_and_rest_users_imports_a_point_per_protocol(tmp_path):
+    """The locustfile's two users name their requests alike ("predict tiny b1"), the gRPC one with request_type
+    "grpc", the REST one with its method: one run of both became two points with one key, which report showed as
+    "x2" repeats of one measurement (a median of 30 images/s from 40 and 20). Each protocol is a target of its own."""
+    from serve_bench.load import import_locust
+
+    (tmp_path / "l_stats.csv").write_text(
+        _HEADER
+        + "grpc,predict tiny b1,200,0,40.0,24.1,60,23,30,33,41,60,60\n"
+        + "POST,predict tiny b1,100,0,20.0,48.0,90,47,60,66,82,90,90\n"
+    )
+    points = import_locust(str(tmp_path / "l"))
+    assert [(p.target.name, p.target.protocol) for p in points] == [("locust-grpc", "grpc"), ("locust-rest", "rest")]
+    assert len({p.key for p in points}) == 2
+    only_grpc = tmp_path / "g_stats.csv"
+    only_grpc.write_text(_HEADER + "grpc,predict tiny b1,200,0,40.0,24.1,60,23,30,33,41,60,60\n")
+    assert [p.target.name for p in import_locust(str(tmp_path / "g"))] == ["locust"]  # one protocol: as before
+
+
+def test_rows_that_become_one_point_are_refused(tmp_path):
+    """--batch-size given for rows of two batch sizes makes one key of both: refused, naming the rows."""
+    from serve_bench.errors import UserError
+    from serve_bench.load import import_locust
+
+    (tmp_path / "l_stats.csv").write_text(
+        _HEADER
+        + "grpc,predict tiny b1,200,0,40.0,24.1,60,23,30,33,41,60,60\n"
+        + "grpc,predict tiny b8,100,0,20.0,48.0,90,47,60,66,82,90,90\n"
+    )
+    with pytest.raises(UserError, match="rows 'predict tiny b1' and 'predict tiny b8' both become point"):
+        import_locust(str(tmp_path / "l"), batch_size=4)
+
+
 def test_the_same_csv_imported_twice_into_one_run_is_refused(tmp_path, capsys):
     """A second import of one Locust CSV into the same run read as two repeats of each measurement (report: "x2",
     a range of zero width); it is refused in one line, the run left as it was, and another run takes it."""

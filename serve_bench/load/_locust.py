@@ -95,6 +95,11 @@ def _approximate_histogram(latency_ms: dict[str, float], count: int) -> str:
     return encode(histogram)
 
 
+def _protocol(request_type: str) -> str:
+    """A Locust row's protocol: the gRPC user reports request_type "grpc"; FastHttpUser the HTTP method."""
+    return "grpc" if request_type.lower() == "grpc" else "rest"
+
+
 def _point(
     name: str,
     request_type: str,
@@ -114,12 +119,14 @@ def _point(
         raise UserError(f"{where}: a batch size must be a whole number from 1 to 2**63 - 1, got {batch}")
     if failures > requests:
         raise UserError(f"{name!r}: {failures:g} failures of {requests:g} requests; is this Locust's stats CSV?")
-    protocol = "grpc" if request_type.lower() == "grpc" else "rest"
+    protocol = _protocol(request_type)
     load = LoadInfo("locust", concurrency=users)
     ok = int(requests - failures)
     rps = ok / duration if duration > 0 else 0.0
     latency = Percentiles(**{k: v * 1000 for k, v in latency_ms.items()}, count=ok)
     target = options.get("target_name") or "locust"
+    if options.get("by_protocol"):  # one key per protocol: "predict tiny b1" was sent over both
+        target = f"{target}-{protocol}"
     signature = options.get("signature") or "serving_default"
     payload = options.get("payload", "float")
     return Point(
@@ -205,6 +212,8 @@ def import_locust(prefix: str, **options: Any) -> list[Point]:
     duration = (
         (_number(aggregated[-1], "Timestamp") - _number(aggregated[0], "Timestamp")) if len(aggregated) > 1 else 0.0
     )
+    if len({_protocol(row.get("Type", "")) for row in requests_rows}) > 1:  # gRPC and REST users in one run
+        options = {**options, "by_protocol": True}
     for row in requests_rows:
         requests = _number(row, "Request Count")
         rps = _number(row, "Requests/s")
@@ -221,4 +230,20 @@ def import_locust(prefix: str, **options: Any) -> list[Point]:
                 options,
             )
         )
+    _one_point_per_key(points, requests_rows, prefix)
     return points
+
+
+def _one_point_per_key(points: list[Point], rows: list[dict[str, str]], prefix: str) -> None:
+    """UserError where two rows became one point (--model or --batch-size given for rows that differ, or names
+    that say neither): report would show them as repeats of one measurement."""
+    seen: dict[str, dict[str, str]] = {}
+    for point, row in zip(points, rows):
+        if point.key in seen:
+            first = seen[point.key]
+            raise UserError(
+                f"{prefix}_stats.csv: rows {first.get('Name', '')!r} and {row.get('Name', '')!r} both become point "
+                f"{point.key} (one target, model, batch size and user count); import them apart (--model, "
+                "--batch-size apply to every row), or name each request 'predict MODEL bBATCH'"
+            )
+        seen[point.key] = row
