@@ -283,6 +283,19 @@ def test_compare_refuses_differently_measured_runs(two_runs, capsys):
     assert "--allow-mismatch" in capsys.readouterr().err
 
 
+def test_compare_with_a_run_that_holds_no_points_says_so(tmp_path, capsys):
+    """A run folder whose first command failed (an empty points.jsonl): "holds no measured points", not "the runs
+    were measured differently (models differ: ...)"."""
+    full, empty = tmp_path / "full", tmp_path / "empty"
+    with ResultsWriter(full) as writer:
+        writer.append(make_point("cpu", "cpu", 1, 5_000.0))
+    ResultsWriter(empty).close()
+    for argv in ([str(full), str(empty)], [str(empty), str(full)]):
+        assert main(["compare", *argv]) == 2
+        err = capsys.readouterr().err
+        assert f"{empty} holds no measured points yet" in err and "differently" not in err, err
+
+
 def test_report_on_missing_run(tmp_path, capsys):
     assert main(["report", str(tmp_path / "nothing")]) == 2
     assert "results directory" in capsys.readouterr().err

@@ -129,6 +129,9 @@ def compare_runs(
     batch, load), not by target name, so TF Serving can be set beside the local server.
     ``on_skip``: as build_report's."""
     points_a, points_b = read_points(run_a, on_skip=on_skip), read_points(run_b, on_skip=on_skip)
+    for run, points in ((run_a, points_a), (run_b, points_b)):
+        if not points:  # not "measured differently" (its models are none), nor "no points match"
+            raise UserError(f"{run} holds no measured points yet; compare two runs that do")
     meta_a, meta_b = load_run_metadata(run_a), load_run_metadata(run_b)
     differences = []
     settings_a, settings_b = meta_a.get("settings", {}), meta_b.get("settings", {})
