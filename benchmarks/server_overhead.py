@@ -43,6 +43,7 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -418,8 +419,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.child == "grpc":
         _grpc_child(args)
         return 0
+    # SIGTERM (run.py's step stopped) ends through compare's finally, which stops the servers and the floor: each
+    # runs in a session of its own, and Python's default on SIGTERM left them running
+    signal.signal(signal.SIGTERM, _terminated)
     compare(args)
     return 0
+
+
+def _terminated(*_: object) -> None:
+    raise SystemExit(143)
 
 
 def compare(args: argparse.Namespace) -> dict[tuple[int, str], list[dict[str, float]]]:
@@ -484,8 +492,8 @@ def compare(args: argparse.Namespace) -> dict[tuple[int, str], list[dict[str, fl
         if args.triton:
             targets["triton"] = triton_stub(args.model, scratch / "triton", max(sizes))
         for server in targets.values():
+            started.append(server)  # first: a server stopped while it starts is stopped too
             server.start()
-            started.append(server)
         answers = scratch / "answers"
         answers.mkdir()
         _record_answers(targets["served"], args.model, sizes, answers)

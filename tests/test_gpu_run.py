@@ -10,10 +10,12 @@ import importlib.util
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
@@ -194,6 +196,59 @@ def test_a_run_cut_short_by_the_hard_limit_still_packs_the_step_under_way(tmp_pa
     assert {"gpu-run/runs/m/points.jsonl", "gpu-run/floor/m-gpu-tf32.jsonl"} <= names
     assert packed[-1]["step"] == "cut short"
     assert not archive.with_name(archive.name + ".part").exists()
+
+
+def test_an_overhead_step_stopped_by_the_hard_limit_leaves_no_server_running(jax_models, tmp_path):
+    """The second call's overhead step runs benchmarks/server_overhead.py, whose servers each run in a session of
+    their own. visit.sh's hard limit stopped it with SIGKILL to its group, so its server outlived the step (the
+    rehearsal of 2026-11-29 found InceptionV3's still serving 20 minutes later, where a third call would have shared
+    the host's cores with it). Stopped now, the step's child stops its servers before it exits."""
+    import psutil
+
+    out = tmp_path / "gpu-run"
+    out.mkdir()
+    (out / "models").symlink_to(jax_models)
+    driver = tmp_path / "driver.py"
+    driver.write_text(
+        textwrap.dedent(
+            f"""
+            import importlib.util, signal, sys
+            from pathlib import Path
+            spec = importlib.util.spec_from_file_location("gpu_run", {str(SCRIPT)!r})
+            run = importlib.util.module_from_spec(spec)
+            sys.modules["gpu_run"] = run
+            spec.loader.exec_module(run)
+            plan = run.Plan(Path({str(out)!r}), 400, None)
+            signal.signal(signal.SIGTERM, plan.terminate)
+            run._overhead(plan, "tiny", "cpu", "fp32", "jax")
+            """
+        )
+    )
+    env = {**os.environ, "SERVE_BENCH_PERF_ANALYZER": str(tmp_path / "none")}
+    step = subprocess.Popen([sys.executable, str(driver)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+    def serving() -> list[psutil.Process]:
+        found = []
+        for process in psutil.process_iter(["cmdline"]):
+            line = " ".join(process.info["cmdline"] or ())
+            if "serve_bench serve" in line and str(jax_models.resolve()) in line:  # it resolves the models' link
+                found.append(process)
+        return found
+
+    deadline = time.monotonic() + 240
+    servers: list[psutil.Process] = []
+    try:
+        while not servers and step.poll() is None and time.monotonic() < deadline:
+            servers = serving()  # the step's servers, once it has started them
+        assert servers, (step.poll(), [f.read_text(errors="replace")[-2000:] for f in out.glob("overhead-*.txt")])
+        step.send_signal(signal.SIGTERM)
+        assert step.wait(timeout=60) == 143
+        _, alive = psutil.wait_procs(servers, timeout=30)
+        assert not alive and not serving(), [p.cmdline() for p in alive]
+    finally:  # red or not, nothing of this test's is left serving
+        step.kill()
+        for process in serving():
+            process.kill()
 
 
 def _visit(out: Path, wheels: Path, site: Path, *args: str, timeout: float) -> subprocess.CompletedProcess[str]:

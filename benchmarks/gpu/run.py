@@ -213,13 +213,17 @@ def _floor(
     return result
 
 
+OVERHEAD_STOP_S = 8.0  # seconds server_overhead has to stop its servers: inside visit.sh's 10 s before SIGKILL
+
+
 def _overhead(
     plan: Plan, model: str, device: str, precision: str, runtime: str = JAX.name, limit: float = 240.0
 ) -> dict[str, Any]:
     """benchmarks/server_overhead.py on this host, in alternating rounds: the runtime in process, served by the
     local server, and a bare grpc.aio server answering the same bytes: how much of the served figure is Python
-    gRPC's, how much serve-bench's own, how much the runtime's. Its children (a floor, servers) are in its
-    session, stopped with it past ``limit``."""
+    gRPC's, how much serve-bench's own, how much the runtime's. Past ``limit`` (or when this run is stopped) it is
+    sent SIGTERM and stops the servers and the floor it started, each in a session of its own; SIGKILL after
+    ``OVERHEAD_STOP_S`` (it was SIGKILL at once, and its servers outlived the visit's step)."""
     out = plan.out / f"overhead-{model}-{label(device, precision, runtime)}.txt"
     command = [sys.executable, "-m", "benchmarks.server_overhead", "--runtime", runtime, "--model", model]
     command += ["--device", device, "--precision", precision, "--batch-sizes", OVERHEAD_SIZES, "--rounds", "3"]
@@ -240,9 +244,13 @@ def _overhead(
             code = None
             result["error"] = f"ran past {limit:.0f} s and was stopped"
         finally:
-            if child.poll() is None:
-                os.killpg(child.pid, signal.SIGKILL)
-                child.wait()
+            if child.poll() is None:  # past the limit, or visit.sh's hard limit here: its finally stops its servers
+                os.killpg(child.pid, signal.SIGTERM)  # (each in a session of its own, out of this group's reach)
+                try:
+                    child.wait(timeout=OVERHEAD_STOP_S)
+                except subprocess.TimeoutExpired:
+                    os.killpg(child.pid, signal.SIGKILL)
+                    child.wait()
     if code:
         lines = out.read_text(errors="replace").strip().splitlines()
         result["error"] = lines[-1] if lines else f"exit status {code}"
