@@ -279,15 +279,16 @@ def test_tune_names_a_models_dir_without_the_model_before_it_starts_a_server(
 
 
 def test_when_no_configuration_starts_tune_does_not_blame_the_slo(
-    models_dir: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A knob the server refuses as it starts (a max_batch_size past int64, which TF Serving's text format cannot
-    hold): each configuration says why it did not start, and the end says no configuration started, not "relax
-    the SLO"."""
+    """A model the server cannot load (a damaged export: its saved_model.pb is not one): each configuration says why
+    it did not start, and the end says no configuration started, not "relax the SLO"."""
     from serve_bench.cli import main
 
-    spec = spec_text(models_dir).replace("batching = [false, true]", "batching = [true]")
-    spec = spec.replace("max_batch_size = [4]", "max_batch_size = [99999999999999999999]")
+    damaged = tmp_path / "models"
+    (damaged / "tiny" / "1").mkdir(parents=True)
+    (damaged / "tiny" / "1" / "saved_model.pb").write_bytes(b"not a SavedModel")
+    spec = spec_text(damaged).replace("batching = [false, true]", "batching = [true]")
     (tmp_path / "tune.toml").write_text(spec.replace('baselines = ["no_batching"]', "baselines = []"))
     assert main(["tune", str(tmp_path / "tune.toml"), "--run-dir", str(tmp_path / "run")]) == 1
     out = capsys.readouterr().out

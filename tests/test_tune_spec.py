@@ -146,6 +146,10 @@ def test_powers_of_two_end_at_max_batch_size() -> None:
             "input_batch_size_limit must be greater than or equal to max_execution_batch_size",
         ),
         ("tensorflow_intra_op_parallelism = [-2]", "tensorflow_intra_op_parallelism must be 0"),
+        # google.protobuf.Int64Value (batching_parameters.proto): past int64 the server's text parser refuses the
+        # file as it starts ("Value out of range"), and every configuration "did not start"
+        ("max_batch_size = [99999999999999999999]", "space.max_batch_size: 99999999999999999999 is past int64"),
+        ("max_batch_size = [8]\nallowed_batch_sizes = [[1, 9223372036854775808]]", "is past int64"),
     ],
 )
 def test_values_tf_serving_refuses_are_errors_naming_the_knob(space: str, message: str) -> None:

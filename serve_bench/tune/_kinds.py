@@ -33,6 +33,9 @@ from serve_bench.tune._v2config import (
 __all__ = ["FAMILIES", "Family", "family_of"]
 
 
+_INT64_MAX = 2**63 - 1  # TF Serving reads its batching knobs as Int64Value; Triton and MLServer less
+
+
 @dataclass(frozen=True)
 class Family:
     name: str
@@ -51,6 +54,12 @@ class Family:
         """One [space] knob's values, typed; list-valued knobs take lists (or "none") as values."""
         where = f"space.{knob}"
         kind = self.value_types[knob]
+        for number in (v for value in values for v in (value if isinstance(value, list) else [value])):
+            if isinstance(number, int) and not isinstance(number, bool) and abs(number) > _INT64_MAX:
+                raise UserError(
+                    f"{source}: {where}: {number} is past int64 (at most {_INT64_MAX}), which no server's "
+                    "configuration can hold; give a smaller value"
+                )
         if kind == "list":
             for value in values:
                 sizes = isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
