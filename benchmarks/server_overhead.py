@@ -435,7 +435,7 @@ def compare(args: argparse.Namespace) -> dict[tuple[int, str], list[dict[str, fl
     ``floor``, ``grpc``, ``served``, ``batching``, ``triton``, ``perf_analyzer served``, ``perf_analyzer triton``."""
     from benchmarks import perf_analyzer
     from serve_bench.export import BatchingParams, parse_batch_sizes
-    from serve_bench.servers import LocalServerProcess
+    from serve_bench.servers import LocalServerProcess, ServerProcess
 
     sizes = parse_batch_sizes(args.batch_sizes, "batch_sizes")
     args.models_dir = _models_dir(args)
@@ -515,6 +515,12 @@ def compare(args: argparse.Namespace) -> dict[tuple[int, str], list[dict[str, fl
                     )
             print(f"  round {round_number + 1} of {args.rounds} done; load average {_load()}", flush=True)
     finally:
+        for server in started:  # all told at once, then each waited for: a slow one holds back none of the others
+            if isinstance(server, ServerProcess) and server.process is not None:  # Triton's too
+                try:
+                    os.killpg(server.process.pid, signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
         for server in reversed(started):
             server.stop()
         if floor is not None:

@@ -169,8 +169,8 @@ async def test_a_host_that_does_not_resolve_cannot_be_reached(scheme):
     port is: gRPC says "errors resolving ...: address lookup failed" (grpcio 1.85's resolver), which used to pass
     for a server's UNAVAILABLE and measured a whole point of failures."""
     url = f"{scheme}://nosuchhost.invalid:8500"
-    with pytest.raises(ConnectError, match="cannot reach"):
-        await connect(url, "tiny", timeout=5)
+    with pytest.raises(ConnectError, match="cannot reach"):  # time for a resolver that answers slowly, not NXDOMAIN
+        await connect(url, "tiny", timeout=30)
 
 
 @pytest.mark.parametrize("scheme", ["http", "v2+http"])

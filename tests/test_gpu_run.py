@@ -240,6 +240,7 @@ def test_an_overhead_step_stopped_by_the_hard_limit_leaves_no_server_running(jax
     try:
         while not servers and step.poll() is None and time.monotonic() < deadline:
             servers = serving()  # the step's servers, once it has started them
+            time.sleep(0.2)  # a poll's interval, not a wait for the event: the 2 cores are compiling
         assert servers, (step.poll(), [f.read_text(errors="replace")[-2000:] for f in out.glob("overhead-*.txt")])
         step.send_signal(signal.SIGTERM)
         assert step.wait(timeout=60) == 143

@@ -112,5 +112,24 @@ async def test_a_metrics_url_that_does_not_speak_http_1_is_a_note_not_a_tracebac
         PrometheusSource(grpc_port).read(reading)
         assert reading.problems == [f"telemetry unavailable: {grpc_port} (not HTTP/1.1)"]
         assert http_ok(grpc_port) is False and _rest_state(grpc_port) == ""
+        # a server that closes without answering (restarting, overloaded): http.client's RemoteDisconnected is a
+        # BadStatusLine too, and is said as the closed connection it is, not as a gRPC port
+        import socketserver
+        import threading
+
+        class Close(socketserver.BaseRequestHandler):
+            def handle(self) -> None:
+                self.request.recv(65536)  # the request read, then no answer: RemoteDisconnected, not a reset
+                self.request.close()
+
+        with socketserver.TCPServer(("127.0.0.1", 0), Close) as closing:
+            threading.Thread(target=closing.serve_forever, daemon=True).start()
+            url = f"http://127.0.0.1:{closing.server_address[1]}/metrics"
+            body, why = await fetch_text(url, timeout=5)
+            reading = Reading(time=0.0)
+            PrometheusSource(url).read(reading)
+            closing.shutdown()
+        assert body is None and "closed connection" in why and "gRPC" not in why, why
+        assert "not HTTP/1.1" not in reading.problems[0] and "closed connection" in reading.problems[0]
     finally:
         server.stop(None)

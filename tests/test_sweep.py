@@ -563,6 +563,20 @@ async def test_a_sweep_into_a_folder_that_holds_points_resumes_it_or_is_refused(
         assert (await run_sweep(spec, run_dir, resume=True)).skipped == 1  # the same spec resumes it
 
 
+async def test_resuming_a_folder_of_another_command_s_points_names_what_to_do(tmp_path):
+    """A folder whose run.json records no settings (import-locust's, pipeline's): --resume is refused with advice
+    that can be followed (it said "resume it with the [durations] it was measured with", which none can)."""
+    from tests._points import make_point
+
+    run_dir = tmp_path / "locust"
+    with ResultsWriter(run_dir) as writer:
+        writer.append(make_point("cpu", "cpu", 1, 5_000.0))
+        writer.write_run({"command": "import-locust"})
+    spec = parse_spec(_spec(f"grpc://127.0.0.1:{free_port()}"))
+    with pytest.raises(UserError, match=r"recorded no settings \(import-locust's, pipeline's\); choose another"):
+        await run_sweep(spec, run_dir, resume=True)
+
+
 def test_bench_exits_1_when_no_request_succeeded(tmp_path, capsys):
     with DelayServer(delay=0.002) as server:
         # the delay server answers metadata for any name but NOT_FOUND to a prediction for another model

@@ -243,7 +243,7 @@ def _one_point_per_key(points: list[Point], rows: list[dict[str, str]], prefix: 
             first = seen[point.key]
             raise UserError(
                 f"{prefix}_stats.csv: rows {first.get('Name', '')!r} and {row.get('Name', '')!r} both become point "
-                f"{point.key} (one target, model, batch size and user count); import them apart (--model, "
-                "--batch-size apply to every row), or name each request 'predict MODEL bBATCH'"
+                f"{point.key} (one target, model, batch size and user count); leave out --model and --batch-size "
+                "(they apply to every row) so that each row's name decides, or name each request 'predict MODEL bBATCH'"
             )
         seen[point.key] = row

@@ -222,7 +222,8 @@ class PrometheusSource:
         try:
             text = self.fetch()
         except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:  # a gRPC port: HTTP/2
-            reason = getattr(exc, "reason", exc) if not isinstance(exc, http.client.BadStatusLine) else "not HTTP/1.1"
+            not_http = isinstance(exc, http.client.BadStatusLine) and not isinstance(exc, ConnectionError)
+            reason = "not HTTP/1.1" if not_http else getattr(exc, "reason", exc)
             reading.problems.append(f"telemetry unavailable: {self.url} ({reason})")
             return
         self.read_text(text, reading)

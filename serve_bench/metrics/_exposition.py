@@ -67,6 +67,8 @@ async def fetch_text(url: str, timeout: float, what: str = "metrics endpoint") -
         return await asyncio.to_thread(_fetch, url, timeout), ""
     except urllib.error.HTTPError as exc:
         return None, f"{what} {url} answered HTTP {exc.code}"
+    except ConnectionError as exc:  # RemoteDisconnected too (a BadStatusLine as well): closed without an answer
+        return None, f"{what} {url} unreachable ({exc})"
     except http.client.BadStatusLine:  # its first bytes, a gRPC port's HTTP/2 SETTINGS frame, are no status line
         return None, f"{what} {url} unreachable (its answer is not HTTP/1.1: a gRPC port?)"
     except http.client.HTTPException as exc:  # InvalidURL, IncompleteRead...: http.client's own, not OSError

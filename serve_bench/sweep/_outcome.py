@@ -54,7 +54,9 @@ def check_measured_alike(run_dir: Path, settings: PointSettings, advice: str) ->
         return
     held = read_run(run_dir).get("settings")
     if held is None:
-        raise UserError(f"{run_dir} holds a run that recorded no settings; {advice}")
+        raise UserError(
+            f"{run_dir} holds a run that recorded no settings (import-locust's, pipeline's); choose another folder"
+        )
     differences = [
         f"{key} {held.get(key)} there, {value} now"
         for key, value in _as_json(settings).items()
