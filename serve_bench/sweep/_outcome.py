@@ -48,10 +48,8 @@ def holds_points(run_dir: Path) -> bool:
 
 
 def check_measured_alike(run_dir: Path, settings: PointSettings, advice: str) -> None:
-    """UserError where ``run_dir`` holds points whose run.json records other settings (or none): ``compare`` and
-    ``report`` would mix points measured differently. ``advice``: what to do instead."""
-    if not holds_points(run_dir):
-        return
+    """UserError where ``run_dir``, which holds points, has a run.json recording other settings (or none):
+    ``compare`` and ``report`` would mix points measured differently. ``advice``: what to do instead."""
     held = read_run(run_dir).get("settings")
     if held is None:
         raise UserError(
@@ -74,8 +72,9 @@ def open_point_run(run_dir: Path, settings: PointSettings, *, command: str, sour
     """
     writer = ResultsWriter(run_dir)  # first: the lock, and a torn tail cut off, before its points are read
     try:
-        check_measured_alike(run_dir, settings, "write these to another directory")
-        if not holds_points(run_dir):
+        if holds_points(run_dir):
+            check_measured_alike(run_dir, settings, "write these to another directory")
+        else:
             writer.write_run(
                 collect_run_metadata(source, command=command, run_dir=str(run_dir), settings=_as_json(settings))
             )

@@ -40,7 +40,7 @@ from serve_bench.stats import (
 )
 from serve_bench.sweep._launch import launched_targets
 from serve_bench.sweep._measure import check_bounds, measure_idle_power, measure_point, open_telemetry, request_cost
-from serve_bench.sweep._outcome import check_measured_alike, holds_points
+from serve_bench.sweep._outcome import check_measured_alike
 from serve_bench.sweep._spec import SweepSpec
 
 __all__ = ["OnPoint", "SweepOutcome", "new_run_dir", "plan_points", "run_sweep"]
@@ -195,8 +195,8 @@ async def run_sweep(
     # or connects. A new folder is made by the writer only once the targets answer (a refused sweep leaves none).
     writer = ResultsWriter(run_dir) if run_dir.is_dir() else None
     try:
-        previous: dict[str, Point] = {}
-        if writer is not None and holds_points(run_dir):  # one folder, points measured alike and each key once
+        earlier = read_points(run_dir) if writer is not None else []  # the writer made points.jsonl if it was not
+        if earlier:  # one folder, points measured alike and each key once
             if not resume:
                 raise UserError(
                     f"{run_dir} already holds points; continue that run with --resume, or choose another --run-dir"
@@ -206,7 +206,7 @@ async def run_sweep(
                 spec.settings,
                 "resume it with the [durations] it was measured with, or choose another --run-dir",
             )
-            previous = {p.key: p for p in read_points(run_dir)}  # the latest measurement of each key
+        previous = {p.key: p for p in earlier}  # the latest measurement of each key
         if spec.launches:
             with launched_targets(
                 spec.targets, spec.launches, Path(spec.models_dir), spec.model, run_dir
