@@ -109,6 +109,7 @@ def _point(
     duration: float,
     latency_ms: dict[str, float],
     options: dict[str, Any],
+    by_protocol: bool = False,
 ) -> Point:
     match = _NAME.search(name)
     model = options.get("model") or (match["model"] if match else "unknown")
@@ -125,7 +126,7 @@ def _point(
     rps = ok / duration if duration > 0 else 0.0
     latency = Percentiles(**{k: v * 1000 for k, v in latency_ms.items()}, count=ok)
     target = options.get("target_name") or "locust"
-    if options.get("by_protocol"):  # one key per protocol: "predict tiny b1" was sent over both
+    if by_protocol:  # one key per protocol: "predict tiny b1" was sent over both
         target = f"{target}-{protocol}"
     signature = options.get("signature") or "serving_default"
     payload = options.get("payload", "float")
@@ -212,8 +213,7 @@ def import_locust(prefix: str, **options: Any) -> list[Point]:
     duration = (
         (_number(aggregated[-1], "Timestamp") - _number(aggregated[0], "Timestamp")) if len(aggregated) > 1 else 0.0
     )
-    if len({_protocol(row.get("Type", "")) for row in requests_rows}) > 1:  # gRPC and REST users in one run
-        options = {**options, "by_protocol": True}
+    by_protocol = len({_protocol(row.get("Type", "")) for row in requests_rows}) > 1  # gRPC and REST users in one run
     for row in requests_rows:
         requests = _number(row, "Request Count")
         rps = _number(row, "Requests/s")
@@ -228,6 +228,7 @@ def import_locust(prefix: str, **options: Any) -> list[Point]:
                 span,
                 _latencies(row),
                 options,
+                by_protocol,
             )
         )
     _one_point_per_key(points, requests_rows, prefix)
