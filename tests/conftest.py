@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
 
@@ -138,3 +139,20 @@ async def serve_tinys_standalone_copy(models: Path, runtime: str) -> str:
     assert signature.inputs["images"].shape == (-1, 64, 64, 3) and signature.outputs["features"].shape == (-1, 32)
     assert features.shape == (2, 32) and np.isfinite(features).all() and features.std() > 0
     return log
+
+
+@pytest.fixture()
+def grpc_port() -> Iterator[int]:
+    """The port of a real gRPC server with no service: a client that speaks HTTP/1.1 to it reads HTTP/2's SETTINGS
+    frame where a status line should be (what a user meets giving a REST URL the gRPC port)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import grpc
+
+    server = grpc.server(ThreadPoolExecutor(max_workers=1))
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    try:
+        yield port
+    finally:
+        server.stop(None)

@@ -174,22 +174,12 @@ async def test_a_host_that_does_not_resolve_cannot_be_reached(scheme):
 
 
 @pytest.mark.parametrize("scheme", ["http", "v2+http"])
-async def test_a_rest_target_at_a_grpc_port_is_named_so_at_connect(scheme):
+async def test_a_rest_target_at_a_grpc_port_is_named_so_at_connect(scheme, grpc_port):
     """http:// given a gRPC port (a real gRPC server; its first bytes are HTTP/2's SETTINGS frame): one line that
     says the server does not answer HTTP/1.1 and names grpc://, not aiohttp's "400, Bad status line" and the
     frame's bytes."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    import grpc
-
-    server = grpc.server(ThreadPoolExecutor(max_workers=1))
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    try:
-        with pytest.raises(ConnectError) as caught:
-            await connect(f"{scheme}://127.0.0.1:{port}", "tiny", timeout=5)
-    finally:
-        server.stop(None)
+    with pytest.raises(ConnectError) as caught:
+        await connect(f"{scheme}://127.0.0.1:{grpc_port}", "tiny", timeout=5)
     said = str(caught.value)
     assert "does not answer in HTTP/1.1" in said and "grpc://" in said and "\\x00" not in said, said
 

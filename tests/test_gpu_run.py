@@ -26,6 +26,19 @@ from tests.conftest import require_runtime
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu" / "run.py"
 
 
+def _driver(path: Path, body: str) -> Path:
+    """A script at ``path`` that loads run.py as the module ``run`` (in its own process), then runs ``body``."""
+    preamble = f"""
+        import importlib.util, sys
+        spec = importlib.util.spec_from_file_location("gpu_run", {str(SCRIPT)!r})
+        run = importlib.util.module_from_spec(spec)
+        sys.modules["gpu_run"] = run
+        spec.loader.exec_module(run)
+        """
+    path.write_text(textwrap.dedent(preamble) + textwrap.dedent(body))
+    return path
+
+
 def _script():
     spec = importlib.util.spec_from_file_location("gpu_run", SCRIPT)
     assert spec is not None and spec.loader is not None
@@ -144,39 +157,33 @@ def test_the_gpu_run_on_this_cpu_writes_ordinary_runs_and_packs_them(tmp_path):
 def test_a_run_cut_short_by_the_hard_limit_still_packs_the_step_under_way(tmp_path):
     """visit.sh's hard limit sends SIGTERM mid-step: what that step measured so far (a sweep's points, a floor's
     sizes) is packed at once, before its servers are stopped, and progress says which step was cut short."""
-    driver = tmp_path / "driver.py"
-    driver.write_text(
-        textwrap.dedent(
-            f"""
-            import importlib.util, os, signal, sys, time, types
-            spec = importlib.util.spec_from_file_location("gpu_run", {str(SCRIPT)!r})
-            run = importlib.util.module_from_spec(spec)
-            sys.modules["gpu_run"] = run
-            spec.loader.exec_module(run)
+    driver = _driver(
+        tmp_path / "driver.py",
+        """
+            import os, signal, time, types
 
             def steps(plan, args):
                 def finished():
                     (plan.out / "floor").mkdir()
-                    (plan.out / "floor" / "m-gpu-tf32.jsonl").write_text("{{}}\\n")
-                    return {{}}
+                    (plan.out / "floor" / "m-gpu-tf32.jsonl").write_text("{}\\n")
+                    return {}
 
                 def cut_short():
                     (plan.out / "runs" / "m").mkdir(parents=True)
-                    (plan.out / "runs" / "m" / "points.jsonl").write_text("{{}}\\n")
+                    (plan.out / "runs" / "m" / "points.jsonl").write_text("{}\\n")
                     try:
                         os.kill(os.getpid(), signal.SIGTERM)
                         time.sleep(60)
                     finally:  # a step's servers stopping after the pack
                         (plan.out / "stopped").write_text("")
-                    return {{}}
+                    return {}
 
                 return [run.Step("finished", finished), run.Step("cut short", cut_short), run.Step("never", finished)]
 
             run.build_steps = steps
             run.JAX = types.SimpleNamespace(require=lambda: None)
             sys.exit(run.main(sys.argv[1:]))
-            """
-        )
+            """,
     )
     out, archive = tmp_path / "gpu-run", tmp_path / "gpu-run.tar.gz"
     done = subprocess.run(
@@ -208,21 +215,15 @@ def test_an_overhead_step_stopped_by_the_hard_limit_leaves_no_server_running(jax
     out = tmp_path / "gpu-run"
     out.mkdir()
     (out / "models").symlink_to(jax_models)
-    driver = tmp_path / "driver.py"
-    driver.write_text(
-        textwrap.dedent(
-            f"""
-            import importlib.util, signal, sys
+    driver = _driver(
+        tmp_path / "driver.py",
+        f"""
+            import signal
             from pathlib import Path
-            spec = importlib.util.spec_from_file_location("gpu_run", {str(SCRIPT)!r})
-            run = importlib.util.module_from_spec(spec)
-            sys.modules["gpu_run"] = run
-            spec.loader.exec_module(run)
             plan = run.Plan(Path({str(out)!r}), 400, None)
             signal.signal(signal.SIGTERM, plan.terminate)
             run._overhead(plan, "tiny", "cpu", "fp32", "jax")
-            """
-        )
+            """,
     )
     env = {**os.environ, "SERVE_BENCH_PERF_ANALYZER": str(tmp_path / "none")}
     step = subprocess.Popen([sys.executable, str(driver)], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

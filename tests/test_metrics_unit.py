@@ -84,52 +84,42 @@ def test_six_digit_sums_round_within_the_resolution(value):
     assert abs(written - (value + 0.123456789)) <= sum_resolution(value + 0.123456789) + 1e-12
 
 
-async def test_a_metrics_url_that_does_not_speak_http_1_is_a_note_not_a_traceback():
+async def test_a_metrics_url_that_does_not_speak_http_1_is_a_note_not_a_traceback(grpc_port):
     """``--metrics`` given the gRPC port (a real gRPC server: HTTP/2 only, its first bytes a SETTINGS frame) or a URL
     with a space: http.client raises its own errors (BadStatusLine, InvalidURL), not OSError, and the point went on
     to a traceback; each is the note every other unreadable endpoint gets."""
-    from concurrent.futures import ThreadPoolExecutor
+    import socketserver
+    import threading
 
-    import grpc
-
+    from serve_bench.metrics._energy_sources import PrometheusSource, Reading
     from serve_bench.metrics._exposition import fetch_text
+    from serve_bench.servers._process import http_ok
+    from serve_bench.tune._restart import _rest_state
 
-    server = grpc.server(ThreadPoolExecutor(max_workers=1))
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    try:
-        for url in (f"http://127.0.0.1:{port}/metrics", "http://exa mple/metrics"):
-            body, why = await fetch_text(url, timeout=5)
-            assert body is None and why.startswith(f"metrics endpoint {url} unreachable ("), why
-            assert why.isprintable() and why.isascii()
-        # the other readers of a URL: --telemetry's page, a launched server's readiness, tune's restart status
-        from serve_bench.metrics._energy_sources import PrometheusSource, Reading
-        from serve_bench.servers._process import http_ok
-        from serve_bench.tune._restart import _rest_state
+    at_grpc = f"http://127.0.0.1:{grpc_port}/metrics"
+    for url in (at_grpc, "http://exa mple/metrics"):
+        body, why = await fetch_text(url, timeout=5)
+        assert body is None and why.startswith(f"metrics endpoint {url} unreachable ("), why
+        assert why.isprintable() and why.isascii()
+    # the other readers of a URL: --telemetry's page, a launched server's readiness, tune's restart status
+    reading = Reading(time=0.0)
+    PrometheusSource(at_grpc).read(reading)
+    assert reading.problems == [f"telemetry unavailable: {at_grpc} (not HTTP/1.1)"]
+    assert http_ok(at_grpc) is False and _rest_state(at_grpc) == ""
 
-        grpc_port = f"http://127.0.0.1:{port}/metrics"
+    # a server that closes without answering (restarting, overloaded): http.client's RemoteDisconnected is a
+    # BadStatusLine too, and is said as the closed connection it is, not as a gRPC port
+    class Close(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            self.request.recv(65536)  # the request read, then no answer: RemoteDisconnected, not a reset
+            self.request.close()
+
+    with socketserver.TCPServer(("127.0.0.1", 0), Close) as closing:
+        threading.Thread(target=closing.serve_forever, daemon=True).start()
+        url = f"http://127.0.0.1:{closing.server_address[1]}/metrics"
+        body, why = await fetch_text(url, timeout=5)
         reading = Reading(time=0.0)
-        PrometheusSource(grpc_port).read(reading)
-        assert reading.problems == [f"telemetry unavailable: {grpc_port} (not HTTP/1.1)"]
-        assert http_ok(grpc_port) is False and _rest_state(grpc_port) == ""
-        # a server that closes without answering (restarting, overloaded): http.client's RemoteDisconnected is a
-        # BadStatusLine too, and is said as the closed connection it is, not as a gRPC port
-        import socketserver
-        import threading
-
-        class Close(socketserver.BaseRequestHandler):
-            def handle(self) -> None:
-                self.request.recv(65536)  # the request read, then no answer: RemoteDisconnected, not a reset
-                self.request.close()
-
-        with socketserver.TCPServer(("127.0.0.1", 0), Close) as closing:
-            threading.Thread(target=closing.serve_forever, daemon=True).start()
-            url = f"http://127.0.0.1:{closing.server_address[1]}/metrics"
-            body, why = await fetch_text(url, timeout=5)
-            reading = Reading(time=0.0)
-            PrometheusSource(url).read(reading)
-            closing.shutdown()
-        assert body is None and "closed connection" in why and "gRPC" not in why, why
-        assert "not HTTP/1.1" not in reading.problems[0] and "closed connection" in reading.problems[0]
-    finally:
-        server.stop(None)
+        PrometheusSource(url).read(reading)
+        closing.shutdown()
+    assert body is None and "closed connection" in why and "gRPC" not in why, why
+    assert "not HTTP/1.1" not in reading.problems[0] and "closed connection" in reading.problems[0]
