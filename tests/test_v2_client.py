@@ -454,7 +454,7 @@ def test_the_servers_words_decide_where_their_codes_say_less():
 def test_error_text_is_the_servers_words_on_one_line():
     """What an error says: Triton's and MLServer's {"error": ...}, FastAPI's {"detail": [...]} (MLServer's
     422 for a body it cannot parse), a bare traceback's last line (MLServer's 500s), else the first line."""
-    from serve_bench.client._rest import _error_text
+    from serve_bench.client._http import _error_text
 
     assert _error_text(b'{"error":"Model tiny not found"}') == "Model tiny not found"
     assert _error_text(b'{"detail":[{"msg":"JSON decode error"},{"msg":"x"}]}') == "JSON decode error; x"
@@ -462,3 +462,49 @@ def test_error_text_is_the_servers_words_on_one_line():
         "UnicodeDecodeError: bad"
     )
     assert _error_text(b"Internal Server Error") == "Internal Server Error"
+
+
+@pytest.mark.parametrize("server_fixture", ["v2_triton", "v2_mlserver"])
+async def test_tf_serving_api_over_grpc_against_an_open_inference_protocol_port_is_refused_at_connect(
+    server_fixture, request
+):
+    """``grpc://`` (TF Serving's API) at Triton's or MLServer's gRPC port. Neither registers TF Serving's
+    PredictionService: Triton's front end registers ``inference.GRPCInferenceService`` and gRPC's health service
+    (triton-inference-server/server e1db8a6, src/grpc/grpc_server.cc:2306-2307; the service: common 83adf7c,
+    protobuf/grpc_service.proto:40), MLServer its own copy of it (SeldonIO/MLServer a325e52,
+    proto/dataplane.proto:11, registered alone beside its ModelRepositoryService in mlserver/grpc/server.py:77-82),
+    so GetModelMetadata answers UNIMPLEMENTED, and so would every Predict of a point. The client took that for a
+    TF Serving-API server without metadata and connected unchecked: ``bench`` then measured a whole point of
+    UNIMPLEMENTED errors. Now it asks the protocol's ServerMetadata and, where that answers, refuses in one line
+    naming the server and v2+grpc://."""
+    server = request.getfixturevalue(server_fixture)
+    url = server.grpc_url.replace("v2+grpc://", "grpc://", 1)
+    with pytest.raises(ConnectError) as caught:
+        await connect(url, "tiny")
+    assert str(caught.value) == (
+        f"{url}: the server there serves the Open Inference Protocol ({_IDENTITY[server_fixture]}), not TF Serving's "
+        f"API (GetModelMetadata: UNIMPLEMENTED); for Triton's or MLServer's API use {server.grpc_url}"
+    )
+
+
+_IDENTITY = {"v2_triton": "triton/2.51.0", "v2_mlserver": "mlserver/1.7.1"}
+
+
+@pytest.mark.parametrize("server_fixture", ["v2_triton", "v2_mlserver"])
+async def test_tf_serving_api_over_rest_against_an_open_inference_protocol_port_is_refused_at_connect(
+    server_fixture, request
+):
+    """``http://`` (TF Serving's API) at Triton's or MLServer's HTTP port: both answer 404 for
+    ``GET /v1/models/tiny/metadata``, which TF Serving answers for a model it does not serve, and the client said
+    "HTTP 404: Not Found" as if the model were missing. The protocol's server metadata, ``GET /v2``, answers there
+    (name, version, extensions: Triton server e1db8a6, src/http_server.cc:4913-4915 to HandleServerMetadata at
+    :2201; MLServer a325e52, mlserver/rest/app.py:154 to mlserver/rest/endpoints.py:81), so the client now refuses
+    in one line naming the server and v2+http://."""
+    server = request.getfixturevalue(server_fixture)
+    url = server.http_url.replace("v2+http://", "http://", 1)
+    with pytest.raises(ConnectError) as caught:
+        await connect(url, "tiny")
+    assert str(caught.value) == (
+        f"{url}: the server there serves the Open Inference Protocol ({_IDENTITY[server_fixture]}), not TF Serving's "
+        f"API (GET /v1/models/tiny/metadata: HTTP 404); for Triton's or MLServer's API use {server.http_url}"
+    )

@@ -9,7 +9,8 @@ from grpc import aio
 
 from serve_bench import _protos
 from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo, TensorInfo
-from serve_bench.client._errors import ServeBenchError, error_for_rpc, serialize_request
+from serve_bench.client._errors import ConnectError, ServeBenchError, error_for_rpc, serialize_request
+from serve_bench.client._v2_grpc import open_inference_server
 from serve_bench.codec import from_tensor_proto, to_tensor_proto
 
 __all__ = ["CHANNEL_OPTIONS", "GrpcTransport", "decode_predict_response", "encode_predict_request"]
@@ -105,7 +106,20 @@ class GrpcTransport:
         request = _protos.message("tensorflow.serving.GetModelMetadataRequest")()
         self._model_spec(request.model_spec)
         request.metadata_field.append("signature_def")
-        raw = await self._call(self._metadata, request.SerializeToString(), timeout, identify=True)
+        try:
+            raw = await self._call(self._metadata, request.SerializeToString(), timeout, identify=True)
+        except ServeBenchError as exc:
+            # UNIMPLEMENTED: a server without TF Serving's PredictionService, or one that serves Predict alone (its
+            # requests are then sent unchecked). Triton and MLServer serve the Open Inference Protocol instead.
+            if exc.status == "UNIMPLEMENTED" and (server := await open_inference_server(self._channel, timeout)):
+                v2_url = "v2+grpc://" + self.url.split("://", 1)[-1]
+                raise ConnectError(
+                    f"{self.url}: the server there serves the Open Inference Protocol ({server}), not TF Serving's "
+                    f"API (GetModelMetadata: UNIMPLEMENTED); for Triton's or MLServer's API use {v2_url}",
+                    status=exc.status,
+                    url=self.url,
+                ) from exc
+            raise
         response = _protos.message("tensorflow.serving.GetModelMetadataResponse").FromString(raw)
         signature_map = _protos.message("tensorflow.serving.SignatureDefMap")()
         if not response.metadata["signature_def"].Unpack(signature_map):

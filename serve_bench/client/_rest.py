@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
@@ -11,10 +11,12 @@ import orjson
 
 from serve_bench import _protos
 from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo, TensorInfo
-from serve_bench.client._errors import ConnectError, RequestTimeout, ServeBenchError, error_for_http
+from serve_bench.client._errors import ConnectError, NotFound, ServeBenchError
+from serve_bench.client._http import http_call
+from serve_bench.client._v2_rest import open_inference_server_at
 from serve_bench.codec import array_to_json_value, gc_paused, json_value_to_array
 
-__all__ = ["RestTransport", "encode_rest_body", "http_call"]
+__all__ = ["RestTransport", "encode_rest_body"]
 
 
 def _tensor_info(value: dict[str, Any]) -> TensorInfo:
@@ -54,72 +56,6 @@ def declared_limits(header: str) -> dict[str, int]:
         if name in _LIMIT_NAMES and value.strip().isdigit():
             limits[name] = int(value)
     return limits
-
-
-def _error_text(body: bytes) -> str:
-    """The server's words, on one line: ``{"error": ...}`` (TF Serving, Triton, MLServer), FastAPI's
-    ``{"detail": ...}`` (MLServer refusing a body it cannot parse), else the body's first line."""
-    try:
-        parsed = orjson.loads(body)
-    except orjson.JSONDecodeError:
-        parsed = None
-    if isinstance(parsed, dict):
-        if isinstance(parsed.get("error"), str):
-            return str(parsed["error"])
-        detail = parsed.get("detail")
-        if isinstance(detail, list):
-            return "; ".join(str(d.get("msg", d)) if isinstance(d, dict) else str(d) for d in detail)
-        if detail is not None:
-            return str(detail)
-    lines = [line.strip() for line in body[:4000].decode(errors="replace").splitlines() if line.strip()]
-    if not lines:
-        return ""
-    # a bare traceback (MLServer's 500s): its last line names the exception
-    return (lines[-1] if lines[0].startswith("Traceback") else lines[0])[:200]
-
-
-async def http_call(
-    session: aiohttp.ClientSession,
-    method: str,
-    url: str,
-    target: str,
-    timeout: float | None,
-    data: bytes | None = None,
-    headers: Mapping[str, str] | None = None,
-    on_headers: Callable[[Mapping[str, str]], None] | None = None,
-) -> tuple[Mapping[str, str], bytes]:
-    """One HTTP request: the response headers and body when it is 200, else the error it maps to.
-
-    ``target`` is the URL errors name; ``on_headers`` sees every response's headers, errors included.
-    Shared by the TF Serving and the v2 REST transports, so both map refusals, timeouts and HTTP
-    statuses the same way.
-    """
-    try:
-        async with session.request(
-            method, url, data=data, timeout=aiohttp.ClientTimeout(total=timeout), headers=headers
-        ) as resp:
-            body = await resp.read()
-            if on_headers is not None:
-                on_headers(resp.headers)
-            if resp.status != 200:
-                raise error_for_http(resp.status, _error_text(body), target)
-            return resp.headers, body
-    except ServeBenchError:
-        raise
-    except aiohttp.ClientConnectorError as exc:
-        raise ConnectError(f"cannot reach {target}: {exc.os_error or exc}", url=target) from exc
-    except (TimeoutError, aiohttp.ServerTimeoutError) as exc:
-        raise RequestTimeout(f"{target}: no answer within {timeout} s", url=target) from exc
-    except aiohttp.ClientResponseError as exc:
-        if str(exc.message).startswith("Bad status line"):  # HTTP/2's first frame (a gRPC port's SETTINGS) or worse
-            raise ConnectError(
-                f"cannot talk to {target}: the server there does not answer in HTTP/1.1 (a gRPC port? use grpc:// or "
-                "v2+grpc:// for it)",
-                url=target,
-            ) from exc
-        raise ConnectError(f"{target}: connection failed: {exc}", url=target) from exc
-    except aiohttp.ClientError as exc:
-        raise ConnectError(f"{target}: connection failed: {exc}", url=target) from exc
 
 
 class RestTransport:
@@ -184,7 +120,20 @@ class RestTransport:
         return {alias: json_value_to_array(value, self.output_dtypes.get(alias, 1)) for alias, value in columns.items()}
 
     async def metadata(self, timeout: float | None) -> dict[str, SignatureInfo]:
-        body = orjson.loads(await self._request("GET", self._model_url + "/metadata", None, timeout))
+        try:
+            raw = await self._request("GET", self._model_url + "/metadata", None, timeout)
+        except NotFound as exc:
+            # TF Serving answers 404 for a model it does not serve; so do Triton and MLServer for every /v1/ path
+            if server := await open_inference_server_at(self._session, self.url, self.url, timeout):
+                raise ConnectError(
+                    f"{self.url}: the server there serves the Open Inference Protocol ({server}), not TF Serving's "
+                    f"API (GET /v1/models/{self.model}/metadata: HTTP 404); for Triton's or MLServer's API use "
+                    f"v2+{self.url}",
+                    status=exc.status,
+                    url=self.url,
+                ) from exc
+            raise
+        body = orjson.loads(raw)
         defs = body.get("metadata", {}).get("signature_def", {}).get("signature_def", {})
         result = {}
         for key, value in defs.items():

@@ -29,7 +29,14 @@ from serve_bench.client._v2_codec import DATATYPES, datatype_of, from_raw, liste
 from serve_bench.client._v2_descriptor import SERIALIZED
 from serve_bench.codec import CodecError
 
-__all__ = ["V2_CHANNEL_OPTIONS", "V2GrpcTransport", "decode_infer_response", "encode_infer_request", "message"]
+__all__ = [
+    "V2_CHANNEL_OPTIONS",
+    "V2GrpcTransport",
+    "decode_infer_response",
+    "encode_infer_request",
+    "message",
+    "open_inference_server",
+]
 
 # No message size limits (an InceptionV3 batch passes 4 MiB), and keepalive pings no more often than
 # Triton's gRPC server accepts them: it counts a ping less than 5 minutes after the previous one, with no
@@ -119,6 +126,18 @@ def decode_infer_response(raw: bytes) -> dict[str, np.ndarray]:
         else:
             outputs[output.name] = _from_contents(output.contents, output.datatype, shape)
     return outputs
+
+
+async def open_inference_server(channel: aio.Channel, timeout: float | None) -> str | None:
+    """What the server at ``channel`` answers to the Open Inference Protocol's ServerMetadata ("triton/2.51.0"),
+    or None where it does not answer it: how TF Serving's client, told UNIMPLEMENTED, names the scheme to use."""
+    stub: Any = channel.unary_unary(_SERVICE + "ServerMetadata")  # no serializers: bytes both ways
+    try:
+        raw = await stub(b"", timeout=timeout)
+        server = message("ServerMetadataResponse").FromString(bytes(raw))
+    except (aio.AioRpcError, DecodeError):
+        return None
+    return f"{server.name}/{server.version}" if server.name else "a server without a name"
 
 
 class V2GrpcTransport:

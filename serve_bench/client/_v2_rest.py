@@ -24,7 +24,7 @@ from serve_bench.client._errors import (
     RequestTimeout,
     ServeBenchError,
 )
-from serve_bench.client._rest import http_call
+from serve_bench.client._http import http_call
 from serve_bench.client._v2_codec import (
     BINARY_EXTENSION,
     HEADER_LENGTH,
@@ -36,7 +36,24 @@ from serve_bench.client._v2_codec import (
 )
 from serve_bench.codec import CodecError
 
-__all__ = ["V2RestTransport"]
+__all__ = ["V2RestTransport", "open_inference_server_at"]
+
+
+async def open_inference_server_at(
+    session: aiohttp.ClientSession, base_url: str, target: str, timeout: float | None
+) -> str | None:
+    """What the server at ``base_url`` answers to the Open Inference Protocol's GET /v2 ("triton/2.51.0"), or None
+    where it answers no server metadata of the protocol (a name and a list of extensions): how TF Serving's REST
+    client, told 404, names the scheme to use."""
+    try:
+        _, raw = await http_call(session, "GET", f"{base_url}/v2", target, timeout)
+        body = orjson.loads(raw)
+    except (ServeBenchError, orjson.JSONDecodeError):
+        return None
+    if not isinstance(body, dict) or not isinstance(body.get("extensions"), list):
+        return None
+    name, version = body.get("name"), body.get("version", "")
+    return f"{name}/{version}" if isinstance(name, str) and name else None
 
 
 def _triples(tensors: Any) -> list[tuple[str, str, list[int]]]:
