@@ -477,7 +477,7 @@ def test_the_host_cpus_peak_is_read_from_its_first_processor(vendor, flags, bits
 @pytest.mark.parametrize(
     ("text", "says"),
     [
-        ("cores=two", "--cpu cores='two': not a number"),
+        ("cores=two", "--cpu cores='two': not a whole number"),
         ("cores=0", "--cpu cores=0: must be greater than 0"),
         ("cores=" + "9" * 400, "must be a finite number"),  # past float's range: an OverflowError traceback before
         ("threads=4", "expected KEY=VALUE pairs with keys cores, ghz"),

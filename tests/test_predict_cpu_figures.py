@@ -141,8 +141,9 @@ def test_cpu_takes_every_key_over_the_host_and_refuses_what_is_not_a_positive_nu
         ("call_ms=-1", "--cpu call_ms=-1: must be greater than 0"),
         ("bw_gbs=0", "--cpu bw_gbs=0: must be greater than 0"),
         ("ghz=inf", "--cpu ghz=inf: must be a finite number"),
-        ("cores=2.5", "--cpu cores='2.5': not a number"),
-        ("cores=2=3", "--cpu cores='2=3': not a number"),
+        ("cores=2.5", "--cpu cores='2.5': not a whole number"),
+        ("cores=2=3", "--cpu cores='2=3': not a whole number"),
+        ("ghz=2.6GHz", "--cpu ghz='2.6GHz': not a number"),
         ("=2", "--cpu '=2': expected KEY=VALUE pairs with keys cores, ghz, vector_bits, fma_units, bw_gbs, mem_gb, "),
     ]:
         with pytest.raises(UserError) as caught:

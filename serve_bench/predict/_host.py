@@ -161,7 +161,8 @@ def parse_cpu(text: str, host: CpuSpec | None = None) -> CpuSpec:
         try:
             number = _KEYS[key](value)
         except ValueError:
-            raise UserError(f"--cpu {key}={value!r}: not a number") from None
+            kind = "a whole number" if _KEYS[key] is int else "a number"
+            raise UserError(f"--cpu {key}={value!r}: not {kind}") from None
         try:
             finite = math.isfinite(number)
         except OverflowError:  # a whole number past float's range (cores of 400 digits): a traceback before
