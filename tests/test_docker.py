@@ -171,7 +171,7 @@ def test_node_exporter_runs_with_the_compose_flags(compose):
     import subprocess
     import urllib.request
 
-    from serve_bench.metrics._energy_sources import parse_exposition
+    from serve_bench.metrics._exposition import samples as page_samples
     from tests._exporters import NODE_EXPORTER, node_exporter
 
     service = compose["services"]["node-exporter"]
@@ -186,7 +186,7 @@ def test_node_exporter_runs_with_the_compose_flags(compose):
     assert "--path.procfs=/proc" in flags and "--path.sysfs=/sys" in flags
     # node_exporter() skips where the binary is missing, as the other node-exporter tests do (fails where CI is set)
     with node_exporter(flags) as url:
-        samples = parse_exposition(urllib.request.urlopen(url, timeout=5).read().decode())
+        samples = list(page_samples(urllib.request.urlopen(url, timeout=5).read().decode()))
     assert NODE_EXPORTER is not None  # it ran
     version = subprocess.run([NODE_EXPORTER, "--version"], capture_output=True, text=True, check=True)
     assert f"version {service['image'].rsplit(':v', 1)[1]} " in version.stdout + version.stderr

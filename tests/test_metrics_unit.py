@@ -104,7 +104,7 @@ async def test_a_metrics_url_that_does_not_speak_http_1_is_a_note_not_a_tracebac
     # the other readers of a URL: --telemetry's page, a launched server's readiness, tune's restart status
     reading = Reading(time=0.0)
     PrometheusSource(at_grpc).read(reading)
-    assert reading.problems == [f"telemetry unavailable: {at_grpc} (not HTTP/1.1)"]
+    assert reading.problems == [f"telemetry unavailable: {at_grpc} (its answer is not HTTP/1.1: a gRPC port?)"]
     assert http_ok(at_grpc) is False and _rest_state(at_grpc) == ""
 
     # a server that closes without answering (restarting, overloaded): http.client's RemoteDisconnected is a

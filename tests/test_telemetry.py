@@ -70,6 +70,16 @@ def test_dcgm_energy_counter_gives_joules_and_watts_per_gpu():
     assert not view.notes
 
 
+def test_the_telemetry_reader_unescapes_label_values_as_prometheus_does():
+    """A label value's escapes are ``\\\\``, ``\\"`` and ``\\n`` (prometheus/common d2417e2,
+    expfmt/text_parse.go:875-885). The telemetry reader had an exposition parser of its own that left ``\\n`` as
+    two characters where the metrics readers' (``_exposition.samples``) gave a new line; it now uses that one, so
+    one page reads alike whichever reader reads it."""
+    page = 'DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu="0",UUID="GPU-a",modelName="H100 \\"SXM\\"\\\\x\\nrev"} 5000\n'
+    reading = _reading(PrometheusSource("http://gpu-host:9400/metrics"), page, at=1.0)
+    assert [c.component for c in reading.counters] == ['GPU 0 H100 "SXM"\\x\nrev GPU-a']
+
+
 def test_dcgm_counter_reset_drops_the_figure_with_a_note():
     """DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counts since the driver loaded: a smaller value after
     the point means a reset (driver reload, exporter on another node); the figure is dropped."""

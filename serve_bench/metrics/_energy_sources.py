@@ -16,20 +16,17 @@ Names and units follow the producers:
 
 from __future__ import annotations
 
-import http.client
 import math
 import re
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Counter", "NvmlSource", "PrometheusSource", "RaplSource", "Reading", "parse_exposition", "rapl_counted"]
+from serve_bench.metrics._exposition import UnreadablePage, read_page, samples
 
-_SAMPLE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
-_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
+__all__ = ["Counter", "NvmlSource", "PrometheusSource", "RaplSource", "Reading", "rapl_counted"]
+
 _RAPL = re.compile(r"^node_rapl_(.+)_joules_total$")
 _NOT_BUSY = ("idle", "iowait", "steal")  # steal: time the hypervisor gave to others
 
@@ -181,32 +178,6 @@ class RaplSource:
             )
 
 
-def parse_exposition(text: str) -> list[tuple[str, dict[str, str], float]]:
-    """(name, labels, value) for every sample of a Prometheus text page; odd lines are skipped."""
-    samples = []
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        match = _SAMPLE.match(line)
-        if match is None:
-            continue
-        name, label_text, raw = match.groups()
-        labels: dict[str, str] = {}
-        pos, label_text = 0, (label_text or "").strip()
-        while pos < len(label_text):
-            label = _LABEL.match(label_text, pos)
-            if label is None:
-                break
-            labels[label.group(1)] = label.group(2).replace('\\"', '"').replace("\\\\", "\\")
-            pos = label.end()
-        else:
-            try:
-                samples.append((name, labels, float(raw)))
-            except ValueError:
-                pass
-    return samples
-
-
 class PrometheusSource:
     """A DCGM exporter or node exporter page (whichever families it holds) at ``url``."""
 
@@ -214,17 +185,11 @@ class PrometheusSource:
         self.url = url
         self.timeout_s = timeout_s
 
-    def fetch(self) -> str:
-        with urllib.request.urlopen(self.url, timeout=self.timeout_s) as response:
-            return str(response.read().decode("utf-8", errors="replace"))
-
     def read(self, reading: Reading) -> None:
         try:
-            text = self.fetch()
-        except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:  # a gRPC port: HTTP/2
-            not_http = isinstance(exc, http.client.BadStatusLine) and not isinstance(exc, ConnectionError)
-            reason = "not HTTP/1.1" if not_http else getattr(exc, "reason", exc)
-            reading.problems.append(f"telemetry unavailable: {self.url} ({reason})")
+            text = read_page(self.url, self.timeout_s)
+        except UnreadablePage as exc:
+            reading.problems.append(f"telemetry unavailable: {self.url} ({exc})")
             return
         self.read_text(text, reading)
 
@@ -234,7 +199,7 @@ class PrometheusSource:
         busy = total = 0.0
         cpus: set[str] = set()
         rapl_seen = cpu_seen = False
-        for name, labels, value in parse_exposition(text):
+        for name, labels, value in samples(text):
             if name.startswith("DCGM_FI_DEV_"):
                 gpu = gpus.setdefault(labels.get("gpu", "?"), {"labels": labels})
                 gpu[name] = value
