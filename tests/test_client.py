@@ -236,6 +236,20 @@ async def test_the_open_inference_protocol_against_a_tf_serving_port_is_refused_
     )
 
 
+async def test_grpc_against_a_rest_port_is_refused_at_connect_naming_http(server):
+    """``grpc://`` at the REST port (an HTTP/1.1 server): gRPC's transport reads an HTTP/1.x status line where it
+    expects HTTP/2's SETTINGS frame and fails the connection with "Trying to connect an http1.x server" (grpc/grpc,
+    src/core/ext/transport/chttp2/transport/chttp2_transport.cc, try_http_parsing). It was "cannot reach" with
+    gRPC's words; it is now one line saying what answered and naming http:// and v2+http://."""
+    url = server.rest_url.replace("http://", "grpc://", 1)
+    with pytest.raises(ConnectError) as caught:
+        await connect(url, "tiny")
+    assert str(caught.value) == (
+        f"cannot talk to {url}: the server there answers in HTTP/1.x, not gRPC (an HTTP port? use http:// or "
+        "v2+http:// for it; or an HTTP proxy in the way)"
+    )
+
+
 async def test_the_open_inference_protocol_over_rest_against_a_tf_serving_port_is_refused_at_connect(server):
     """``v2+http://`` at a TF Serving REST port: TF Serving dispatches only paths matching ``(?i)/v1/.*``
     (tensorflow/serving 9d981c5, tensorflow_serving/model_servers/http_rest_api_util.h:33) and answers any other

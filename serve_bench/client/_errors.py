@@ -112,6 +112,9 @@ _CONNECT_HINTS = (
     "ssl",
 )
 
+# gRPC's HTTP/2 transport, whose first read was an HTTP/1.x status line (grpc/grpc, chttp2_transport.cc,
+# try_http_parsing): a REST port, or a proxy that answered in HTTP/1.x. grpcio 1.85 reports it as UNAVAILABLE.
+_HTTP1_SERVER = "trying to connect an http1.x server"
 
 # Where a server's code says less than its words, the words decide. Triton prefixes every failed model
 # lookup with "Request for unknown model" (core model_repository_manager.cc:1286, HEAD 73aad7c), and with
@@ -133,6 +136,13 @@ def _by_words(lowered: str) -> type[ServeBenchError] | None:
 def error_for_grpc(code_name: str, details: str, url: str) -> ServeBenchError:
     """Map a gRPC status (``grpc.StatusCode.X.name``) to serve-bench's tree."""
     lowered = details.lower()
+    if _HTTP1_SERVER in lowered:
+        return ConnectError(
+            f"cannot talk to {url}: the server there answers in HTTP/1.x, not gRPC (an HTTP port? use http:// or "
+            "v2+http:// for it; or an HTTP proxy in the way)",
+            status=code_name,
+            url=url,
+        )
     if code_name == "UNAVAILABLE" and any(hint in lowered for hint in _CONNECT_HINTS):
         return ConnectError(f"cannot reach {url}: {details}", status=code_name, url=url)
     cls = _by_words(lowered) or _GRPC.get(code_name, ServerError)
