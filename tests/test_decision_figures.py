@@ -28,6 +28,7 @@ from serve_bench.report._decision import (
     format_figure,
     joules_estimate,
 )
+from serve_bench.report._decision_table import cost_energy_cells, table_rows
 from serve_bench.stats import NOT_MEASURED, EnergyView, Estimate, Interval, Point, Slo
 from tests._points import make_point
 
@@ -238,6 +239,16 @@ def test_a_device_without_a_usable_point_has_an_empty_row_that_says_why() -> Non
         assert cpu.configuration == why
         assert (cpu.cost_text(), cpu.joules_text(), cpu.watts_text()) == ("", "", "")
         assert gpu.cell is not None
+        assert table_rows(decide(analyze_run([measured, cut], slo)))[1] == ["cpu", why, "", "", "", "", ""]
+
+
+def test_summary_csv_gives_each_point_its_cost_joules_watts_and_idle_watts() -> None:
+    """3.6 USD/h at 200 images/s: 5 USD per million; 300 W on the GPU, 60 W of it idle: 1.5 J per image, and the
+    idle column is the idle figure, not the mean. No price and no telemetry: every column empty."""
+    b4 = point("g", "gpu", 4, 20.0, price=3.6, gpu_w=300.0)
+    b4 = replace(b4, energy=replace(b4.energy, gpu_idle_watts=60.0))
+    assert cost_energy_cells(b4) == ["5", "USD", "1.5", "300", "60"]
+    assert cost_energy_cells(point("c", "cpu", 1, 10.0)) == ["", "", "", "", ""]
 
 
 def test_cost_text_says_why_a_measured_row_has_no_cost() -> None:
