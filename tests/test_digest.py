@@ -88,3 +88,58 @@ def test_digests_of_different_runs_do_not_merge():
         merge_digests([digest_records(records, "open", 0, 1), digest_records(records, "closed", 0, 1)])
     with pytest.raises(ValueError):
         merge_digests([])
+
+
+def _one(intended: float, sent: float, done: float, status: str = OK) -> RequestRecord:
+    return RequestRecord(intended, sent, done, status, 1, 10, 0.0)
+
+
+def test_a_digest_counts_failures_inside_the_window_only_and_their_schedule_lag_too():
+    """Open loop, window [10, 12): a failure due before the window is no error of it; one due inside, sent 0.2 s
+    late, is an error whose lag counts (the lag is the generator's, whatever the answer); one that failed at 13 s
+    (a timeout) does not move the last answer, which is a good one's (11.2 s)."""
+    records = [
+        _one(9.5, 9.5, 9.6, "UNAVAILABLE"),  # due before the window
+        _one(10.1, 10.3, 10.4, "UNAVAILABLE"),  # sent 0.2 s after it was due
+        _one(10.5, 10.5, 10.6),
+        _one(11.0, 11.0, 11.2),
+        _one(11.5, 11.5, 13.0, "DEADLINE_EXCEEDED"),
+    ]
+    digest = digest_records(records, "open", 10.0, 12.0)
+    assert (digest.requests, digest.ok) == (4, 2)
+    assert digest.errors == (("DEADLINE_EXCEEDED", 1), ("UNAVAILABLE", 1))
+    assert digest.last_done == 11.2
+    lag = digest.histogram("schedule_lag")
+    assert lag.get_total_count() == 4 and lag.get_max_value() == pytest.approx(200_000, rel=0.001)
+
+
+def test_merged_digests_cover_the_window_all_of_them_covered_and_count_every_process():
+    """A child whose target went down ends its window early: the merged window is the span all covered (the
+    latest start, the earliest end); merging a merged digest again counts the processes of each."""
+    a = digest_records([_one(10.5, 10.5, 10.6)], "closed", 10.0, 12.0)
+    b = digest_records([_one(10.8, 10.8, 10.9)], "closed", 10.5, 11.5)
+    merged = merge_digests([merge_digests([a, b]), a])
+    assert (merged.window_start, merged.window_end) == (10.5, 11.5)
+    assert merged.processes == 3
+
+
+def test_a_slice_joins_a_window_when_at_least_half_of_it_lies_within_the_windows_share():
+    """Closed loop, window [0, 1), slices of 0.25 s holding 2, 4 and 2 answers: two windows of 4 answers' share
+    each. The first slice (0 + 1 ≤ 4) and the second (2 + 2 ≤ 4: half of it exactly inside) join the first window;
+    the last window ends at the window's end (1.0 s), not at its last slice's (0.75 s). Then 3 and 1 answers:
+    the first slice joins the first window though it holds more than the share (0 + 1.5 ≤ 2)."""
+    done = [0.1, 0.2, 0.3, 0.35, 0.4, 0.45, 0.6, 0.7]  # slices 0, 1 and 2: 2, 4 and 2 answers
+    digest = digest_records([_one(t - 0.01, t - 0.01, t) for t in done], "closed", 0.0, 1.0)
+    (first, second) = digest.windows(2)
+    assert (first[0], first[3]) == (6, 0.5)
+    assert (second[0], second[3]) == (2, 0.5)
+    uneven = digest_records([_one(t - 0.01, t - 0.01, t) for t in (0.1, 0.15, 0.2, 0.3)], "closed", 0.0, 1.0)
+    assert [w[0] for w in uneven.windows(2)] == [3, 1]
+
+
+def test_a_window_that_takes_the_last_slice_ends_at_the_windows_end_not_the_slices():
+    """Window [0, 0.9): its last slice, [0.75, 1.0), is cut by the window's end. Every answer lies in it, so the
+    first of two windows takes it (0 + 1 ≤ 1) and spans 0.9 s, not 1.0: its rate is 2 / 0.9 images/s."""
+    digest = digest_records([_one(t - 0.01, t - 0.01, t) for t in (0.8, 0.85)], "closed", 0.0, 0.9)
+    first = digest.windows(2)[0]
+    assert first[0] == 2 and first[3] == pytest.approx(0.9) and first[1] == pytest.approx(2 / 0.9)
