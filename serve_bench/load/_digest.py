@@ -55,7 +55,7 @@ class RunDigest:
     Which requests count follows the analysis: open loop, those due inside the
     window (however late their answer); closed loop, those answered inside it.
     Latency histograms are in µs. ``errors`` are counts by status (gRPC code name
-    or HTTP status); ``error_classes`` the same by the client's error class name.
+    or HTTP status).
     """
 
     mode: str
@@ -65,7 +65,6 @@ class RunDigest:
     ok: int = 0
     items: int = 0
     errors: tuple[tuple[str, int], ...] = ()
-    error_classes: tuple[tuple[str, int], ...] = ()
     latency: str = ""  # due -> answered, successful requests
     latency_sent: str = ""  # sent -> answered (open loop: not corrected for coordinated omission)
     schedule_lag: str = ""  # sent - due, every request counted (open loop)
@@ -147,9 +146,6 @@ def digest_records(
     good = counted & ok
     latency = done - intended
     errors = Counter(r.status for r, c, g in zip(records, counted, ok) if c and not g)
-    classes = Counter(
-        r.error.__name__ if r.error is not None else r.status for r, c, g in zip(records, counted, ok) if c and not g
-    )
     slices: list[SliceDigest] = []
     if good.any():
         index = np.floor((done[good] - window_start) / slice_s).astype(np.int64)
@@ -175,7 +171,6 @@ def digest_records(
         ok=int(good.sum()),
         items=int(items[good].sum()),
         errors=tuple(sorted(errors.items())),
-        error_classes=tuple(sorted(classes.items())),
         latency=encode(histogram_of(latency[good] * 1e6)),
         latency_sent=encode(histogram_of((done - sent)[good] * 1e6)) if mode == "open" else "",
         schedule_lag=encode(histogram_of(np.maximum(sent - intended, 0)[counted] * 1e6)) if mode == "open" else "",
@@ -212,7 +207,6 @@ def merge_digests(digests: Sequence[RunDigest]) -> RunDigest:
         ok=sum(d.ok for d in digests),
         items=sum(d.items for d in digests),
         errors=_merge_counts(d.errors for d in digests),
-        error_classes=_merge_counts(d.error_classes for d in digests),
         sent_in_window=sum(d.sent_in_window for d in digests),
         last_done=max(d.last_done for d in digests),
         decode_seconds=sum(d.decode_seconds for d in digests),
