@@ -40,11 +40,6 @@ class Estimate:
         """(low, high) when the range is known: what a file stores beside the value."""
         return (self.low, self.high) if self.low is not None and self.high is not None else None
 
-    def scaled(self, factor: float) -> Estimate:
-        """The same estimate in another unit (µs to ms: 1/1000)."""
-        low, high = (None, None) if self.bounds is None else (self.bounds[0] * factor, self.bounds[1] * factor)
-        return Estimate(self.value * factor, low, high, self.basis)
-
     def text(self, scale: float = 1.0, digits: int = 1, suffix: str = "") -> str:
         """``12.3`` or ``12.3 [11.9–12.8]`` (the range after the value, same unit)."""
         value = f"{self.value * scale:.{digits}f}{suffix}"
