@@ -28,7 +28,13 @@ from serve_bench.report._decision import (
     format_figure,
     joules_estimate,
 )
-from serve_bench.report._decision_table import cost_energy_cells, table_rows
+from serve_bench.report._decision_table import (
+    cell_cost_energy,
+    cost_energy_cells,
+    decision_html,
+    decision_text,
+    table_rows,
+)
 from serve_bench.stats import NOT_MEASURED, EnergyView, Estimate, Interval, Point, Slo
 from tests._points import make_point
 
@@ -249,6 +255,33 @@ def test_summary_csv_gives_each_point_its_cost_joules_watts_and_idle_watts() -> 
     b4 = replace(b4, energy=replace(b4.energy, gpu_idle_watts=60.0))
     assert cost_energy_cells(b4) == ["5", "USD", "1.5", "300", "60"]
     assert cost_energy_cells(point("c", "cpu", 1, 10.0)) == ["", "", "", "", ""]
+
+
+def test_a_price_of_zero_is_a_price_and_a_cost_without_a_currency_has_no_trailing_space() -> None:
+    """A spec may give price_per_hour = 0 (hardware already paid for): its cost is 0 in its currency, not "no
+    price". A per-target cell without a currency is the figure alone."""
+    free = point("g", "gpu", 4, 20.0, price=0.0)
+    assert cost_energy_cells(free)[:2] == ["0", "USD"]
+    (row,) = decide(analyze_run([point("g", "gpu", 4, 20.0, price=3.6, currency="")])).rows
+    assert row.cell is not None and cell_cost_energy(row.cell)[0] == "5.00"
+
+
+def test_the_decision_as_text_and_html_titles_it_and_marks_telemetry_notes_only_where_there_are_some() -> None:
+    """The terminal's title is the caption's first sentence without its brackets; each telemetry note is marked
+    as one. report.html has a "Telemetry notes" heading only when there are notes (a verdict alone has none)."""
+    from rich.console import Console
+
+    measured = decide(analyze_run([point("g", "gpu", 1, 10.0), point("c", "cpu", 1, 10.0)]))
+    assert measured.verdict and not measured.notes
+    assert "Telemetry notes" not in decision_html(measured)
+    noted = decide(analyze_run([point("g", "gpu", 1, 10.0, notes=("telemetry unavailable: http://x (HTTP 404)",))]))
+    note = "telemetry unavailable: http://x (HTTP 404) (1 point: g b1 c1)"
+    assert f"<h3>Telemetry notes</h3><ul><li class=warn>{note}</li></ul></div>" in decision_html(noted)
+    console = Console(record=True, width=200)
+    decision_text(noted, console)
+    lines = [line.strip() for line in console.export_text().splitlines() if line.strip()]
+    assert lines[0] == "Decision no SLO given: each device's best measured point"
+    assert lines[-1] == f"telemetry: {note}"
 
 
 def test_cost_text_says_why_a_measured_row_has_no_cost() -> None:
