@@ -274,6 +274,9 @@ def test_the_decision_as_text_and_html_titles_it_and_marks_telemetry_notes_only_
     measured = decide(analyze_run([point("g", "gpu", 1, 10.0), point("c", "cpu", 1, 10.0)]))
     assert measured.verdict and not measured.notes
     assert "Telemetry notes" not in decision_html(measured)
+    # words left-aligned (device, configuration), figures right: the first two columns of every row
+    assert "<tr><th class=l>device</th><th class=l>best configuration</th><th>images/s</th>" in decision_html(measured)
+    assert "<tr><td class=l>gpu</td><td class=l>g b1 c1 grpc</td><td>100</td>" in decision_html(measured)
     noted = decide(analyze_run([point("g", "gpu", 1, 10.0, notes=("telemetry unavailable: http://x (HTTP 404)",))]))
     note = "telemetry unavailable: http://x (HTTP 404) (1 point: g b1 c1)"
     assert f"<h3>Telemetry notes</h3><ul><li class=warn>{note}</li></ul></div>" in decision_html(noted)
