@@ -19,9 +19,9 @@ def test_a_point_fails_when_cut_off_when_nothing_answered_or_past_the_error_shar
     """Cut off comes first, whatever else the point holds; then no answer at all; then the share of failed
     requests, counted over every request sent (not over those answered), where exactly the share allowed passes."""
     assert point_failure(make_point("t", "cpu", 1, 1000.0)) == ""
-    assert point_failure(make_point("t", "cpu", 1, 1000.0, cut_off="the target went down")) == (
-        "the point was cut off: the target went down"
-    )
+    for answered in (95, 0):  # cut off, with or without answers before: said as cut off, not as failures
+        cut = make_point("t", "cpu", 1, 1000.0, errors=100 - answered, ok=answered, cut_off="the target went down")
+        assert point_failure(cut) == "the point was cut off: the target went down"
     assert point_failure(make_point("t", "cpu", 1, 1000.0, errors=5, ok=0)) == (
         "no request succeeded (5 errors of 5 requests (UNAVAILABLE ×5))"
     )  # no first-error note on this point: nothing after the counts

@@ -74,10 +74,10 @@ def test_the_telemetry_reader_unescapes_label_values_as_prometheus_does():
     """A label value's escapes are ``\\\\``, ``\\"`` and ``\\n`` (prometheus/common d2417e2,
     expfmt/text_parse.go:875-885). The telemetry reader had an exposition parser of its own that left ``\\n`` as
     two characters where the metrics readers' (``_exposition.samples``) gave a new line; it now uses that one, so
-    one page reads alike whichever reader reads it."""
+    one page reads alike whichever reader reads it. The GPU's name, said in notes, stays on one line."""
     page = 'DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{gpu="0",UUID="GPU-a",modelName="H100 \\"SXM\\"\\\\x\\nrev"} 5000\n'
     reading = _reading(PrometheusSource("http://gpu-host:9400/metrics"), page, at=1.0)
-    assert [c.component for c in reading.counters] == ['GPU 0 H100 "SXM"\\x\nrev GPU-a']
+    assert [c.component for c in reading.counters] == ['GPU 0 H100 "SXM"\\x rev GPU-a']
 
 
 def test_dcgm_counter_reset_drops_the_figure_with_a_note():

@@ -1,6 +1,6 @@
 """tune's answer (stats/_answer.py): how configurations rank, what its headline says, and answer.json read back
 with what a file written by hand or by an older serve-bench may leave out. Each assertion is one a one-line
-change would break (a mutation sample found eleven that no test saw: the suite's files are all written whole)."""
+change would break (a mutation sample found nine that no test saw: the suite's files are all written whole)."""
 
 from __future__ import annotations
 

@@ -7,7 +7,11 @@ from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["ModelStatus", "PreparedRequest", "SignatureInfo", "TensorInfo", "Transport"]
+__all__ = ["PROBE_TIMEOUT_S", "ModelStatus", "PreparedRequest", "SignatureInfo", "TensorInfo", "Transport"]
+
+# How long a client told UNIMPLEMENTED or 404 waits for the other protocol's server metadata before it says which
+# scheme to use: on the way to an error, so short (a proxy that stalls there must not hold the error for 30 s)
+PROBE_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True)

@@ -136,7 +136,7 @@ def _by_words(lowered: str) -> type[ServeBenchError] | None:
 def error_for_grpc(code_name: str, details: str, url: str) -> ServeBenchError:
     """Map a gRPC status (``grpc.StatusCode.X.name``) to serve-bench's tree."""
     lowered = details.lower()
-    if _HTTP1_SERVER in lowered:
+    if code_name == "UNAVAILABLE" and _HTTP1_SERVER in lowered:
         return ConnectError(
             f"cannot talk to {url}: the server there answers in HTTP/1.x, not gRPC (an HTTP port? use http:// or "
             "v2+http:// for it; or an HTTP proxy in the way)",

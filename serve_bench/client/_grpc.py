@@ -69,6 +69,7 @@ class GrpcTransport:
     ) -> None:
         # authority: ``host:port`` as the target's parse gives it (an IPv6 host in brackets, as gRPC wants)
         self.url = url
+        self.authority = authority
         self.model = model
         self.version = version
         self._channel = channel or aio.insecure_channel(authority, options=CHANNEL_OPTIONS)
@@ -112,7 +113,7 @@ class GrpcTransport:
             # UNIMPLEMENTED: a server without TF Serving's PredictionService, or one that serves Predict alone (its
             # requests are then sent unchecked). Triton and MLServer serve the Open Inference Protocol instead.
             if exc.status == "UNIMPLEMENTED" and (server := await open_inference_server(self._channel, timeout)):
-                v2_url = "v2+grpc://" + self.url.split("://", 1)[-1]
+                v2_url = f"v2+grpc://{self.authority}"  # the port as parsed: grpc://host alone means 8500
                 raise ConnectError(
                     f"{self.url}: the server there serves the Open Inference Protocol ({server}), not TF Serving's "
                     f"API (GetModelMetadata: UNIMPLEMENTED); for Triton's or MLServer's API use {v2_url}",

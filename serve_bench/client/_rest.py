@@ -127,8 +127,8 @@ class RestTransport:
             if server := await open_inference_server_at(self._session, self.url, self.url, timeout):
                 raise ConnectError(
                     f"{self.url}: the server there serves the Open Inference Protocol ({server}), not TF Serving's "
-                    f"API (GET /v1/models/{self.model}/metadata: HTTP 404); for Triton's or MLServer's API use "
-                    f"v2+{self.url}",
+                    f"API (GET /v1/models/{self.model}/metadata: HTTP {exc.status}); for Triton's or MLServer's API "
+                    f"use v2+{self.url}",
                     status=exc.status,
                     url=self.url,
                 ) from exc

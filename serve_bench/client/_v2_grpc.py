@@ -16,7 +16,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 from grpc import aio
 
-from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo
+from serve_bench.client._base import PROBE_TIMEOUT_S, ModelStatus, PreparedRequest, SignatureInfo
 from serve_bench.client._errors import (
     ConnectError,
     InvalidArgument,
@@ -133,11 +133,12 @@ async def open_inference_server(channel: aio.Channel, timeout: float | None) -> 
     or None where it does not answer it: how TF Serving's client, told UNIMPLEMENTED, names the scheme to use."""
     stub: Any = channel.unary_unary(_SERVICE + "ServerMetadata")  # no serializers: bytes both ways
     try:
-        raw = await stub(b"", timeout=timeout)
+        raw = await stub(b"", timeout=PROBE_TIMEOUT_S if timeout is None else min(timeout, PROBE_TIMEOUT_S))
         server = message("ServerMetadataResponse").FromString(bytes(raw))
     except (aio.AioRpcError, DecodeError):
         return None
-    return f"{server.name}/{server.version}" if server.name else "a server without a name"
+    # a name is what the protocol's server metadata must hold: an empty answer (a generic handler) proves nothing
+    return f"{server.name}/{server.version}" if server.name else None
 
 
 class V2GrpcTransport:
@@ -148,6 +149,7 @@ class V2GrpcTransport:
     ) -> None:
         # authority: ``host:port`` as the target's parse gives it (an IPv6 host in brackets, as gRPC wants)
         self.url = url
+        self.authority = authority
         self.model = model
         self.version = version
         self._channel = channel or aio.insecure_channel(authority, options=V2_CHANNEL_OPTIONS)
@@ -219,7 +221,7 @@ class V2GrpcTransport:
             # kserve/open-inference-protocol, specification/protocol/inference_grpc.md). UNIMPLEMENTED for both is a
             # gRPC server without the service, e.g. TF Serving's port: every request would fail the same way.
             if server is None and unnamed == exc.status == "UNIMPLEMENTED":
-                tf_serving = "grpc://" + self.url.split("://", 1)[-1]
+                tf_serving = f"grpc://{self.authority}"  # the port as parsed: v2+grpc://host alone means 8001
                 raise ConnectError(
                     f"{self.url}: the server there does not implement the Open Inference Protocol (ServerMetadata "
                     f"and ModelMetadata: UNIMPLEMENTED); for TF Serving's API use {tf_serving}",

@@ -17,7 +17,7 @@ import aiohttp
 import numpy as np
 import orjson
 
-from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo
+from serve_bench.client._base import PROBE_TIMEOUT_S, ModelStatus, PreparedRequest, SignatureInfo
 from serve_bench.client._errors import (
     ConnectError,
     InvalidArgument,
@@ -44,9 +44,11 @@ async def open_inference_server_at(
 ) -> str | None:
     """What the server at ``base_url`` answers to the Open Inference Protocol's GET /v2 ("triton/2.51.0"), or None
     where it answers no server metadata of the protocol (a name and a list of extensions): how TF Serving's REST
-    client, told 404, names the scheme to use."""
+    client, told 404, names the scheme to use. The list of extensions is what keeps out a server of both APIs whose
+    GET /v2 names it without one (OpenVINO Model Server's ServerMetadataImpl), where a 404 means a model it lacks."""
+    limit = PROBE_TIMEOUT_S if timeout is None else min(timeout, PROBE_TIMEOUT_S)
     try:
-        _, raw = await http_call(session, "GET", f"{base_url}/v2", target, timeout)
+        _, raw = await http_call(session, "GET", f"{base_url}/v2", target, limit)
         body = orjson.loads(raw)
     except (ServeBenchError, orjson.JSONDecodeError):
         return None
@@ -173,7 +175,7 @@ class V2RestTransport:
             if server_failed == exc.status == "404":
                 raise ConnectError(
                     f"{self.url}: the server there does not implement the Open Inference Protocol (GET /v2 and the "
-                    f"model's metadata: HTTP 404); for TF Serving's API use http://{self.url.split('://', 1)[-1]}",
+                    f"model's metadata: HTTP 404); for TF Serving's API use {self._base}",
                     status=exc.status,
                     url=self.url,
                 ) from exc

@@ -219,6 +219,7 @@ class PrometheusSource:
         for index, gpu in sorted(gpus.items()):
             labels = gpu["labels"]
             component = f"GPU {index} {labels.get('modelName', '')} {labels.get('UUID', labels.get('uuid', ''))}"
+            component = " ".join(component.split())  # one line in every note, whatever a label's escapes held
             energy = gpu.get("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION")
             power = gpu.get("DCGM_FI_DEV_POWER_USAGE")
             if "DCGM_FI_DEV_GPU_UTIL" in gpu:
