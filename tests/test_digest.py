@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import pickle
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from serve_bench.load._digest import digest_records, merge_digests
-from serve_bench.stats import OK, RequestRecord, histogram_of
+from serve_bench.stats import OK, RequestRecord, decode, histogram_of
 
 
 def _records(seed: int, count: int, start: float, span: float, error_every: int = 0) -> list[RequestRecord]:
@@ -31,13 +32,14 @@ def test_merged_digests_equal_the_digest_of_all_records():
     # two "processes" over the same window: merging their digests must give what one digest
     # of all records gives (histograms added with HdrHistogram.add, counters summed)
     a = _records(1, 3000, 100.0, 6.0, error_every=50)
-    b = _records(2, 2000, 100.0, 6.0)
+    b = _records(2, 2000, 100.0, 6.0, error_every=40)  # failures in both: their counts add up
     window = (101.0, 106.0)
     merged = merge_digests([digest_records(a, "open", *window), digest_records(b, "open", *window)])
     whole = digest_records(a + b, "open", *window)
     assert (merged.requests, merged.ok, merged.items) == (whole.requests, whole.ok, whole.items)
     assert merged.errors == whole.errors and dict(merged.errors)["UNAVAILABLE"] > 0
     assert merged.sent_in_window == whole.sent_in_window
+    assert whole.decode_seconds > 0 and merged.decode_seconds == pytest.approx(whole.decode_seconds)
     for name in ("latency", "latency_sent", "schedule_lag"):
         left, right = merged.histogram(name), whole.histogram(name)
         assert left.get_total_count() == right.get_total_count() > 0
@@ -46,6 +48,13 @@ def test_merged_digests_equal_the_digest_of_all_records():
     for left, right in zip(merged.windows(3), whole.windows(3)):
         assert left == pytest.approx(right)
     assert merged.processes == 2
+    # each slice's latency histogram (the intervals' blocks read them) holds both processes' answers
+    assert [piece.index for piece in merged.slices] == [piece.index for piece in whole.slices]
+    for left, right in zip(merged.slices, whole.slices):
+        assert decode(left.histogram).get_total_count() == left.ok == right.ok > 0
+        assert decode(left.histogram).get_value_at_percentile(99) == decode(right.histogram).get_value_at_percentile(99)
+    alone = merge_digests([digest_records(b, "open", *window)])  # one process: the digest as it was
+    assert alone == replace(digest_records(b, "open", *window), processes=1)
 
 
 def test_digest_counts_as_the_analysis_does():
@@ -84,9 +93,9 @@ def test_digest_size_is_bounded_whatever_the_request_count():
 
 def test_digests_of_different_runs_do_not_merge():
     records = _records(5, 100, 0.0, 1.0)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"^digests of different kinds of run cannot be merged$"):
         merge_digests([digest_records(records, "open", 0, 1), digest_records(records, "closed", 0, 1)])
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"^nothing to merge$"):
         merge_digests([])
 
 

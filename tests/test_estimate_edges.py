@@ -58,3 +58,35 @@ def test_a_range_that_does_not_hold_its_value_draws_no_negative_error_bar():
 def test_a_half_known_range_is_not_printed():
     assert ratio_text(Estimate(2.0, None, 3.0)) == "2.00×"
     assert ratio_text(Estimate(2.0, 1.5, 3.0)) == "2.00× [1.50×–3.00×]"
+
+
+def test_the_same_measurement_gives_the_same_interval_and_a_rate_under_one_is_scaled_too():
+    """The bootstrap is seeded: two calls on the same blocks give one interval (a report rebuilt from the same
+    file does not move). A rate below 1 item/s (a slow model's batch of 1 over long blocks) is scaled to the
+    figure reported like any other: only a rate of 0 is left unscaled."""
+    rng = np.random.default_rng(3)
+    items, seconds = rng.integers(1, 6, 12).astype(float), rng.uniform(8.0, 12.0, 12)
+    first = rate_interval(items, seconds, seed=7)
+    assert first is not None and first.low < first.high
+    assert rate_interval(items, seconds, seed=7) == first
+    rate = items.sum() / seconds.sum()
+    assert rate < 1
+    scaled = rate_interval(items, seconds, seed=7, estimate=2 * rate)
+    assert scaled is not None
+    assert (scaled.low, scaled.high) == (pytest.approx(2 * first.low), pytest.approx(2 * first.high))
+
+
+def test_a_ratio_over_a_bottom_range_from_zero_has_no_range_and_a_zero_figure_no_interval():
+    """A bottom range from exactly 0 would divide by zero at the top of the ratio's range. A zero figure (a
+    point that served nothing) gives an independent ratio of 0 with no interval, not a range of [0, 0] called a
+    95% one; a range below 1 (ratios of seconds) is a range like any other."""
+    assert ratio(Estimate(2.0, 1.0, 3.0), Estimate(1.0, 0.0, 1.5)) == Estimate(2.0)
+    assert independent_ratio(Estimate(0.0, 0.5, 1.0), Estimate(1.0, 0.5, 2.0)) == Estimate(0.0)
+    small = independent_ratio(Estimate(0.5, 0.25, 0.8), Estimate(0.4, 0.2, 0.9))
+    assert small is not None and small.known and small.basis == "95% CI"
+
+
+def test_an_error_bar_under_one_unit_and_no_ratio_said_as_not_measured():
+    assert Estimate(10.0, 9.5, 10.25).error_bar() == (0.5, 0.25)
+    assert ratio_text(None) == "not measured"
+    assert ratio_text(None, "no CPU point") == "no CPU point"

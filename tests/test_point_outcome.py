@@ -10,7 +10,7 @@ import pytest
 
 from serve_bench.errors import UserError
 from serve_bench.load import PointSettings
-from serve_bench.stats import read_run
+from serve_bench.stats import config_hash, read_run
 from serve_bench.sweep import open_point_run, point_failure
 from tests._points import make_point
 
@@ -55,3 +55,30 @@ def test_a_run_folder_takes_points_measured_alike_and_a_refusal_leaves_it_free(t
     (tmp_path / "run.json").write_text(json.dumps(run))
     with pytest.raises(UserError, match=r"\(drain_s None there, 30.0 now\)"):
         open_point_run(tmp_path, settings, command="bench", source="test")
+
+
+def test_a_failed_point_says_what_its_most_frequent_failure_said():
+    """After the counts comes the first-error note of the status that failed most (``what_failed``), so the
+    user reads the server's words, not only a count."""
+    said = "first error UNAVAILABLE: failed to connect to all addresses"
+    nothing = replace(make_point("t", "cpu", 1, 1000.0, errors=5, ok=0), notes=(said,))
+    assert point_failure(nothing) == f"no request succeeded (5 errors of 5 requests (UNAVAILABLE ×5)); {said}"
+    some = replace(make_point("t", "cpu", 1, 1000.0, errors=10, ok=90), notes=(said,))
+    assert point_failure(some, max_error_share=0.05).endswith(f"of 100 requests (UNAVAILABLE ×10); {said}")
+
+
+def test_a_refusal_names_every_difference_and_what_to_do_and_a_new_run_json_says_who_wrote_it(tmp_path):
+    """Each setting that differs is named, joined by "; ", then the advice; a folder's first bench records its
+    command, the folder and the hash of its configuration in run.json (what ``report`` and ``compare`` show)."""
+    settings = PointSettings(min_duration_s=2.0)
+    with open_point_run(tmp_path, settings, command="bench --batch-sizes 1", source="model: tiny") as writer:
+        writer.append(make_point("t", "cpu", 1, 1000.0))
+    run = read_run(tmp_path)
+    assert (run["command"], run["run_dir"]) == ("bench --batch-sizes 1", str(tmp_path))
+    assert run["config_hash"] == config_hash("model: tiny")
+    other = replace(settings, min_duration_s=5.0, drain_s=1.0)
+    with pytest.raises(UserError) as refused:
+        open_point_run(tmp_path, other, command="bench", source="test")
+    assert str(refused.value).endswith(
+        "(min_duration_s 2.0 there, 5.0 now; drain_s 30.0 there, 1.0 now); write these to another directory"
+    )

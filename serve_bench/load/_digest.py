@@ -116,9 +116,7 @@ class RunDigest:
 def _add_encoded(*texts: str) -> str:
     """Encoded histograms added up (stats.merge: HdrHistogram.add); "" stands for an empty one."""
     present = [decode(text) for text in texts if text]
-    if len(present) <= 1:
-        return next((text for text in texts if text), "")
-    return encode(merge(present))
+    return encode(merge(present)) if present else ""
 
 
 def _merge_counts(pairs: Iterable[tuple[tuple[str, int], ...]]) -> tuple[tuple[str, int], ...]:

@@ -59,15 +59,16 @@ def ratio(top: Estimate, bottom: Estimate) -> Estimate:
     if bottom.value <= 0:
         return Estimate(math.inf)
     value = top.value / bottom.value
-    if top.low is not None and top.high is not None and bottom.high is not None and bottom.low and bottom.low > 0:
-        return Estimate(value, top.low / bottom.high, top.high / bottom.low, "from both ranges")
+    above, below = top.bounds, bottom.bounds
+    if above is not None and below is not None and below[0] > 0:
+        return Estimate(value, above[0] / below[1], above[1] / below[0], "from both ranges")
     return Estimate(value)
 
 
 def _log_half(estimate: Estimate) -> float | None:
     """Half-width of the interval on a log scale (intervals of latency percentiles are not symmetric)."""
     bounds = estimate.bounds
-    if bounds is None or estimate.value <= 0 or bounds[0] <= 0 or bounds[1] <= 0:
+    if bounds is None or estimate.value <= 0 or min(bounds) <= 0:
         return None
     return math.log(bounds[1] / bounds[0]) / 2
 
