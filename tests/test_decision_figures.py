@@ -10,6 +10,7 @@ given (joules per image = watts / images/s).
 
 from __future__ import annotations
 
+import html
 import math
 from dataclasses import replace
 
@@ -19,6 +20,7 @@ from serve_bench.report import analyze_run, decide
 from serve_bench.report._cells import Cell
 from serve_bench.report._decision import (
     NO_PRICE,
+    Decision,
     DecisionRow,
     Ratios,
     _clear,
@@ -285,6 +287,88 @@ def test_the_decision_as_text_and_html_titles_it_and_marks_telemetry_notes_only_
     lines = [line.strip() for line in console.export_text().splitlines() if line.strip()]
     assert lines[0] == "Decision no SLO given: each device's best measured point"
     assert lines[-1] == f"telemetry: {note}"
+
+
+def _gpu_and_cpu(slo: Slo | None = None) -> Decision:
+    """A GPU batching 8 (a priced, powered row with ranges) and a CPU at batch 1 whose telemetry said two things."""
+    notes = ("telemetry unavailable: http://x (HTTP 404)", "no CPU power: RAPL not readable")
+    points = [
+        point("g", "gpu", 8, 20.0, price=3.6, gpu_w=300.0, **WIDE),
+        point("g", "gpu", 1, 5.0, price=3.6, gpu_w=200.0),
+        point("c", "cpu", 1, 10.0, price=0.36, notes=notes),
+    ]
+    return decide(analyze_run(points, slo=slo))
+
+
+def test_the_decision_in_a_terminal_word_for_word_words_left_and_figures_right() -> None:
+    """The title is the caption's first sentence without its brackets (with or without an SLO); the device and
+    configuration columns are left-aligned, every figure right-aligned so that digits line up; the ratio row's
+    empty cells stay empty; then each verdict line as a bullet and each telemetry note marked as one."""
+    from rich.console import Console
+
+    decision = _gpu_and_cpu(Slo("p99", 50.0))
+    console = Console(record=True, width=300)
+    decision_text(decision, console)
+    lines = [line.rstrip() for line in console.export_text().splitlines()]
+    assert lines[0].strip() == "Decision within p99 ≤ 50 ms"
+    assert lines[1:6] == [
+        "device      best configuration        images/s             p99 ms   cost per million images  "
+        "           joules per image                  mean power",
+        "─" * 148,
+        "gpu         g b8 c1 grpc         400 [200–800]   24.0 [19.2–30.0]      2.50 USD [1.25–5.00]   "
+        "0.750 J [0.375–1.50] (GPU)   300 W (idle not measured)",
+        "cpu         c b1 c1 grpc                   100               12.0                  1.00 USD      "
+        "           not measured                not measured",
+        "GPU / CPU                                4.00×              2.00×                     2.50×      "
+        "           not measured",
+    ]
+    assert lines[6:9] == [f"  • {line}" for line in decision.verdict] and len(decision.verdict) == 3
+    assert lines[9:] == [
+        "  telemetry: telemetry unavailable: http://x (HTTP 404) (1 point: c b1 c1)",
+        "  telemetry: no CPU power: RAPL not readable (1 point: c b1 c1)",
+    ]
+
+
+def test_the_decision_in_report_html_word_for_word() -> None:
+    """The caption, a header row, one row per device and the ratio row, the verdict as a list, then the telemetry
+    notes under their heading; without notes the fragment ends after the verdict."""
+    decision = _gpu_and_cpu()
+    left = "<td class=l>{}</td><td class=l>{}</td>"
+    rows = [
+        left.format("gpu", "g b8 c1 grpc")
+        + "<td>400 [200–800]</td><td>24.0 [19.2–30.0]</td><td>2.50 USD [1.25–5.00]</td>"
+        "<td>0.750 J [0.375–1.50] (GPU)</td><td>300 W (idle not measured)</td>",
+        left.format("cpu", "c b1 c1 grpc")
+        + "<td>100</td><td>12.0</td><td>1.00 USD</td><td>not measured</td><td>not measured</td>",
+        left.format("GPU / CPU", "") + "<td>4.00×</td><td>2.00×</td><td>2.50×</td><td>not measured</td><td></td>",
+    ]
+    head = "<th class=l>device</th><th class=l>best configuration</th>" + "".join(
+        f"<th>{name}</th>"
+        for name in ("images/s", "p99 ms", "cost per million images", "joules per image", "mean power")
+    )
+    verdict = "".join(f"<li>{html.escape(line)}</li>" for line in decision.verdict)
+    assert decision_html(decision) == (
+        '<div class="decision"><h2>Decision</h2><p>Decision (no SLO given: each device&#x27;s best measured '
+        "point). Ranges in brackets: 95% CI of one point or the range of its repeats; cost per million images = "
+        "price per hour / 3600 / images per s × 1e6; joules per image = mean watts / images per s (devices counted "
+        f"in brackets).</p><table><tr>{head}</tr>" + "".join(f"<tr>{row}</tr>" for row in rows) + "</table>"
+        f"<ul>{verdict}</ul><h3>Telemetry notes</h3><ul>"
+        "<li class=warn>telemetry unavailable: http://x (HTTP 404) (1 point: c b1 c1)</li>"
+        "<li class=warn>no CPU power: RAPL not readable (1 point: c b1 c1)</li></ul></div>"
+    )
+    assert len(decision.verdict) == 3 and verdict.count("<li>") == 3
+    quiet = decide(analyze_run([point("g", "gpu", 1, 10.0), point("c", "cpu", 1, 10.0)]))
+    assert decision_html(quiet).endswith("</li></ul></div>")
+
+
+def test_a_target_without_a_price_has_no_currency_and_a_cell_without_either_figure_is_empty() -> None:
+    """A spec's currency is every target's, but a target without a price has no cost, so summary.csv names no
+    currency for it; a per-target cell with no price and no telemetry has two empty cells."""
+    unpriced = point("c", "cpu", 1, 10.0)
+    unpriced = replace(unpriced, target=replace(unpriced.target, currency="USD"))
+    assert cost_energy_cells(unpriced)[:2] == ["", ""]
+    (row,) = decide(analyze_run([unpriced])).rows
+    assert row.cell is not None and cell_cost_energy(row.cell) == ["", ""]
 
 
 def test_cost_text_says_why_a_measured_row_has_no_cost() -> None:

@@ -10,7 +10,7 @@ import math
 import pytest
 
 from serve_bench.errors import UserError
-from serve_bench.stats import Estimate, Score, TuneAnswer, read_tune_answer
+from serve_bench.stats import BaselineGain, Estimate, KnobRow, ParetoPoint, Score, TuneAnswer, read_tune_answer
 
 
 def _answer(best: Score | None, closest: Score | None, *scores: Score, files: tuple[str, ...] = ()) -> TuneAnswer:
@@ -84,4 +84,69 @@ def test_an_answer_json_without_scores_is_refused_in_one_line_saying_so(tmp_path
         read_tune_answer(path)
     assert str(caught.value) == (
         f"{path} is not a tune answer (no scores); rerun `serve-bench tune ... --resume` to rewrite it"
+    )
+
+
+def test_answer_json_reads_back_as_the_answer_that_wrote_it(tmp_path):
+    """Every field, every range and every list written by ``write`` is what ``read_tune_answer`` gives back:
+    ``report`` and ``tune --resume`` read the same answer tune printed."""
+    best = Score("b2", True, Estimate(120.0, 110.0, 130.0, "95% CI"), Estimate(40.0, 35.0, 45.0, "95% CI"), "k2", "c8")
+    slow = Score("b1", False, Estimate(60.0), Estimate(90.0, 80.0, 99.0, "95% CI"), "k1", "c4")
+    failed = Score("b3", False, failed="out of memory")
+    answer = TuneAnswer(
+        "throughput",
+        "p99_9",
+        50.0,
+        best,
+        best,
+        (best, slow, failed),
+        (ParetoPoint("b2", "c8", 120.0, 40.0), ParetoPoint("b1", "c4", 60.0, 90.0)),
+        (KnobRow("max_batch_size", "8", 1, "b2", True, 120.0, 40.0, 0.0),),
+        (
+            BaselineGain(
+                "default",
+                "b2",
+                Estimate(2.0, 1.8, 2.2, "95% CI"),
+                "2.00× the default",
+                "c8",
+                Estimate(2.25, 2.0, 2.5, "95% CI"),
+            ),
+            BaselineGain("other", "b2", None, "not measurable"),
+        ),
+        evaluated=("b1", "b2", "b3"),
+        configs={"b1": {"max_batch_size": "4"}, "b2": {"max_batch_size": "8"}},
+        best_files=("batching.config", "models.config"),
+    )
+    answer.write(tmp_path / "answer.json")
+    assert read_tune_answer(tmp_path / "answer.json") == answer
+
+
+def test_a_score_or_gain_without_its_words_reads_as_empty_and_a_latency_score_is_its_latency(tmp_path):
+    """A score without items/s served none (0, not 1); one without its point or load has none (not "None"); a
+    gain without its text or load likewise. In latency mode a configuration's objective is its latency."""
+    path = tmp_path / "answer.json"
+    path.write_text(
+        json.dumps(
+            {
+                "mode": "latency",
+                "scores": [{"config": "a", "feasible": False}],
+                "gains": [{"baseline": "b", "config": "a", "latency_ratio": 1.5, "latency_low": 1.2}],
+            }
+        )
+    )
+    answer = read_tune_answer(path)
+    assert answer is not None
+    assert answer.scores == (Score("a", False, Estimate(0.0), Estimate(math.inf), "", "", ""),)
+    assert answer.gains == (BaselineGain("b", "a", None, "", "", Estimate(1.5)),)
+    assert Score("q", True, Estimate(30.0), Estimate(20.0)).objective("latency") == 20.0
+    assert Score("q", True, Estimate(30.0), Estimate(20.0)).objective("throughput") == 30.0
+
+
+def test_an_answer_json_with_a_score_missing_its_name_is_refused_saying_what_was_missing(tmp_path):
+    path = tmp_path / "answer.json"
+    path.write_text(json.dumps({"mode": "throughput", "scores": [{"feasible": True}]}))
+    with pytest.raises(UserError) as caught:
+        read_tune_answer(path)
+    assert str(caught.value) == (
+        f"{path} is not a tune answer (KeyError: 'config'); rerun `serve-bench tune ... --resume` to rewrite it"
     )

@@ -83,10 +83,13 @@ def table_rows(decision: Decision) -> list[list[str]]:
     return rows
 
 
+def _within(decision: Decision) -> str:
+    return f"within {decision.slo.label()}" if decision.slo else "no SLO given: each device's best measured point"
+
+
 def _caption(decision: Decision) -> str:
-    within = f"within {decision.slo.label()}" if decision.slo else "no SLO given: each device's best measured point"
     return (
-        f"Decision ({within}). Ranges in brackets: 95% CI of one point or the range of its repeats; "
+        f"Decision ({_within(decision)}). Ranges in brackets: 95% CI of one point or the range of its repeats; "
         "cost per million images = price per hour / 3600 / images per s × 1e6; "
         "joules per image = mean watts / images per s (devices counted in brackets)."
     )
@@ -104,8 +107,7 @@ def decision_text(decision: Decision, console: Any | None = None) -> None:
     from rich.console import Console
 
     out = console if console is not None else Console()
-    title = _caption(decision).split(". ", 1)[0].replace("(", "", 1).rstrip(")")
-    print_fitted(out, title, _TERMINAL, table_rows(decision))
+    print_fitted(out, f"Decision {_within(decision)}", _TERMINAL, table_rows(decision))
     for line in decision.verdict:
         out.print(f"  • {line}")
     for note in decision.notes:
