@@ -66,8 +66,10 @@ lock: $(STAMP)
 
 # Mutation testing of the statistics (mutmut, configured in pyproject.toml's [tool.mutmut]): a fresh run on a
 # mutated copy under mutants/ (git-ignored), then the mutation score per module. Survivors: MUTANTS.md;
-# look at one with `.venv/bin/mutmut show NAME`, all with `.venv/bin/mutmut browse`.
+# look at one with `.venv/bin/mutmut show NAME`, all with `.venv/bin/mutmut browse`. First, the selection is
+# checked for tests that leave TensorFlow or a native thread behind (children forked after them hang).
 mutants: $(STAMP)
+	$(PY) -m benchmarks.mutants_selection
 	rm -rf mutants
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(VENV)/bin/mutmut run
 	@$(VENV)/bin/mutmut results --all true | awk ' \

@@ -530,3 +530,17 @@ def test_runtime_lines_for_a_slow_baseline_with_long_latencies_and_for_a_baselin
     tf = slow[0]
     zero = dataclasses.replace(tf, throughput=dataclasses.replace(tf.throughput, items_per_s=0.0))
     assert _levers([zero, slow[1]]) == []
+
+
+def test_like_for_like_keeps_the_float_series_else_the_first_payload_measured():
+    """Cross-device comparisons set side by side the series of one payload: float where the run sent float, else
+    the payload of the first series (never a GPU's JPEG rows against a CPU's float ones)."""
+    from serve_bench.report._analysis import like_for_like
+
+    def targets(*payloads: str) -> list[str]:
+        points = [make_point(f"t{i}", "cpu", 1, 1000.0, payload=p) for i, p in enumerate(payloads)]
+        return [t.name for t in like_for_like(analyze_run(points).targets)]
+
+    assert targets("jpeg", "float", "float") == ["t1", "t2"]
+    assert targets("jpeg", "uint8", "jpeg") == ["t0", "t2"]
+    assert targets() == []

@@ -152,3 +152,36 @@ def test_a_window_that_takes_the_last_slice_ends_at_the_windows_end_not_the_slic
     digest = digest_records([_one(t - 0.01, t - 0.01, t) for t in (0.8, 0.85)], "closed", 0.0, 0.9)
     first = digest.windows(2)[0]
     assert first[0] == 2 and first[3] == pytest.approx(0.9) and first[1] == pytest.approx(2 / 0.9)
+
+
+def test_a_digest_places_answers_in_slices_from_the_windows_start_and_keeps_its_slice_length():
+    """Slices are counted from the window's start (an answer 0.6 s in, at 0.25 s slices, is in slice 2), their
+    histograms in µs like the whole window's, and the digest keeps the slice length it was cut with. Without a
+    good answer the last answer is at 0, not at some made-up instant."""
+    records = [_one(100.0, 100.0, 100.1), _one(100.2, 100.2, 100.6), _one(100.3, 100.3, 101.3)]
+    digest = digest_records(records, "closed", 100.0, 102.0, slice_s=0.5)
+    assert digest.slice_s == 0.5
+    assert [(piece.index, piece.ok) for piece in digest.slices] == [(0, 1), (1, 1), (2, 1)]
+    assert decode(digest.slices[2].histogram).get_max_value() == pytest.approx(1_000_000, rel=0.001)
+    failed = digest_records([_one(100.0, 100.0, 100.1, "UNAVAILABLE")], "open", 100.0, 102.0)
+    assert (failed.ok, failed.last_done) == (0, 0.0)
+
+
+def test_a_window_without_an_answer_serves_nothing_at_no_latency():
+    """Windows hold equal shares of the answers, so answers bunched in one slice leave windows that hold none:
+    each is 0 items/s at no latency (0), not 1 item/s or 1 µs."""
+    records = [_one(t, t, t + 0.01) for t in (10.0, 10.05, 10.1)]
+    windows = digest_records(records, "closed", 10.0, 12.0).windows(3)
+    assert [(ok, rate, latency) for ok, rate, latency, _ in windows] == [
+        (0, 0.0, 0.0),
+        (3, pytest.approx(12.0), pytest.approx(10_000)),
+        (0, 0.0, 0.0),
+    ]
+
+
+def test_closed_loop_digests_merge_without_inventing_an_open_loops_histograms():
+    """A closed loop has no schedule: its latency-from-sending and schedule-lag histograms are empty ("") and stay
+    so when merged, rather than becoming an encoded empty histogram."""
+    a = digest_records([_one(10.5, 10.5, 10.6)], "closed", 10.0, 12.0)
+    merged = merge_digests([a, a])
+    assert (merged.latency_sent, merged.schedule_lag) == ("", "")

@@ -90,3 +90,16 @@ def test_an_error_bar_under_one_unit_and_no_ratio_said_as_not_measured():
     assert Estimate(10.0, 9.5, 10.25).error_bar() == (0.5, 0.25)
     assert ratio_text(None) == "not measured"
     assert ratio_text(None, "no CPU point") == "no CPU point"
+
+
+def test_five_blocks_carry_an_interval_and_so_do_blocks_shorter_than_a_second():
+    """MIN_BLOCKS is the fewest blocks with an interval (five, not six); a measurement of 0.5 s in all still has
+    one (only 0 s has none)."""
+    rng = np.random.default_rng(5)
+    items = rng.integers(1, 6, 5).astype(float)
+    assert rate_interval(items, np.full(5, 1.0), seed=1) is not None
+    assert rate_interval(items, np.full(5, 0.1), seed=1) is not None
+
+
+def test_a_figure_and_its_range_are_scaled_alike_in_text():
+    assert Estimate(0.0123, 0.011, 0.014).text(scale=1000, digits=1, suffix=" ms") == "12.3 ms [11.0–14.0 ms]"

@@ -150,3 +150,14 @@ def test_an_answer_json_with_a_score_missing_its_name_is_refused_saying_what_was
     assert str(caught.value) == (
         f"{path} is not a tune answer (KeyError: 'config'); rerun `serve-bench tune ... --resume` to rewrite it"
     )
+
+
+def test_a_rank_says_started_feasible_and_the_objective_and_a_failed_start_ranks_last_whatever_it_holds():
+    assert Score("q", True, Estimate(30.0), Estimate(20.0)).rank("throughput") == (True, True, 30.0)
+    assert Score("s", False, Estimate(10.0), Estimate(80.0)).rank("throughput") == (True, False, -80.0)
+    # a file may carry a failed start with figures (from a configuration measured before): it still did not start
+    assert Score("f", True, Estimate(30.0), Estimate(20.0), failed="oom").rank("throughput") == (
+        False,
+        False,
+        -math.inf,
+    )

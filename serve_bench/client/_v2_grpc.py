@@ -16,7 +16,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 from grpc import aio
 
-from serve_bench.client._base import PROBE_TIMEOUT_S, ModelStatus, PreparedRequest, SignatureInfo
+from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo, probe_timeout
 from serve_bench.client._errors import (
     ConnectError,
     InvalidArgument,
@@ -133,7 +133,7 @@ async def open_inference_server(channel: aio.Channel, timeout: float | None) -> 
     or None where it does not answer it: how TF Serving's client, told UNIMPLEMENTED, names the scheme to use."""
     stub: Any = channel.unary_unary(_SERVICE + "ServerMetadata")  # no serializers: bytes both ways
     try:
-        raw = await stub(b"", timeout=PROBE_TIMEOUT_S if timeout is None else min(timeout, PROBE_TIMEOUT_S))
+        raw = await stub(b"", timeout=probe_timeout(timeout))
         server = message("ServerMetadataResponse").FromString(bytes(raw))
     except (aio.AioRpcError, DecodeError):
         return None

@@ -17,7 +17,7 @@ import aiohttp
 import numpy as np
 import orjson
 
-from serve_bench.client._base import PROBE_TIMEOUT_S, ModelStatus, PreparedRequest, SignatureInfo
+from serve_bench.client._base import ModelStatus, PreparedRequest, SignatureInfo, probe_timeout
 from serve_bench.client._errors import (
     ConnectError,
     InvalidArgument,
@@ -46,7 +46,7 @@ async def open_inference_server_at(
     where it answers no server metadata of the protocol (a name and a list of extensions): how TF Serving's REST
     client, told 404, names the scheme to use. The list of extensions is what keeps out a server of both APIs whose
     GET /v2 names it without one (OpenVINO Model Server's ServerMetadataImpl), where a 404 means a model it lacks."""
-    limit = PROBE_TIMEOUT_S if timeout is None else min(timeout, PROBE_TIMEOUT_S)
+    limit = probe_timeout(timeout)
     try:
         _, raw = await http_call(session, "GET", f"{base_url}/v2", target, limit)
         body = orjson.loads(raw)
