@@ -185,3 +185,10 @@ def test_closed_loop_digests_merge_without_inventing_an_open_loops_histograms():
     a = digest_records([_one(10.5, 10.5, 10.6)], "closed", 10.0, 12.0)
     merged = merge_digests([a, a])
     assert (merged.latency_sent, merged.schedule_lag) == ("", "")
+    assert merged.histogram("latency_sent").get_total_count() == 0  # read as an empty histogram, not decoded
+
+
+def test_a_digest_of_no_records_keeps_its_slice_length():
+    """A child that recorded nothing still sends the slice length it was told: merging refuses digests cut
+    differently, so a default there would refuse a run where one process had no answer."""
+    assert digest_records([], "closed", 10.0, 12.0, slice_s=0.5).slice_s == 0.5
