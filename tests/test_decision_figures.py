@@ -301,7 +301,7 @@ def _gpu_and_cpu(slo: Slo | None = None) -> Decision:
 
 
 def test_the_decision_in_a_terminal_word_for_word_words_left_and_figures_right() -> None:
-    """The title is the caption's first sentence without its brackets (with or without an SLO); the device and
+    """The title is the caption's first sentence without its brackets (here with an SLO); the device and
     configuration columns are left-aligned, every figure right-aligned so that digits line up; the ratio row's
     empty cells stay empty; then each verdict line as a bullet and each telemetry note marked as one."""
     from rich.console import Console

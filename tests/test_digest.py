@@ -155,7 +155,7 @@ def test_a_window_that_takes_the_last_slice_ends_at_the_windows_end_not_the_slic
 
 
 def test_a_digest_places_answers_in_slices_from_the_windows_start_and_keeps_its_slice_length():
-    """Slices are counted from the window's start (an answer 0.6 s in, at 0.25 s slices, is in slice 2), their
+    """Slices are counted from the window's start (an answer 1.3 s in, at 0.5 s slices, is in slice 2), their
     histograms in µs like the whole window's, and the digest keeps the slice length it was cut with. Without a
     good answer the last answer is at 0, not at some made-up instant."""
     records = [_one(100.0, 100.0, 100.1), _one(100.2, 100.2, 100.6), _one(100.3, 100.3, 101.3)]
@@ -192,3 +192,17 @@ def test_a_digest_of_no_records_keeps_its_slice_length():
     """A child that recorded nothing still sends the slice length it was told: merging refuses digests cut
     differently, so a default there would refuse a run where one process had no answer."""
     assert digest_records([], "closed", 10.0, 12.0, slice_s=0.5).slice_s == 0.5
+
+
+def test_a_digests_latencies_are_whole_microseconds_of_the_seconds_measured():
+    """Seconds become µs by × 1e6 exactly: 1.048575 s is 1,048,575 µs, the top of its HdrHistogram bucket, so a
+    digest's maximum is what one process's histogram of the same latency gives (one µs more opens the next
+    bucket, and ``--processes`` percentiles would differ from a single process's)."""
+    records = [_one(10.0, 10.0, 10.0 + 1.048575)]
+    digest = digest_records(records, "open", 9.0, 12.0)
+    expected = histogram_of([1_048_575]).get_max_value()
+    for name in ("latency", "latency_sent"):
+        assert digest.histogram(name).get_max_value() == expected
+    assert decode(digest.slices[0].histogram).get_max_value() == expected
+    late = digest_records([_one(10.0, 10.0 + 1.048575, 10.5 + 1.048575)], "open", 9.0, 12.0)
+    assert late.histogram("schedule_lag").get_max_value() == expected

@@ -94,7 +94,7 @@ def test_an_error_bar_under_one_unit_and_no_ratio_said_as_not_measured():
 
 def test_five_blocks_carry_an_interval_and_so_do_blocks_shorter_than_a_second():
     """MIN_BLOCKS is the fewest blocks with an interval (five, not six); a measurement of 0.5 s in all still has
-    one (only 0 s has none)."""
+    one (0 s has none, as the test of empty blocks above says)."""
     rng = np.random.default_rng(5)
     items = rng.integers(1, 6, 5).astype(float)
     assert rate_interval(items, np.full(5, 1.0), seed=1) is not None

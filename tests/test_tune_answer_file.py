@@ -119,6 +119,9 @@ def test_answer_json_reads_back_as_the_answer_that_wrote_it(tmp_path):
     )
     answer.write(tmp_path / "answer.json")
     assert read_tune_answer(tmp_path / "answer.json") == answer
+    # a file a person reads too: one key per line, indented by one space, ending in a new line
+    lines = (tmp_path / "answer.json").read_text().split("\n")
+    assert lines[:3] == ["{", ' "schema_version": 1,', ' "mode": "throughput",'] and lines[-1] == ""
 
 
 def test_a_score_or_gain_without_its_words_reads_as_empty_and_a_latency_score_is_its_latency(tmp_path):
