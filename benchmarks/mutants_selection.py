@@ -5,8 +5,8 @@
 mutmut runs the selected tests once in its own process, then forks one child per mutant from that
 process. A test that leaves TensorFlow loaded or a native thread running (TensorFlow's tf_Compute,
 gRPC's executors) leaves locks that a forked child can find held: the child hangs until mutmut's
-timeout, and a timed-out mutant counts as killed. On 2026-11-29 two tests added that day did so, and a
-run that had taken 13 minutes stalled on the first module they reached.
+timeout, and a timed-out mutant counts as killed. On 2026-11-29 a test added that day left TensorFlow's
+threads behind, and a run that had taken 13 minutes stalled on the first module it reached.
 
 This runs pyproject.toml's selection (``pytest_add_cli_args_test_selection``) in one process and exits
 1 naming each test after which TensorFlow is imported or a native thread (one Python's threading does
