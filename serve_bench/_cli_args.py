@@ -263,7 +263,8 @@ def sweep_args(p: argparse.ArgumentParser) -> None:
         "--resume",
         action="store_true",
         help="skip points already measured in the run directory, "
-        "measure again those with no successes or cut off (default: the latest run of this spec)",
+        "measure again those with no successes or cut off (default: the latest run of this spec; "
+        "a folder with no points starts a new run, and says so)",
     )
     models_dir_arg(p, "where the model was exported (its FLOPs and weights go into run.json)")
     p.add_argument("--no-progress", action="store_true", help="plain lines instead of a progress bar")

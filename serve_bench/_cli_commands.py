@@ -150,13 +150,15 @@ def sweep(args: argparse.Namespace) -> int:
 
     from serve_bench._progress import SweepProgress
     from serve_bench.load import what_failed
-    from serve_bench.stats import choose_run_dir
+    from serve_bench.stats import POINTS_FILE, choose_run_dir, nothing_to_resume
     from serve_bench.sweep import load_spec, run_sweep
 
     spec = load_spec(args.spec)
     run_dir = choose_run_dir(args.run_dir, spec.out, spec.name, resume=args.resume)
     console = Console()
     console.print(f"sweep {spec.name}: results in {run_dir}")
+    if args.resume and (new_run := nothing_to_resume(run_dir, POINTS_FILE)):
+        console.print(new_run, markup=False)
     try:
         with SweepProgress(console, bar=not args.no_progress and sys.stdout.isatty()) as progress:
             outcome = asyncio.run(

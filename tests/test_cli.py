@@ -167,6 +167,49 @@ def test_sweep_exits_1_when_points_measured_nothing_usable(tmp_path, capsys) -> 
     out = capsys.readouterr().out
     assert code == 1
     assert "1 points measured nothing usable" in out and "--resume" in out
+    assert "nothing to resume" not in out  # a new run that was not asked to resume says nothing of it
+
+
+def test_a_sweep_resumed_where_nothing_was_measured_says_it_is_a_new_run(tmp_path, capsys, monkeypatch) -> None:
+    """``--resume`` into a folder with no points (a mistyped --run-dir, a spec renamed since) starts a new run, as a
+    script that says --resume every time wants, but says so on the line after where the results go, before
+    anything is measured; resuming that run then says nothing of the kind and skips its point."""
+    monkeypatch.setenv("COLUMNS", "300")  # rich wraps the console's lines at the terminal's width
+    run_dir = tmp_path / "run"
+    said = f"nothing to resume: {run_dir} holds no points.jsonl yet, so this is a new run"
+    with DelayServer(delay=0.002) as server:
+        spec = tmp_path / "spec.toml"
+        spec.write_text(
+            f'model = "{MODEL}"\nbatch_sizes = [1]\n[durations]\nwarmup_s = 0.1\nmin_duration_s = 0.3\n'
+            f'max_duration_s = 0.5\n[[targets]]\nname = "d"\nurl = "{server.grpc_url}"\nmetrics = ""\n'
+        )
+        sweep = ["sweep", str(spec), "--run-dir", str(run_dir), "--no-progress", "--resume"]
+        assert main(sweep) == 0, capsys.readouterr()
+        first = capsys.readouterr().out.splitlines()
+        assert main(sweep) == 0, capsys.readouterr()
+        again = capsys.readouterr().out
+    assert first[1] == said and first[-1] == f"1 points measured -> {run_dir / POINTS_FILE}", first
+    assert "nothing to resume" not in again and "resumed: 1 points were already measured" in again, again
+
+
+def test_nothing_to_resume_counts_a_file_with_something_in_it(tmp_path: Path) -> None:
+    """An empty points.jsonl (the writer makes it when it takes the folder's lock) holds nothing to resume; tune's
+    folder holds something where either of its files does."""
+    from serve_bench.stats import nothing_to_resume
+
+    assert nothing_to_resume(tmp_path / "absent", "points.jsonl").startswith("nothing to resume: ")
+    (tmp_path / "points.jsonl").write_text("")
+    assert nothing_to_resume(tmp_path, "points.jsonl") == (
+        f"nothing to resume: {tmp_path} holds no points.jsonl yet, so this is a new run"
+    )
+    (tmp_path / "points.jsonl").write_text("{}\n")
+    assert nothing_to_resume(tmp_path, "points.jsonl") == ""
+    assert nothing_to_resume(tmp_path, "configs.jsonl", "points.jsonl") == ""
+    (tmp_path / "configs.jsonl").write_text("{}\n")
+    (tmp_path / "points.jsonl").write_text("")
+    assert nothing_to_resume(tmp_path, "configs.jsonl", "points.jsonl") == ""
+    neither = nothing_to_resume(tmp_path / "a", "configs.jsonl", "points.jsonl")
+    assert "holds no configs.jsonl or points.jsonl" in neither
 
 
 # --- one function names a run's directory (sweep, tune, pipeline, import-locust) ------------------------------

@@ -261,6 +261,7 @@ def test_tune_runs_from_relative_folders(
     Path("tune.toml").write_text(text.replace('baselines = ["no_batching"]', "baselines = []"))
     assert main(["tune", "tune.toml", "--run-dir", "run"]) == 0, capsys.readouterr()
     assert [entry["status"] for entry in _entries(Path("run"))] == ["measured"]
+    assert "nothing to resume" not in capsys.readouterr().out  # not asked to resume: a new run says nothing of it
 
 
 def test_tune_names_a_models_dir_without_the_model_before_it_starts_a_server(
@@ -290,6 +291,9 @@ def test_when_no_configuration_starts_tune_does_not_blame_the_slo(
     (damaged / "tiny" / "1" / "saved_model.pb").write_bytes(b"not a SavedModel")
     spec = spec_text(damaged).replace("batching = [false, true]", "batching = [true]")
     (tmp_path / "tune.toml").write_text(spec.replace('baselines = ["no_batching"]', "baselines = []"))
-    assert main(["tune", str(tmp_path / "tune.toml"), "--run-dir", str(tmp_path / "run")]) == 1
+    # --resume of a folder that is not there yet: said before the first configuration, then a new run
+    assert main(["tune", str(tmp_path / "tune.toml"), "--run-dir", str(tmp_path / "run"), "--resume"]) == 1
     out = capsys.readouterr().out
     assert "did not start" in out and "no configuration started" in out and "relax the SLO" not in out, out
+    said = f"nothing to resume: {tmp_path / 'run'} holds no configs.jsonl or points.jsonl yet, so this is a new run"
+    assert said in out.splitlines()[1], out

@@ -59,7 +59,13 @@ from serve_bench.stats._results import (
     read_points,
     read_run,
 )
-from serve_bench.stats._run_dir import RUN_STAMP, choose_run_dir, latest_stamped_run_dir, stamped_run_dir
+from serve_bench.stats._run_dir import (
+    RUN_STAMP,
+    choose_run_dir,
+    latest_stamped_run_dir,
+    nothing_to_resume,
+    stamped_run_dir,
+)
 from serve_bench.stats._schema import RUN_SCHEMA_VERSION, SCHEMA_HISTORY, server_kind_name
 from serve_bench.stats._server_view import IMPRECISE, ServerView
 from serve_bench.stats._slo import Slo
@@ -132,6 +138,7 @@ __all__ = [
     "latest_stamped_run_dir",
     "merge",
     "new_histogram",
+    "nothing_to_resume",
     "parse_target",
     "point_key",
     "rate_interval",

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from serve_bench.errors import UserError
 
-__all__ = ["RUN_STAMP", "choose_run_dir", "latest_stamped_run_dir", "stamped_run_dir"]
+__all__ = ["RUN_STAMP", "choose_run_dir", "latest_stamped_run_dir", "nothing_to_resume", "stamped_run_dir"]
 
 RUN_STAMP = "%Y%m%d-%H%M%S"  # a run's directory is <name>-<stamp>: sorted by name, the newest is last
 
@@ -59,3 +59,14 @@ def choose_run_dir(
     if run_dir.exists() and not run_dir.is_dir():
         raise UserError(f"{run_dir} is not a directory; choose another --run-dir")
     return run_dir
+
+
+def nothing_to_resume(run_dir: Path, *holding: str) -> str:
+    """The line a ``--resume`` that finds nothing to continue prints before it measures, or "" where ``run_dir``
+    holds one of the files ``holding`` with something in it (sweep: points.jsonl; tune: configs.jsonl, or the
+    points of a first configuration it was stopped in). Resuming what is not there starts a new run (a script may
+    say --resume every time), but a mistyped --run-dir, or a spec renamed since the run it meant, must not pass
+    for a continued run: the user sees it before anything is measured."""
+    if any((run_dir / name).is_file() and (run_dir / name).stat().st_size > 0 for name in holding):
+        return ""
+    return f"nothing to resume: {run_dir} holds no {' or '.join(holding)} yet, so this is a new run"

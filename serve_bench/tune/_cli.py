@@ -13,8 +13,10 @@ from serve_bench.stats import (
     BEST_MLSERVER_SERVER_SETTINGS_FILE,
     BEST_MLSERVER_SETTINGS_FILE,
     BEST_TRITON_CONFIG_FILE,
+    POINTS_FILE,
     TuneAnswer,
     choose_run_dir,
+    nothing_to_resume,
 )
 from serve_bench.tune._config import TuneConfig
 from serve_bench.tune._restart import CommandRestarter, ComposeRestarter, LocalRestarter
@@ -32,7 +34,8 @@ def add_tune_arguments(p: argparse.ArgumentParser) -> None:
         "--resume",
         action="store_true",
         help="continue an interrupted tune: finished configurations are not measured again "
-        "(default directory: the latest run of this spec)",
+        "(default directory: the latest run of this spec; a folder with nothing finished starts a new run, and "
+        "says so)",
     )
     p.add_argument(
         "--input-data",
@@ -157,6 +160,8 @@ def run_tune_command(args: argparse.Namespace) -> int:
         f"about {planned_configs(spec)} (baselines included); results in {run_dir}",
         flush=True,
     )
+    if args.resume and (new_run := nothing_to_resume(run_dir, CONFIGS_FILE, POINTS_FILE)):
+        print(new_run, flush=True)
     try:
         outcome = asyncio.run(run_tune(spec, run_dir, resume=args.resume, on_event=_on_event))
     except KeyboardInterrupt as exc:
