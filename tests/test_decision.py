@@ -242,7 +242,7 @@ def test_unmeasured_figures_say_not_measured(tmp_path: Path, capsys: pytest.Capt
     (why,) = decision.notes
     assert why.startswith("energy not measured on this host (http://host:9100/metrics: node exporter page without")
     assert why.endswith("(3 points: cpu b1 c1, cpu b4 c1, cpu b8 c1)")
-    assert ratio_row[4] == "no price given for gpu" and ratio_row[5] == "not measured"
+    assert ratio_row[4] == "no price given for gpu" and ratio_row[5] == "not measured on gpu and cpu"
     # the cpu's own batching factor on cost is still said (its price is known)
     assert decision.verdict[0] == (
         "Cost: not compared (no price given for gpu); batching cut it 1.67× on cpu (cpu b4 c1 vs cpu b1 c1)."

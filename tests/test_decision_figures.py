@@ -320,7 +320,7 @@ def test_the_decision_in_a_terminal_word_for_word_words_left_and_figures_right()
         "cpu         c b1 c1 grpc                   100               12.0                  1.00 USD      "
         "           not measured                not measured",
         "GPU / CPU                                4.00×              2.00×                     2.50×      "
-        "           not measured",
+        "    not measured on cpu",
     ]
     assert lines[6:9] == [f"  • {line}" for line in decision.verdict] and len(decision.verdict) == 3
     assert lines[9:] == [
@@ -340,7 +340,8 @@ def test_the_decision_in_report_html_word_for_word() -> None:
         "<td>0.750 J [0.375–1.50] (GPU)</td><td>300 W (idle not measured)</td>",
         left.format("cpu", "c b1 c1 grpc")
         + "<td>100</td><td>12.0</td><td>1.00 USD</td><td>not measured</td><td>not measured</td>",
-        left.format("GPU / CPU", "") + "<td>4.00×</td><td>2.00×</td><td>2.50×</td><td>not measured</td><td></td>",
+        left.format("GPU / CPU", "")
+        + "<td>4.00×</td><td>2.00×</td><td>2.50×</td><td>not measured on cpu</td><td></td>",
     ]
     head = "<th class=l>device</th><th class=l>best configuration</th>" + "".join(
         f"<th>{name}</th>"
@@ -420,9 +421,10 @@ def test_ratios_say_why_cost_or_energy_is_not_compared() -> None:
     )
     assert none_eur.cost_why == "prices in different currencies (? and EUR)"
     unpriced = _ratios(point("g", "gpu", 1, 10.0), point("c", "cpu", 1, 10.0))
-    assert unpriced.cost_why == "no price given for gpu and cpu" and unpriced.joules_why == "not measured"
+    assert (unpriced.cost_why, unpriced.joules_why) == ("no price given for gpu and cpu", "not measured on gpu and cpu")
     cpu_only = _ratios(point("g", "gpu", 1, 10.0, price=3.6), point("c", "cpu", 1, 10.0, cpu_w=50.0))
-    assert (cpu_only.cost_why, cpu_only.joules, cpu_only.joules_why) == ("no price given for cpu", None, "not measured")
+    assert (cpu_only.cost_why, cpu_only.joules) == ("no price given for cpu", None)
+    assert cpu_only.joules_why == "not measured on gpu"
 
 
 def test_a_ratio_is_clear_only_when_its_whole_range_lies_on_one_side_of_1() -> None:

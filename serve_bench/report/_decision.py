@@ -302,8 +302,8 @@ def _ratios(gpu: DecisionRow, cpu: DecisionRow) -> Ratios:
         cost_why = f"{NO_PRICE} for {' and '.join(unpriced)}"
     if gpu.joules_per_image is not None and cpu.joules_per_image is not None:
         joules = ratio(gpu.joules_per_image, cpu.joules_per_image)
-    else:
-        joules_why = "not measured"
+    else:  # which side, as the cost's cell says which has no price (the verdict adds why, from each row)
+        joules_why = "not measured on " + " and ".join(r.device for r in (gpu, cpu) if r.joules_per_image is None)
     return Ratios(gpu, cpu, items, p99, cost, cost_why, joules, joules_why)
 
 
