@@ -310,3 +310,46 @@ async def test_a_grpc_target_on_an_ipv6_host_reaches_it():
                     await client.status()
     finally:
         await server.stop(None)
+
+
+@pytest.mark.parametrize("caller_s, cap_s", [(None, 0.2), (0.2, 600.0)])
+async def test_the_scheme_probe_on_the_way_to_an_error_waits_the_shorter_of_the_call_s_timeout_and_its_cap(
+    monkeypatch: pytest.MonkeyPatch, caller_s: float | None, cap_s: float
+) -> None:
+    """Told 404 for a model's metadata, the REST client asks GET /v2 whether an Open Inference Protocol server is
+    there before it reports the 404. That question is on the way to an error, so it waits the shorter of the call's
+    own timeout and the probe's cap (``client/_base.probe_timeout``): a proxy that never answers GET /v2 must not
+    hold the error for the call's whole timeout, nor for ever where the call has none. Here GET /v2 never answers
+    (it waits on an event set only at teardown); the cap is made short where the call has no timeout, and long
+    where the call's is short (a metadata call waits at least ``METADATA_TIMEOUT_S``, made as short here). Either
+    way the 404 comes back; waiting the longer of the two is caught by the test's guard, which no correct run comes
+    near."""
+    from aiohttp import web
+
+    import serve_bench.client._base as base
+    import serve_bench.client._client as client
+
+    monkeypatch.setattr(base, "_PROBE_TIMEOUT_S", cap_s)
+    monkeypatch.setattr(client, "METADATA_TIMEOUT_S", 0.1)
+    released = asyncio.Event()
+
+    async def missing(request: web.Request) -> web.Response:
+        return web.json_response({"error": "Servable not found for request: Latest(tiny)"}, status=404)
+
+    async def stalls(request: web.Request) -> web.Response:
+        await released.wait()
+        return web.json_response({})
+
+    app = web.Application()
+    app.router.add_get("/v1/models/tiny/metadata", missing)
+    app.router.add_get("/v2", stalls)
+    runner = web.AppRunner(app, shutdown_timeout=0.1)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    try:
+        with pytest.raises(NotFound, match="HTTP 404"):
+            await asyncio.wait_for(connect(f"http://127.0.0.1:{port}", "tiny", timeout=caller_s), 60)
+    finally:
+        released.set()
+        await runner.cleanup()

@@ -8,7 +8,6 @@ from typing import Any, Protocol
 import numpy as np
 
 __all__ = [
-    "PROBE_TIMEOUT_S",
     "ModelStatus",
     "PreparedRequest",
     "SignatureInfo",
@@ -19,12 +18,12 @@ __all__ = [
 
 # How long a client told UNIMPLEMENTED or 404 waits for the other protocol's server metadata before it says which
 # scheme to use: on the way to an error, so short (a proxy that stalls there must not hold the error for 30 s)
-PROBE_TIMEOUT_S = 5.0
+_PROBE_TIMEOUT_S = 5.0
 
 
 def probe_timeout(timeout: float | None) -> float:
-    """The probe's wait: the caller's timeout where it is shorter, else PROBE_TIMEOUT_S."""
-    return PROBE_TIMEOUT_S if timeout is None else min(timeout, PROBE_TIMEOUT_S)
+    """The probe's wait: the caller's timeout where it is shorter, else _PROBE_TIMEOUT_S."""
+    return _PROBE_TIMEOUT_S if timeout is None else min(timeout, _PROBE_TIMEOUT_S)
 
 
 @dataclass(frozen=True)
