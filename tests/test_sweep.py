@@ -532,6 +532,40 @@ def test_bench_refuses_to_mix_settings_in_one_directory(tmp_path, capsys):
     assert json.loads((out / "run.json").read_text()) == recorded  # not overwritten
 
 
+def test_a_folder_holds_one_server_per_target_name_and_a_sweep_continues_only_its_own(tmp_path, capsys):
+    """bench's target is named "bench" unless --target-name says otherwise: a REST bench into a folder of gRPC
+    points under that name was appended, and ``report`` pooled the two as repeats of one point ("bench b1 c1 ×2",
+    one interval over two protocols). It is refused in one line before measuring; under its own name it is taken.
+    A sweep (with or without --resume) into that bench folder is refused too: --resume appended the spec's points
+    beside bench's and wrote the sweep's run.json over bench's."""
+    out = tmp_path / "bench"
+    with DelayServer(delay=0.002) as server:
+        argv = ["--model", MODEL, "--metrics", "", "--run-dir", str(out), "--warmup", "0.1", "--duration", "0.3"]
+        argv.append("--no-until-stable")
+        assert main(["bench", server.grpc_url, *argv]) == 0
+        recorded = (out / "run.json").read_bytes()
+        capsys.readouterr()
+        assert main(["bench", server.rest_url, *argv]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.endswith(
+            f"{out} holds target 'bench' measured at {server.grpc_url}, and this one is at {server.rest_url}: name "
+            "it with --target-name, or write it to another --run-dir"
+        ), err
+        assert "\n" not in err and len(read_points(out)) == 1
+        assert main(["bench", server.rest_url, *argv, "--target-name", "rest"]) == 0
+        assert [(p.target.name, p.target.url) for p in read_points(out)] == [
+            ("bench", server.grpc_url),
+            ("rest", server.rest_url),
+        ]
+        spec = parse_spec(_spec(server.grpc_url, batch_sizes="[1]", concurrency="[1]", min_duration_s="0.3"))
+        for resume in (True, False):
+            with pytest.raises(UserError) as refused:
+                asyncio.run(run_sweep(spec, out, resume=resume))
+            said = f"{out} holds a run of `serve-bench bench`, not of a sweep spec; choose another --run-dir"
+            assert str(refused.value) == said
+    assert len(read_points(out)) == 2 and (out / "run.json").read_bytes() == recorded
+
+
 def test_a_bench_that_measured_nothing_leaves_its_folder_free(tmp_path, capsys):
     """A first bench refused at connect (a wrong port) wrote run.json and no point; a second, with other settings,
     measures into the same folder and its run.json says how (it was refused for "other settings" of no point)."""
@@ -564,8 +598,9 @@ async def test_a_sweep_into_a_folder_that_holds_points_resumes_it_or_is_refused(
 
 
 async def test_resuming_a_folder_of_another_command_s_points_names_what_to_do(tmp_path):
-    """A folder whose run.json records no settings (import-locust's, pipeline's): --resume is refused with advice
-    that can be followed (it said "resume it with the [durations] it was measured with", which none can)."""
+    """A folder of another command's points (import-locust's, whose run.json records no settings): --resume is
+    refused naming that command, with advice that can be followed (it said "resume it with the [durations] it was
+    measured with", which none can)."""
     from tests._points import make_point
 
     run_dir = tmp_path / "locust"
@@ -573,7 +608,7 @@ async def test_resuming_a_folder_of_another_command_s_points_names_what_to_do(tm
         writer.append(make_point("cpu", "cpu", 1, 5_000.0))
         writer.write_run({"command": "import-locust"})
     spec = parse_spec(_spec(f"grpc://127.0.0.1:{free_port()}"))
-    with pytest.raises(UserError, match=r"recorded no settings \(import-locust's, pipeline's\); choose another"):
+    with pytest.raises(UserError, match=r"holds a run of `serve-bench import-locust`, not of a sweep spec; choose"):
         await run_sweep(spec, run_dir, resume=True)
 
 

@@ -9,9 +9,24 @@ from typing import Any
 
 from serve_bench.errors import UserError
 from serve_bench.load import PointSettings, what_failed
-from serve_bench.stats import POINTS_FILE, Point, ResultsWriter, collect_run_metadata, read_points, read_run
+from serve_bench.stats import (
+    POINTS_FILE,
+    Point,
+    ResultsWriter,
+    Target,
+    collect_run_metadata,
+    read_points,
+    read_run,
+)
 
-__all__ = ["check_measured_alike", "holds_points", "open_point_run", "point_failure"]
+__all__ = [
+    "check_a_sweep_s_run",
+    "check_measured_alike",
+    "check_one_server_per_name",
+    "holds_points",
+    "open_point_run",
+    "point_failure",
+]
 
 
 def point_failure(point: Point, max_error_share: float = 0.0) -> str:
@@ -64,16 +79,44 @@ def check_measured_alike(run_dir: Path, settings: PointSettings, advice: str) ->
         raise UserError(f"{run_dir} holds points measured with other settings ({'; '.join(differences)}); {advice}")
 
 
-def open_point_run(run_dir: Path, settings: PointSettings, *, command: str, source: str) -> ResultsWriter:
-    """A writer that appends points to ``run_dir``, whose run.json records ``settings``.
+def check_a_sweep_s_run(run_dir: Path) -> None:
+    """UserError where ``run_dir``, which holds points, is not a sweep's run (its run.json names no sweep spec):
+    bench's, tune's, pipeline's, import-locust's. ``--resume`` continued a bench's folder as if it were a sweep's,
+    appending the spec's points beside bench's and writing the sweep's run.json over bench's."""
+    held = read_run(run_dir)
+    if "spec_name" in held and not held.get("tune"):
+        return
+    command = "tune" if held.get("tune") else str(held.get("command") or "").split(" ")[0]
+    made = f"`serve-bench {command}`" if command else "another command"
+    raise UserError(f"{run_dir} holds a run of {made}, not of a sweep spec; choose another --run-dir")
 
-    A folder without points gets a (new) run.json; one that already holds points keeps its run.json
-    and must have been measured with the same settings (``check_measured_alike``).
+
+def check_one_server_per_name(run_dir: Path, target: Target) -> None:
+    """UserError where ``run_dir`` holds points of a target of ``target``'s name at another URL: ``report`` and
+    ``compare`` pool the points of one key as repeats of one measurement, so a gRPC and a REST point (or two
+    servers) under one name would become one figure and one interval."""
+    for point in read_points(run_dir):  # those report pools (a superseded point is not among them)
+        if point.target.name == target.name and point.target.url != target.url:
+            raise UserError(
+                f"{run_dir} holds target {target.name!r} measured at {point.target.url}, and this one is at "
+                f"{target.url}: name it with --target-name, or write it to another --run-dir"
+            )
+
+
+def open_point_run(
+    run_dir: Path, settings: PointSettings, *, command: str, source: str, target: Target
+) -> ResultsWriter:
+    """A writer that appends points of ``target`` to ``run_dir``, whose run.json records ``settings``.
+
+    A folder without points gets a (new) run.json; one that already holds points keeps its run.json,
+    must have been measured with the same settings (``check_measured_alike``) and may hold ``target``'s name
+    only at its URL (``check_one_server_per_name``).
     """
     writer = ResultsWriter(run_dir)  # first: the lock, and a torn tail cut off, before its points are read
     try:
         if holds_points(run_dir):
             check_measured_alike(run_dir, settings, "write these to another directory")
+            check_one_server_per_name(run_dir, target)
         else:
             writer.write_run(
                 collect_run_metadata(source, command=command, run_dir=str(run_dir), settings=_as_json(settings))

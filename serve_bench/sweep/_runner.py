@@ -40,7 +40,7 @@ from serve_bench.stats import (
 )
 from serve_bench.sweep._launch import launched_targets
 from serve_bench.sweep._measure import check_bounds, measure_idle_power, measure_point, open_telemetry, request_cost
-from serve_bench.sweep._outcome import check_measured_alike
+from serve_bench.sweep._outcome import check_a_sweep_s_run, check_measured_alike
 from serve_bench.sweep._spec import SweepSpec
 
 __all__ = ["OnPoint", "SweepOutcome", "new_run_dir", "plan_points", "run_sweep"]
@@ -196,7 +196,8 @@ async def run_sweep(
     writer = ResultsWriter(run_dir) if run_dir.is_dir() else None
     try:
         earlier = read_points(run_dir) if writer is not None else []  # the writer made points.jsonl if it was not
-        if earlier:  # one folder, points measured alike and each key once
+        if earlier:  # one folder: a sweep's, points measured alike and each key once
+            check_a_sweep_s_run(run_dir)
             if not resume:
                 raise UserError(
                     f"{run_dir} already holds points; continue that run with --resume, or choose another --run-dir"
