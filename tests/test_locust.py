@@ -330,6 +330,26 @@ def test_import_locust_refuses_rows_and_batch_sizes_that_make_no_point(tmp_path,
         import_locust(str(tmp_path / "l"), **options)
 
 
+def test_a_request_name_that_does_not_say_the_model_and_batch_size_needs_the_flags(tmp_path):
+    """A Locust file of one's own names its requests as it likes ("my request"): the row was imported as model
+    "unknown" at batch 1, so a run at batch 8 read an eighth of its images/s. It is refused naming the flags still
+    needed; with both given, the row is that model at that batch size."""
+    from serve_bench.errors import UserError
+    from serve_bench.load import import_locust
+
+    (tmp_path / "l_stats.csv").write_text(_HEADER + "POST,my request,200,0,40.0,24.1,60,23,30,33,41,60,60\n")
+    prefix = str(tmp_path / "l")
+    said = "the request name 'my request' does not say the model and batch size (serve-bench's Locust users name "
+    for options, needed in (({}, "--model and --batch-size"), ({"model": "tiny"}, "--batch-size")):
+        with pytest.raises(UserError) as refused:
+            import_locust(prefix, **options)
+        assert str(refused.value) == said + f"theirs 'predict MODEL bBATCH'); pass {needed}"
+    with pytest.raises(UserError, match=r"pass --model$"):
+        import_locust(prefix, batch_size=8)
+    (point,) = import_locust(prefix, model="tiny", batch_size=8)
+    assert (point.model, point.batch_size, point.throughput.items_per_s) == ("tiny", 8, pytest.approx(40.0 * 8))
+
+
 def test_import_locust_of_a_file_that_is_not_text_is_one_line(tmp_path):
     from serve_bench.errors import UserError
     from serve_bench.load import import_locust

@@ -112,9 +112,16 @@ def _point(
     by_protocol: bool = False,
 ) -> Point:
     match = _NAME.search(name)
-    model = options.get("model") or (match["model"] if match else "unknown")
     given = options.get("batch_size")
-    batch = int(given if given is not None else (match["batch"] if match else 1))
+    if match is None and (not options.get("model") or given is None):
+        # it was read as model "unknown" at batch 1: a run at batch 8 imported at an eighth of its images/s
+        needed = [flag for flag, say in (("--model", not options.get("model")), ("--batch-size", given is None)) if say]
+        raise UserError(
+            f"the request name {name!r} does not say the model and batch size (serve-bench's Locust users name "
+            f"theirs 'predict MODEL bBATCH'); pass {' and '.join(needed)}"
+        )
+    model = options.get("model") or (match["model"] if match else "")
+    batch = int(given if given is not None else (match["batch"] if match else 0))
     if not 1 <= batch <= 2**63 - 1:  # a tensor's dimension is an int64; 400 digits were an OverflowError below
         where = "--batch-size" if given is not None else f"the request name {name!r}"
         raise UserError(f"{where}: a batch size must be a whole number from 1 to 2**63 - 1, got {batch}")
@@ -236,8 +243,8 @@ def import_locust(prefix: str, **options: Any) -> list[Point]:
 
 
 def _one_point_per_key(points: list[Point], rows: list[dict[str, str]], prefix: str) -> None:
-    """UserError where two rows became one point (--model or --batch-size given for rows that differ, or names
-    that say neither): report would show them as repeats of one measurement."""
+    """UserError where two rows became one point (--model or --batch-size given for rows that differ): report would
+    show them as repeats of one measurement."""
     seen: dict[str, dict[str, str]] = {}
     for point, row in zip(points, rows):
         if point.key in seen:
