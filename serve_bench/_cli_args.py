@@ -69,6 +69,7 @@ FLAG_OF = {
     "warmup_batch_sizes": "--warmup-batch-sizes",
     "runtime": "--runtime",
     "seed": "--seed",
+    "metrics_url": "--metrics",
 }
 
 # Old flag -> new flag, per subcommand (each old name is a hidden alias that says the new one).

@@ -140,6 +140,9 @@ def bench(args: argparse.Namespace) -> int:
         writer.append(point)
     print(point.describe())
     print(f"point appended to {out / 'points.jsonl'}")
+    unread = [note for note in point.notes if note.startswith("server metrics unavailable: ")]
+    if args.metrics and point.server is None and unread:  # the page the user named did not answer: said here too
+        print(f"serve-bench bench: warning: {unread[0]}; the point has no server split", file=sys.stderr)
     failure = point_failure(point, args.max_errors)
     if failure:
         print(f"serve-bench bench: {failure} (--max-errors {args.max_errors:g})", file=sys.stderr)

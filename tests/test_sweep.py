@@ -566,6 +566,33 @@ def test_a_folder_holds_one_server_per_target_name_and_a_sweep_continues_only_it
     assert len(read_points(out)) == 2 and (out / "run.json").read_bytes() == recorded
 
 
+def test_a_metrics_page_the_user_names_is_an_http_url_and_one_that_does_not_answer_is_said(tmp_path, capsys):
+    """``--metrics notaurl`` (or ftp://, or a spec's ``metrics``) was measured and said only as a note inside
+    points.jsonl; it is refused before anything is made, naming the flag or key. A page that is a URL but does not
+    answer still measures the point (the client's figures stand) and says so on stderr, since the user asked for
+    the server's split; without --metrics (the server's default page) nothing more is said."""
+    out = tmp_path / "bench"
+    common = ["--model", MODEL, "--run-dir", str(out), "--warmup", "0.1", "--duration", "0.3", "--no-until-stable"]
+    for url in ("notaurl", "ftp://x/metrics"):
+        assert main(["bench", f"grpc://127.0.0.1:{free_port()}", *common, "--metrics", url]) == 2
+        assert capsys.readouterr().err.strip() == (
+            f"serve-bench bench: error: --metrics must be an http:// or https:// URL of a Prometheus metrics page, "
+            f"got {url!r}"
+        )
+    assert not out.exists()
+    with pytest.raises(UserError, match=r"^spec: targets\[0\]\.metrics must be an http:// or https:// URL of a "):
+        parse_spec(_spec("grpc://127.0.0.1:1").replace('metrics = ""', 'metrics = "notaurl"'))
+    silent = f"http://127.0.0.1:{free_port()}/metrics"
+    with DelayServer(delay=0.002) as server:
+        assert main(["bench", server.grpc_url, *common, "--metrics", silent]) == 0
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"serve-bench bench: warning: server metrics unavailable: metrics endpoint {silent} ")
+        assert err.endswith("; the point has no server split") and "\n" not in err, err
+        assert main(["bench", server.grpc_url, *common, "--metrics", ""]) == 0  # none asked: nothing said
+        assert capsys.readouterr().err == ""
+    assert len(read_points(out)) == 2
+
+
 def test_a_bench_that_measured_nothing_leaves_its_folder_free(tmp_path, capsys):
     """A first bench refused at connect (a wrong port) wrote run.json and no point; a second, with other settings,
     measures into the same folder and its run.json says how (it was refused for "other settings" of no point)."""

@@ -36,8 +36,9 @@ from serve_bench.stats import NOT_MEASURED, EnergySource, EnergyView
 __all__ = ["TelemetrySession", "check_endpoint", "energy_between"]
 
 
-def check_endpoint(url: str) -> None:
-    """Refuse a telemetry endpoint that is not an http(s) URL with a host (InvalidValue "telemetry")."""
+def check_endpoint(url: str, name: str = "telemetry") -> None:
+    """Refuse a Prometheus page that is not an http(s) URL with a host (InvalidValue ``name``: "telemetry", or
+    "metrics_url" for a server's own page)."""
     scheme, host = "", None
     if isinstance(url, str):
         try:
@@ -46,7 +47,7 @@ def check_endpoint(url: str) -> None:
         except ValueError:  # urlsplit's own refusal ("Invalid IPv6 URL" for an unclosed "[")
             pass
     if scheme not in ("http", "https") or not host:
-        raise InvalidValue("telemetry", url, "an http:// or https:// URL of a Prometheus metrics page")
+        raise InvalidValue(name, url, "an http:// or https:// URL of a Prometheus metrics page")
 
 
 class TelemetrySession:

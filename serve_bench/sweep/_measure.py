@@ -41,7 +41,7 @@ from serve_bench.load import (
     run_open_loop,
     signature_for_payload,
 )
-from serve_bench.metrics import TelemetrySession, read_server, read_settled, server_breakdown
+from serve_bench.metrics import TelemetrySession, check_endpoint, read_server, read_settled, server_breakdown
 from serve_bench.runtimes import RUNTIMES
 from serve_bench.stats import OK, LoadInfo, Point, RequestRecord, ServerView, Target
 
@@ -284,6 +284,8 @@ def plan_point(
     signature = signature_for_payload(payload, signature)
     if runtime and runtime not in RUNTIMES:
         raise InvalidValue("runtime", runtime, " | ".join(RUNTIMES))
+    if metrics_url:  # None: the server's default page; "": none. "notaurl" was a note in points.jsonl alone
+        check_endpoint(metrics_url, "metrics_url")
     target = Target(target_name, url, device, metrics_url, runtime=runtime)
     return PointPlan(target, model, signature, payload, batch_size, load, 0, seed)
 

@@ -376,6 +376,8 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
                 f"{source}: {where}.runtime {runtime!r}: the jpeg payload (serving_bytes) always runs on TensorFlow; "
                 "measure jpeg in a spec of its own, or leave this target's runtime out"
             )
+        if values.get("metrics"):  # "" is none; a URL that is none was a note in points.jsonl alone
+            checked(check_endpoint, values["metrics"], "metrics_url", where=f"{where}.metrics", source=source)
         targets.append(
             Target(
                 values["name"],
