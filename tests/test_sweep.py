@@ -114,7 +114,11 @@ _TARGET = "model = 'x'\nbatch_sizes = [1]\n[[targets]]\nname='a'\nurl='grpc://h:
     + [("repeats = 1000000000\n" + _TARGET, ["1,000,000,000 points", "repeats", "at most 100,000"])]
     + [("version = 99999999999999999999\n" + _TARGET, ["version", "from 1 to 9223372036854775807", "int64"])]
     + [(_TARGET.replace("batch_sizes = [1]", "batch_sizes = [1, 2, 1]"), ["batch_sizes", "1 twice"])]
-    + [('payloads = ["float", "float"]\n' + _TARGET, ["payloads", "'float' twice"])],
+    + [('payloads = ["float", "float"]\n' + _TARGET, ["payloads", "'float' twice"])]
+    # measured at concurrency 1, as if the key were absent (batch_sizes = [] is refused)
+    + [(_TARGET + "[load]\nconcurrency = []\n", ["load.concurrency is empty", "concurrency = [1, 8]"])]
+    + [(_TARGET.replace("name='a'", "name=' '"), ["targets[0].name is empty"])]  # the verdict read "• : batch 2…"
+    + [(_TARGET + "metrics = 'ftp://h/metrics'\n", ["targets[0].metrics", "http:// or https://", "'ftp://h/metrics'"])],
     ids=[
         "load-key",
         "top-key",
@@ -145,6 +149,9 @@ _TARGET = "model = 'x'\nbatch_sizes = [1]\n[[targets]]\nname='a'\nurl='grpc://h:
         "version-past-int64",
         "batch-twice",
         "payload-twice",
+        "concurrency-empty",
+        "target-name-empty",
+        "metrics-not-http",
     ],
 )
 def test_bad_specs_say_what_and_where(text, words):

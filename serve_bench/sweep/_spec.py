@@ -280,6 +280,8 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
         load.get("server_batching_concurrency", []), "load.server_batching_concurrency", source
     )
     if not concurrency and not rates:
+        if "concurrency" in load:  # said empty: as batch_sizes = [] it would measure nothing, not one in flight
+            raise UserError(f"{source}: load.concurrency is empty; give at least one, e.g. concurrency = [1, 8]")
         concurrency = (1,)
     arrival = typed(load.get("arrival", "poisson"), str, "load.arrival", source)
     processes = typed(load.get("processes", 1), int, "load.processes", source)
@@ -364,6 +366,8 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
                 parse_target(values["url"])
             except InvalidTarget as exc:
                 raise UserError(f"{source}: {where}.url: {exc}") from None
+        if not values["name"].strip():  # it names the target's points, its report rows and its verdict
+            raise UserError(f'{source}: {where}.name is empty; name the target, e.g. name = "gpu"')
         if values["name"] in names:
             raise UserError(f"{source}: two targets are named {values['name']!r}")
         names.add(values["name"])
