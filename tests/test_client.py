@@ -250,6 +250,40 @@ async def test_grpc_against_a_rest_port_is_refused_at_connect_naming_http(server
     )
 
 
+async def test_a_grpc_client_at_the_rest_port_is_one_warning_line_in_the_server_s_log(server):
+    """The same mistake seen from the server: gRPC's HTTP/2 preface ("PRI * HTTP/2.0") reaches aiohttp, which
+    refused it with BadHttpMessage ("Pause on PRI/Upgrade") and logged an error with a traceback through
+    ``aiohttp.server`` (aiohttp 3.14.5, web_protocol.py handle_error, which logs other non-HTTP traffic at debug
+    level as noise). The local server now logs one warning line saying what came and where a gRPC client belongs.
+    Waits on the log record itself (a handler's event)."""
+    import logging
+    import threading
+
+    said: list[logging.LogRecord] = []
+    arrived = threading.Event()
+
+    class Catch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            said.append(record)
+            arrived.set()
+
+    catch = Catch()
+    logger = logging.getLogger("aiohttp.server")
+    logger.addHandler(catch)
+    try:
+        with pytest.raises(ConnectError):
+            await connect(server.rest_url.replace("http://", "grpc://", 1), "tiny")
+        assert await asyncio.to_thread(arrived.wait, 60), "the server logged nothing"
+    finally:
+        logger.removeHandler(catch)
+    record = said[0]
+    assert (record.levelname, record.getMessage(), record.exc_info) == (
+        "WARNING",
+        "REST port: a client sent what is not HTTP/1.x (Pause on PRI/Upgrade); a gRPC client wants the gRPC port",
+        None,
+    )
+
+
 async def test_the_open_inference_protocol_over_rest_against_a_tf_serving_port_is_refused_at_connect(server):
     """``v2+http://`` at a TF Serving REST port: TF Serving dispatches only paths matching ``(?i)/v1/.*``
     (tensorflow/serving 9d981c5, tensorflow_serving/model_servers/http_rest_api_util.h:33) and answers any other

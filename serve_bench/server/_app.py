@@ -28,6 +28,29 @@ __all__ = ["LocalServer"]
 log = logging.getLogger("serve_bench.server")
 
 
+class _NotHttp1(logging.Filter):
+    """One warning line, not an error with a traceback, for a client that speaks something other than HTTP/1.x on
+    the REST port: a gRPC client sent there opens with HTTP/2's preface ("PRI * HTTP/2.0"), which aiohttp refuses
+    with BadHttpMessage ("Pause on PRI/Upgrade") and logs through ``aiohttp.server`` as an error with its traceback.
+    aiohttp itself logs the commoner non-HTTP traffic (BadHttpMethod on a connection's first request) at debug
+    level as noise (web_protocol.py, handle_error). The client is told in its own words (``cannot talk to ...:
+    answers in HTTP/1.x``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from aiohttp.http_exceptions import BadHttpMessage
+
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, BadHttpMessage):
+            record.msg = "REST port: a client sent what is not HTTP/1.x (%s); a gRPC client wants the gRPC port"
+            record.args = ((str(exc.message).strip().splitlines() or ["?"])[0].rstrip(":"),)  # not the bytes after
+            record.exc_info = record.exc_text = None
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+_NOT_HTTP1 = _NotHttp1()
+
+
 @dataclass(frozen=True)
 class BoundPorts:
     grpc: int
@@ -125,6 +148,7 @@ class LocalServer:
         await self._grpc.start()
         rest_port = 0
         if self.config.rest_api_port:
+            logging.getLogger("aiohttp.server").addFilter(_NOT_HTTP1)  # once: a logger holds a filter once
             self._runner = web.AppRunner(
                 make_app(self.core, self.config.metrics_path),
                 access_log=None,
