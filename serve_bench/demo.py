@@ -67,6 +67,7 @@ def run_demo(
     """Export (or reuse) ``models``, serve them locally, sweep each with ``spec_path``, report; the HTML paths."""
     console = console or Console()
     started = time.monotonic()
+    load_spec(spec_path)  # a spec that cannot be read is said before a model is exported or a server started
     for name in models:
         ensure_exported(name, out)
     print(f"models.config: {export.write_models_config(out)}")

@@ -192,6 +192,24 @@ def test_a_sweep_resumed_where_nothing_was_measured_says_it_is_a_new_run(tmp_pat
     assert "nothing to resume" not in again and "resumed: 1 points were already measured" in again, again
 
 
+def test_a_results_folder_that_is_a_file_and_a_demo_spec_that_cannot_be_read_are_said_first(tmp_path, capsys) -> None:
+    """``--run-dir`` naming a file said "cannot write results to F (File exists)", which reads as a folder there; it
+    now says it is a file. ``demo --spec`` that cannot be read was said only after the models were exported and the
+    server started; it is said before anything is made."""
+    taken = tmp_path / "r.sh"
+    taken.write_text("#!/bin/sh\n")
+    assert main(["bench", f"grpc://127.0.0.1:{free_port()}", "--model", "m", "--run-dir", str(taken)]) == 2
+    assert capsys.readouterr().err.strip() == (
+        f"serve-bench bench: error: cannot write results to {taken}: it is a file, not a folder; choose another "
+        "--run-dir"
+    )
+    models = tmp_path / "models"
+    argv = ["demo", "--models", "tiny", "--models-dir", str(models), "--results-root", str(tmp_path / "results")]
+    assert main([*argv, "--spec", str(tmp_path / "nope.toml")]) == 2
+    assert f"cannot read sweep spec {tmp_path / 'nope.toml'}" in capsys.readouterr().err
+    assert not models.exists() and not (tmp_path / "results").exists()
+
+
 def test_nothing_to_resume_counts_a_file_with_something_in_it(tmp_path: Path) -> None:
     """An empty points.jsonl (the writer makes it when it takes the folder's lock) holds nothing to resume; tune's
     folder holds something where either of its files does."""

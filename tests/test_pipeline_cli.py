@@ -296,7 +296,11 @@ def test_in_process_onnx_runtime_and_openvino_need_no_tensorflow(models_dir, mon
         (["--max-in-flight", ""], "--max-in-flight"),
         (["--payload", "png"], "--payload"),
         (["--max-frames", "0"], "--max-frames"),
-        (["--max-delay-ms", "nan"], "--max-delay-ms"),  # was a ValueError from the batcher, after decoding
+        (["--max-delay-ms", "nan"], "^--max-delay-ms must be a finite number >= 0, got nan$"),  # a batcher ValueError
+        # each names its own flag (one line named all three, whichever was wrong)
+        (["--max-delay-ms", "-5"], "^--max-delay-ms must be a finite number >= 0, got -5$"),
+        (["--compare-frames", "0"], "^--compare-frames must be a whole number >= 1, got 0$"),
+        (["--timeout", "0"], "^--timeout must be a number > 0, got 0$"),
         (["--timeout", "1e10"], "timeout_s must be at most 86400"),  # gRPC's deadline overflowed: every frame failed
         (["--url", "ftp://host"], "unknown scheme"),
         (["--runtime", "tensorrt"], "--runtime 'tensorrt': use one of tensorflow, onnxruntime, openvino, jax, or"),

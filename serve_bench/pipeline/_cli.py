@@ -64,8 +64,13 @@ def config_from_args(args: argparse.Namespace) -> PipelineConfig:
             f"--runtime {args.runtime} with --payload jpeg: the jpeg payload (serving_bytes) always runs on "
             "TensorFlow; use --payload float"
         )
-    if args.timeout <= 0 or not 0 <= args.max_delay_ms < math.inf or args.compare_frames < 1:  # NaN fails too
-        raise UserError("--timeout and --compare-frames must be positive and --max-delay-ms a finite number >= 0")
+    for flag, value, fine, requirement in (  # NaN fails each comparison, so it is refused too
+        ("--timeout", args.timeout, args.timeout > 0, "a number > 0"),
+        ("--compare-frames", args.compare_frames, args.compare_frames >= 1, "a whole number >= 1"),
+        ("--max-delay-ms", args.max_delay_ms, 0 <= args.max_delay_ms < math.inf, "a finite number >= 0"),
+    ):
+        if not fine:
+            raise UserError(f"{flag} must be {requirement}, got {value:g}")
     check_timeout("timeout_s", args.timeout)  # past a day gRPC's deadline overflows: every request would fail
     from serve_bench.stats import InvalidTarget, parse_target
 

@@ -95,6 +95,8 @@ class ResultsWriter:
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
         path = run_dir / POINTS_FILE
+        if run_dir.exists() and not run_dir.is_dir():  # mkdir said "File exists", which reads as a folder there
+            raise UserError(f"cannot write results to {run_dir}: it is a file, not a folder; choose another --run-dir")
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
             self._file = open(path, "a", encoding="utf-8")
