@@ -229,3 +229,22 @@ def test_a_body_limit_of_no_bytes_is_refused_at_start(models_dir, value):
     with pytest.raises(UserError, match=f"--max_body_bytes must be a whole number of bytes >= 1, got {value}"):
         config_from_args(build_arg_parser().parse_args(base))
     assert config_from_args(build_arg_parser().parse_args([*base[:-1], "1"])).max_body_bytes == 1
+
+
+def test_one_port_for_grpc_and_rest_serves_grpc_alone_and_says_so_as_tf_serving_does(models_dir):
+    """``--port P --rest_api_port P``: TF Serving logs "server_options.http_port cannot be same as grpc_port..." and
+    serves without REST (tensorflow/serving 9d981c5, tensorflow_serving/model_servers/server.cc:455-459). The local
+    server bound both, after loading every model, and ended with "address already in use"; it now does as TF
+    Serving does, and says TF Serving's line among its notices when it starts."""
+    from serve_bench.server import build_arg_parser, config_from_args
+
+    base = ["--model_name", "tiny", "--model_base_path", str(models_dir / "tiny")]
+    parse = build_arg_parser().parse_args
+    same = config_from_args(parse([*base, "--port", "8600", "--rest_api_port", "8600"]))
+    assert (same.port, same.rest_api_port) == (8600, 0)
+    assert same.notices == (
+        "server_options.http_port cannot be same as grpc_port. Please use a different port for HTTP/REST API. "
+        "Skipped exporting HTTP/REST API.",
+    )
+    apart = config_from_args(parse([*base, "--port", "8600", "--rest_api_port", "8601"]))
+    assert (apart.port, apart.rest_api_port, apart.notices) == (8600, 8601, ())

@@ -393,6 +393,13 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         raise UserError(f"--max_body_bytes must be a whole number of bytes >= 1, got {args.max_body_bytes}")
     if metrics_path and not args.rest_api_port:
         raise UserError("metrics are served on the REST port: --monitoring_config_file needs --rest_api_port")
+    rest_api_port = args.rest_api_port
+    if rest_api_port == args.port:  # as TF Serving: said, then served without REST (server.cc:455-459, 9d981c5)
+        rest_api_port = 0  # it was bound after loading and said as "address already in use"
+        notices.append(
+            "server_options.http_port cannot be same as grpc_port. Please use a different port for HTTP/REST API. "
+            "Skipped exporting HTTP/REST API."
+        )
     ignored = tuple(name for name in _ACCEPTED_IGNORED if getattr(args, name) is not None)
     intra, inter = _parallelism(args)
     if args.runtime != OPENVINO.name:
@@ -417,7 +424,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         models=tuple(entries),
         host=args.host,
         port=args.port,
-        rest_api_port=args.rest_api_port,
+        rest_api_port=rest_api_port,
         batching=batching,
         metrics_path=metrics_path,
         enable_model_warmup=args.enable_model_warmup,
