@@ -130,9 +130,7 @@ def bench(args: argparse.Namespace) -> int:
     parse_target(args.url)  # a malformed URL is refused (InvalidTarget) before the run directory is made
     check_schedule(plan, settings)  # records, requests in flight, processes: before connecting (docs/bounds.md)
     out = Path(args.run_dir)
-    with open_point_run(
-        out, settings, command="bench", source=f"bench {args.url} {args.model}", target=plan.target
-    ) as writer:
+    with open_point_run(out, settings, command="bench", source=f"bench {args.url} {args.model}", plan=plan) as writer:
         try:
             point = asyncio.run(measure_plan(plan, settings, input_data=args.input_data))
         except ServeBenchError as exc:

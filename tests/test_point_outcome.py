@@ -9,12 +9,13 @@ from dataclasses import replace
 import pytest
 
 from serve_bench.errors import UserError
-from serve_bench.load import PointSettings
-from serve_bench.stats import config_hash, read_run
+from serve_bench.load import PointPlan, PointSettings
+from serve_bench.stats import LoadInfo, config_hash, read_run
 from serve_bench.sweep import open_point_run, point_failure
 from tests._points import make_point
 
 _T = make_point("t", "cpu", 1, 1000.0).target  # grpc://t:8500, as make_point's points are
+_PLAN = PointPlan(_T, "inception_v3", "serving_default", "float", 1, LoadInfo("closed", concurrency=1))
 
 
 def test_a_point_fails_when_cut_off_when_nothing_answered_or_past_the_error_share():
@@ -41,22 +42,22 @@ def test_a_run_folder_takes_points_measured_alike_and_a_refusal_leaves_it_free(t
     from before a setting was recorded (the key absent) is a difference too: its points were measured under a
     default nobody can check."""
     settings = PointSettings(min_duration_s=2.0)
-    with open_point_run(tmp_path, settings, command="bench", source="test", target=_T) as writer:
+    with open_point_run(tmp_path, settings, command="bench", source="test", plan=_PLAN) as writer:
         writer.append(make_point("t", "cpu", 1, 1000.0))
     assert read_run(tmp_path)["settings"]["min_duration_s"] == 2.0
 
     with pytest.raises(UserError, match=r"with other settings \(min_duration_s 2.0 there, 5.0") as refused:
-        open_point_run(tmp_path, replace(settings, min_duration_s=5.0), command="bench", source="test", target=_T)
+        open_point_run(tmp_path, replace(settings, min_duration_s=5.0), command="bench", source="test", plan=_PLAN)
     # the refused one let go of it, though its traceback (held here, as by a caller that keeps the error) still
     # holds the writer it made
-    open_point_run(tmp_path, settings, command="bench", source="test", target=_T).close()
+    open_point_run(tmp_path, settings, command="bench", source="test", plan=_PLAN).close()
     del refused
 
     run = json.loads((tmp_path / "run.json").read_text())
     del run["settings"]["drain_s"]
     (tmp_path / "run.json").write_text(json.dumps(run))
     with pytest.raises(UserError, match=r"\(drain_s None there, 30.0 now\)"):
-        open_point_run(tmp_path, settings, command="bench", source="test", target=_T)
+        open_point_run(tmp_path, settings, command="bench", source="test", plan=_PLAN)
 
 
 def test_a_failed_point_says_what_its_most_frequent_failure_said():
@@ -73,40 +74,59 @@ def test_a_refusal_names_every_difference_and_what_to_do_and_a_new_run_json_says
     """Each setting that differs is named, joined by "; ", then the advice; a folder's first bench records its
     command, the folder and the hash of its configuration in run.json (what ``report`` and ``compare`` show)."""
     settings = PointSettings(min_duration_s=2.0)
-    with open_point_run(tmp_path, settings, command="bench --batch-sizes 1", source="model: tiny", target=_T) as writer:
+    with open_point_run(
+        tmp_path, settings, command="bench --batch-sizes 1", source="model: tiny", plan=_PLAN
+    ) as writer:
         writer.append(make_point("t", "cpu", 1, 1000.0))
     run = read_run(tmp_path)
     assert (run["command"], run["run_dir"]) == ("bench --batch-sizes 1", str(tmp_path))
     assert run["config_hash"] == config_hash("model: tiny")
     other = replace(settings, min_duration_s=5.0, drain_s=1.0)
     with pytest.raises(UserError) as refused:
-        open_point_run(tmp_path, other, command="bench", source="test", target=_T)
+        open_point_run(tmp_path, other, command="bench", source="test", plan=_PLAN)
     assert str(refused.value).endswith(
         "(min_duration_s 2.0 there, 5.0 now; drain_s 30.0 there, 1.0 now); write these to another directory"
     )
 
 
-def test_a_run_folder_holds_one_server_per_target_name(tmp_path):
-    """``report`` and ``compare`` pool one key's points as repeats of one measurement: a second bench under the
-    same name at another URL (REST beside gRPC, another server) became one figure and one interval with the first
-    ("bench b1 c1 ×2"). It is refused before measuring, naming both URLs and what to do, and lets go of the folder;
-    the same URL again (a repeat) and another name at another URL are taken."""
+def test_a_run_folder_holds_each_point_at_one_server(tmp_path):
+    """``report`` and ``compare`` pool one key's points as repeats of one measurement: a second bench of the same
+    key at another server (REST beside gRPC) became one figure and one interval with the first ("bench b1 c1 ×2").
+    It is refused before measuring, naming the key, both URLs and what to do, and lets go of the folder. The same
+    server again is a repeat, however its URL is written (the host's case, the scheme's default port); another
+    key (another load here) may come from another server, as the README's bench lines do."""
     settings = PointSettings(min_duration_s=2.0)
-    with open_point_run(tmp_path, settings, command="bench", source="test", target=_T) as writer:
+    assert _PLAN.key == make_point("t", "cpu", 1, 1000.0).key
+    with open_point_run(tmp_path, settings, command="bench", source="test", plan=_PLAN) as writer:
         writer.append(make_point("t", "cpu", 1, 1000.0))
-    rest = replace(_T, url="http://t:8501")
+    rest = replace(_PLAN, target=replace(_T, url="http://t:8501"))
     with pytest.raises(UserError) as refused:
-        open_point_run(tmp_path, settings, command="bench", source="test", target=rest)
+        open_point_run(tmp_path, settings, command="bench", source="test", plan=rest)
     assert str(refused.value) == (
-        f"{tmp_path} holds target 't' measured at grpc://t:8500, and this one is at http://t:8501: name it with "
-        "--target-name, or write it to another --run-dir"
+        f"{tmp_path} holds point {_PLAN.key} measured at grpc://t:8500, and this one is at http://t:8501: report "
+        "would take them for repeats of one measurement; name this target with --target-name, or write it to "
+        "another --run-dir"
     )
     del refused
-    open_point_run(tmp_path, settings, command="bench", source="test", target=_T).close()  # a repeat
-    with open_point_run(tmp_path, settings, command="bench", source="test", target=replace(rest, name="r")) as w:
-        w.append(replace(make_point("t", "cpu", 1, 1000.0), target=replace(rest, name="r")))
-    with pytest.raises(UserError, match="holds target 'r' measured at http://t:8501, and this one is at grpc"):
-        open_point_run(tmp_path, settings, command="bench", source="test", target=replace(_T, name="r"))
+    for same in ("grpc://t:8500", "grpc://T:8500", "grpc://t"):  # a host in any case; 8500 is grpc://'s default
+        open_point_run(
+            tmp_path, settings, command="bench", source="test", plan=replace(_PLAN, target=replace(_T, url=same))
+        ).close()
+    for other in ("grpc://t:8600", "grpc://u:8500"):
+        with pytest.raises(UserError, match=f"and this one is at {other}:"):
+            open_point_run(
+                tmp_path, settings, command="bench", source="test", plan=replace(_PLAN, target=replace(_T, url=other))
+            )
+    nowhere = tmp_path / "imported"  # a point whose URL names no server (an import's ""): not the same server
+    with open_point_run(nowhere, settings, command="bench", source="test", plan=_PLAN) as writer:
+        writer.append(replace(make_point("t", "cpu", 1, 1000.0), target=replace(_T, url="", protocol="grpc")))
+    with pytest.raises(UserError, match="measured at no URL, and this one is at grpc://t:8500: report"):
+        open_point_run(nowhere, settings, command="bench", source="test", plan=_PLAN)
+    two = replace(rest, load=LoadInfo("closed", concurrency=2))  # another key: taken
+    with open_point_run(tmp_path, settings, command="bench", source="test", plan=two) as writer:
+        writer.append(replace(make_point("t", "cpu", 1, 1000.0, concurrency=2), target=rest.target))
+    with pytest.raises(UserError, match="measured at http://t:8501, and this one is at grpc://t:8500"):
+        open_point_run(tmp_path, settings, command="bench", source="test", plan=replace(two, target=_T))
 
 
 def test_a_sweep_continues_only_a_sweep_s_run(tmp_path):

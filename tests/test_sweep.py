@@ -539,10 +539,11 @@ def test_bench_refuses_to_mix_settings_in_one_directory(tmp_path, capsys):
     assert json.loads((out / "run.json").read_text()) == recorded  # not overwritten
 
 
-def test_a_folder_holds_one_server_per_target_name_and_a_sweep_continues_only_its_own(tmp_path, capsys):
-    """bench's target is named "bench" unless --target-name says otherwise: a REST bench into a folder of gRPC
-    points under that name was appended, and ``report`` pooled the two as repeats of one point ("bench b1 c1 ×2",
-    one interval over two protocols). It is refused in one line before measuring; under its own name it is taken.
+def test_a_folder_holds_each_point_at_one_server_and_a_sweep_continues_only_its_own(tmp_path, capsys):
+    """bench's target is named "bench" unless --target-name says otherwise: a REST bench of the same point into a
+    folder that held it over gRPC was appended, and ``report`` pooled the two as repeats of one point ("bench b1 c1
+    ×2", one interval over two protocols). It is refused in one line before measuring; under its own name it is
+    taken, and so is another point (another load) under the same name, as the README's bench lines do.
     A sweep (with or without --resume) into that bench folder is refused too: --resume appended the spec's points
     beside bench's and wrote the sweep's run.json over bench's."""
     out = tmp_path / "bench"
@@ -554,15 +555,19 @@ def test_a_folder_holds_one_server_per_target_name_and_a_sweep_continues_only_it
         capsys.readouterr()
         assert main(["bench", server.rest_url, *argv]) == 2
         err = capsys.readouterr().err.strip()
+        key = "bench|delay|serving_default|float|b1|closed|c1|#0"
         assert err.endswith(
-            f"{out} holds target 'bench' measured at {server.grpc_url}, and this one is at {server.rest_url}: name "
-            "it with --target-name, or write it to another --run-dir"
+            f"{out} holds point {key} measured at {server.grpc_url}, and this one is at {server.rest_url}: report "
+            "would take them for repeats of one measurement; name this target with --target-name, or write it to "
+            "another --run-dir"
         ), err
         assert "\n" not in err and len(read_points(out)) == 1
         assert main(["bench", server.rest_url, *argv, "--target-name", "rest"]) == 0
-        assert [(p.target.name, p.target.url) for p in read_points(out)] == [
-            ("bench", server.grpc_url),
-            ("rest", server.rest_url),
+        assert main(["bench", server.rest_url, *argv, "--concurrency", "2"]) == 0
+        assert [(p.target.name, p.target.url, p.load.concurrency) for p in read_points(out)] == [
+            ("bench", server.grpc_url, 1),
+            ("rest", server.rest_url, 1),
+            ("bench", server.rest_url, 2),
         ]
         spec = parse_spec(_spec(server.grpc_url, batch_sizes="[1]", concurrency="[1]", min_duration_s="0.3"))
         for resume in (True, False):
@@ -570,7 +575,7 @@ def test_a_folder_holds_one_server_per_target_name_and_a_sweep_continues_only_it
                 asyncio.run(run_sweep(spec, out, resume=resume))
             said = f"{out} holds a run of `serve-bench bench`, not of a sweep spec; choose another --run-dir"
             assert str(refused.value) == said
-    assert len(read_points(out)) == 2 and (out / "run.json").read_bytes() == recorded
+    assert len(read_points(out)) == 3 and (out / "run.json").read_bytes() == recorded
 
 
 def test_a_metrics_page_the_user_names_is_an_http_url_and_one_that_does_not_answer_is_said(tmp_path, capsys):

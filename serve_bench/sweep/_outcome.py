@@ -8,13 +8,14 @@ from pathlib import Path
 from typing import Any
 
 from serve_bench.errors import UserError
-from serve_bench.load import PointSettings, what_failed
+from serve_bench.load import PointPlan, PointSettings, what_failed
 from serve_bench.stats import (
     POINTS_FILE,
+    InvalidTarget,
     Point,
     ResultsWriter,
-    Target,
     collect_run_metadata,
+    parse_target,
     read_points,
     read_run,
 )
@@ -22,7 +23,7 @@ from serve_bench.stats import (
 __all__ = [
     "check_a_sweep_s_run",
     "check_measured_alike",
-    "check_one_server_per_name",
+    "check_one_server_per_key",
     "holds_points",
     "open_point_run",
     "point_failure",
@@ -91,32 +92,45 @@ def check_a_sweep_s_run(run_dir: Path) -> None:
     raise UserError(f"{run_dir} holds a run of {made}, not of a sweep spec; choose another --run-dir")
 
 
-def check_one_server_per_name(run_dir: Path, target: Target) -> None:
-    """UserError where ``run_dir`` holds points of a target of ``target``'s name at another URL: ``report`` and
-    ``compare`` pool the points of one key as repeats of one measurement, so a gRPC and a REST point (or two
-    servers) under one name would become one figure and one interval."""
+def _server_at(url: str) -> tuple[str, str, int] | None:
+    """What names one server in a URL: scheme, host (``parse_target`` lower-cases it) and port (the scheme's
+    default where none is written); None where it names none (an import's "", a point from an older serve-bench)."""
+    try:
+        parts = parse_target(url)
+    except InvalidTarget:
+        return None
+    return parts.scheme, parts.host, parts.port
+
+
+def check_one_server_per_key(run_dir: Path, plan: PointPlan) -> None:
+    """UserError where ``run_dir`` holds a point of ``plan``'s key measured at another server, or at none that a URL
+    names: ``report`` and ``compare`` pool the points of one key as repeats of one measurement, so a gRPC and a
+    REST point (or two servers) under one key became one figure and one interval. Points of other keys may come
+    from other servers (the README's bench lines: gRPC, then REST at another load)."""
+    here = _server_at(plan.target.url)
     for point in read_points(run_dir):  # those report pools (a superseded point is not among them)
-        if point.target.name == target.name and point.target.url != target.url:
+        if point.key == plan.key and _server_at(point.target.url) != here:
             raise UserError(
-                f"{run_dir} holds target {target.name!r} measured at {point.target.url}, and this one is at "
-                f"{target.url}: name it with --target-name, or write it to another --run-dir"
+                f"{run_dir} holds point {plan.key} measured at {point.target.url or 'no URL'}, and this one is at "
+                f"{plan.target.url}: report would take them for repeats of one measurement; name this target with "
+                "--target-name, or write it to another --run-dir"
             )
 
 
 def open_point_run(
-    run_dir: Path, settings: PointSettings, *, command: str, source: str, target: Target
+    run_dir: Path, settings: PointSettings, *, command: str, source: str, plan: PointPlan
 ) -> ResultsWriter:
-    """A writer that appends points of ``target`` to ``run_dir``, whose run.json records ``settings``.
+    """A writer that appends ``plan``'s point to ``run_dir``, whose run.json records ``settings``.
 
     A folder without points gets a (new) run.json; one that already holds points keeps its run.json,
-    must have been measured with the same settings (``check_measured_alike``) and may hold ``target``'s name
-    only at its URL (``check_one_server_per_name``).
+    must have been measured with the same settings (``check_measured_alike``) and may hold ``plan``'s key
+    only at its server (``check_one_server_per_key``).
     """
     writer = ResultsWriter(run_dir)  # first: the lock, and a torn tail cut off, before its points are read
     try:
         if holds_points(run_dir):
             check_measured_alike(run_dir, settings, "write these to another directory")
-            check_one_server_per_name(run_dir, target)
+            check_one_server_per_key(run_dir, plan)
         else:
             writer.write_run(
                 collect_run_metadata(source, command=command, run_dir=str(run_dir), settings=_as_json(settings))
