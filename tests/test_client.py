@@ -279,8 +279,30 @@ async def test_a_grpc_client_at_the_rest_port_is_one_warning_line_in_the_server_
     record = said[0]
     assert (record.levelname, record.getMessage(), record.exc_info) == (
         "WARNING",
-        "REST port: a client sent what is not HTTP/1.x (Pause on PRI/Upgrade); a gRPC client wants the gRPC port",
+        "REST port: a client sent what is not HTTP/1.x (HTTP/2's preface, PRI * HTTP/2.0); a gRPC client wants the "
+        "gRPC port",
         None,
+    )
+
+
+def test_the_rest_port_s_log_filter_leaves_an_http_1_client_s_bad_message_an_error() -> None:
+    """Only HTTP/2's preface is rewritten: a header too long (LineTooLong, a BadHttpMessage too) comes from an
+    HTTP/1.x client, and stays aiohttp's error with its traceback."""
+    import logging
+
+    from aiohttp.http_exceptions import LineTooLong
+
+    from serve_bench.server._app import _NotHttp1
+
+    try:
+        raise LineTooLong(b"x" * 9000, "8190")
+    except LineTooLong:
+        record = logging.LogRecord("aiohttp.server", logging.ERROR, "", 0, "Error handling request", (), sys.exc_info())
+    assert _NotHttp1().filter(record)
+    assert (record.levelname, record.getMessage(), record.exc_info is not None) == (
+        "ERROR",
+        "Error handling request",
+        True,
     )
 
 

@@ -231,7 +231,7 @@ def test_a_body_limit_of_no_bytes_is_refused_at_start(models_dir, value):
     assert config_from_args(build_arg_parser().parse_args([*base[:-1], "1"])).max_body_bytes == 1
 
 
-def test_one_port_for_grpc_and_rest_serves_grpc_alone_and_says_so_as_tf_serving_does(models_dir):
+def test_one_port_for_grpc_and_rest_serves_grpc_alone_and_says_so_as_tf_serving_does(models_dir, tmp_path):
     """``--port P --rest_api_port P``: TF Serving logs "server_options.http_port cannot be same as grpc_port..." and
     serves without REST (tensorflow/serving 9d981c5, tensorflow_serving/model_servers/server.cc:455-459). The local
     server bound both, after loading every model, and ended with "address already in use"; it now does as TF
@@ -248,3 +248,9 @@ def test_one_port_for_grpc_and_rest_serves_grpc_alone_and_says_so_as_tf_serving_
     )
     apart = config_from_args(parse([*base, "--port", "8600", "--rest_api_port", "8601"]))
     assert (apart.port, apart.rest_api_port, apart.notices) == (8600, 8601, ())
+    # the monitoring config is read inside TF Serving's HTTP branch (server.cc:437-444): no REST, no metrics page
+    monitoring = tmp_path / "monitoring.config"
+    monitoring.write_text('prometheus_config { enable: true, path: "/metrics" }\n')
+    watched = [*base, "--port", "8600", "--monitoring_config_file", str(monitoring)]
+    assert config_from_args(parse([*watched, "--rest_api_port", "8601"])).metrics_path == "/metrics"
+    assert config_from_args(parse([*watched, "--rest_api_port", "8600"])).metrics_path is None

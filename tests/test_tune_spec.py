@@ -193,6 +193,11 @@ def test_values_tf_serving_refuses_are_errors_naming_the_knob(space: str, messag
         (spec_with(extra="[server]\nstartup_timeout_s = nan"), "server.startup_timeout_s must be a number of seconds"),
         (spec_with(extra="[server]\nstartup_timeout_s = inf"), r"at most 86400 \(a day\), got inf"),
         (spec_with(extra="seed = -1"), "seed must be a whole number >= 0, got -1"),
+        # measured for hours and said only as a note in each point, as bench's --metrics and a sweep's metrics
+        (
+            spec_with(extra='[server]\nmetrics = "notaurl"'),
+            "^t.toml: server.metrics must be an http:// or https:// URL of a Prometheus metrics page, got 'notaurl'$",
+        ),
         # MLServer's batch time: nan and -1 collapsed silently into "nobatch"; inf was refused by a check of tune's own
         *[
             (

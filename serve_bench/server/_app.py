@@ -29,9 +29,10 @@ log = logging.getLogger("serve_bench.server")
 
 
 class _NotHttp1(logging.Filter):
-    """One warning line, not an error with a traceback, for a client that speaks something other than HTTP/1.x on
-    the REST port: a gRPC client sent there opens with HTTP/2's preface ("PRI * HTTP/2.0"), which aiohttp refuses
-    with BadHttpMessage ("Pause on PRI/Upgrade") and logs through ``aiohttp.server`` as an error with its traceback.
+    """One warning line, not an error with a traceback, for a client that speaks HTTP/2 on the REST port: a gRPC
+    client sent there opens with HTTP/2's preface ("PRI * HTTP/2.0"), which aiohttp refuses with BadHttpMessage
+    ("Pause on PRI/Upgrade") and logs through ``aiohttp.server`` as an error with its traceback. Other
+    BadHttpMessages (a header too long, a body cut short) come from HTTP/1.x clients and are left as they are.
     aiohttp itself logs the commoner non-HTTP traffic (BadHttpMethod on a connection's first request) at debug
     level as noise (web_protocol.py, handle_error). The client is told in its own words (``cannot talk to ...:
     answers in HTTP/1.x``)."""
@@ -40,9 +41,10 @@ class _NotHttp1(logging.Filter):
         from aiohttp.http_exceptions import BadHttpMessage
 
         exc = record.exc_info[1] if record.exc_info else None
-        if isinstance(exc, BadHttpMessage):
+        # HTTP/2's preface only: a header too long, a body cut short (BadHttpMessage too) stay errors as aiohttp says
+        if isinstance(exc, BadHttpMessage) and str(exc.message).startswith("Pause on PRI/Upgrade"):
             record.msg = "REST port: a client sent what is not HTTP/1.x (%s); a gRPC client wants the gRPC port"
-            record.args = ((str(exc.message).strip().splitlines() or ["?"])[0].rstrip(":"),)  # not the bytes after
+            record.args = ("HTTP/2's preface, PRI * HTTP/2.0",)
             record.exc_info = record.exc_text = None
             record.levelno, record.levelname = logging.WARNING, "WARNING"
         return True

@@ -396,6 +396,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
     rest_api_port = args.rest_api_port
     if rest_api_port == args.port:  # as TF Serving: said, then served without REST (server.cc:455-459, 9d981c5)
         rest_api_port = 0  # it was bound after loading and said as "address already in use"
+        metrics_path = None  # TF Serving reads its monitoring config inside that branch only (server.cc:437-444)
         notices.append(
             "server_options.http_port cannot be same as grpc_port. Please use a different port for HTTP/REST API. "
             "Skipped exporting HTTP/REST API."

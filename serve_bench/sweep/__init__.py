@@ -22,6 +22,7 @@ from serve_bench.sweep._spec import (
     load_spec,
     parse_durations,
     parse_spec,
+    target_metrics,
     target_pricing,
     target_telemetry,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "plan_points",
     "point_failure",
     "run_sweep",
+    "target_metrics",
     "target_pricing",
     "target_telemetry",
     "typed",

@@ -60,7 +60,15 @@ from serve_bench.stats import PERCENTILE_NAMES, InvalidTarget, LoadInfo, Slo, Ta
 from serve_bench.sweep._launch import Launch, parse_launch, path_exists
 from serve_bench.sweep._toml import check_keys, checked, typed, typed_list
 
-__all__ = ["UNTIL_STABLE", "SweepSpec", "load_spec", "parse_spec", "target_pricing", "target_telemetry"]
+__all__ = [
+    "UNTIL_STABLE",
+    "SweepSpec",
+    "load_spec",
+    "parse_spec",
+    "target_metrics",
+    "target_pricing",
+    "target_telemetry",
+]
 
 # Every closed-loop point runs until its windows agree (capped by max_duration_s) unless told
 # otherwise, as perf_analyzer measures until stable: one-shot points on a busy machine are noise.
@@ -247,6 +255,17 @@ def target_pricing(raw: dict[str, Any], where: str, source: str, currency: str) 
     return float(price), currency
 
 
+def target_metrics(raw: dict[str, Any], where: str, source: str) -> str | None:
+    """The target's own metrics page (``metrics``): None for the server's default, "" for none, else an http(s)
+    URL ("notaurl" was measured and said only as a note in points.jsonl)."""
+    if "metrics" not in raw:
+        return None
+    url = str(typed(raw["metrics"], str, f"{where}.metrics", source))
+    if url:
+        checked(check_endpoint, url, "metrics_url", where=f"{where}.metrics", source=source)
+    return url
+
+
 def target_telemetry(raw: dict[str, Any], where: str, source: str) -> tuple[str, ...]:
     """The target's telemetry endpoints (http(s) URLs of Prometheus pages)."""
     urls = typed_list(raw.get("telemetry", []), str, f"{where}.telemetry", source, positive=False)
@@ -380,14 +399,12 @@ def parse_spec(text: str, source: str = "spec") -> SweepSpec:
                 f"{source}: {where}.runtime {runtime!r}: the jpeg payload (serving_bytes) always runs on TensorFlow; "
                 "measure jpeg in a spec of its own, or leave this target's runtime out"
             )
-        if values.get("metrics"):  # "" is none; a URL that is none was a note in points.jsonl alone
-            checked(check_endpoint, values["metrics"], "metrics_url", where=f"{where}.metrics", source=source)
         targets.append(
             Target(
                 values["name"],
                 values["url"],
                 values.get("device", "cpu"),
-                values.get("metrics"),
+                target_metrics(raw, where, source),
                 values.get("server", ""),
                 values.get("pid"),
                 price_per_hour=price,

@@ -86,7 +86,7 @@ from serve_bench.runtimes import record
 from serve_bench.servers import require_runtime_package, servers_env
 from serve_bench.stats import InvalidTarget, LoadInfo, Slo, parse_target
 from serve_bench.sweep import check_keys as _check_keys
-from serve_bench.sweep import checked, parse_durations, target_pricing, target_telemetry
+from serve_bench.sweep import checked, parse_durations, target_metrics, target_pricing, target_telemetry
 from serve_bench.sweep import typed as _typed
 from serve_bench.sweep import typed_list as _list
 from serve_bench.tune._config import RECIPE_ORDER, ServerConfig, TuneConfig, config_of
@@ -295,7 +295,8 @@ def _parse_server(raw: dict[str, Any], source: str, currency: str) -> ServerSpec
     values["price_per_hour"], _ = target_pricing(raw, "server", source, currency)
     values["telemetry"] = target_telemetry(raw, "server", source)
     if "metrics" in values:
-        values["metrics_url"] = values.pop("metrics")
+        values.pop("metrics")
+        values["metrics_url"] = target_metrics(raw, "server", source)
     if "flags" in values:
         values["flags"] = _list(values["flags"], str, "server.flags", source, positive=False)
     spec = ServerSpec(**values)
