@@ -302,6 +302,7 @@ def import_locust(args: argparse.Namespace) -> int:
 
     points = read_locust(
         args.prefix,
+        on_skip=_warn("import-locust"),
         target_name=args.target_name,
         url=args.url,
         device=args.device,

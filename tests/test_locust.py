@@ -350,6 +350,30 @@ def test_a_request_name_that_does_not_say_the_model_and_batch_size_needs_the_fla
     assert (point.model, point.batch_size, point.throughput.items_per_s) == ("tiny", 8, pytest.approx(40.0 * 8))
 
 
+def test_rows_beside_serve_bench_s_that_say_no_model_are_left_out_and_said(tmp_path, capsys):
+    """A locustfile that also sends its own requests (a health check named "/healthz") beside serve-bench's: the
+    import was refused whole (no flags), or the rows collapsed into one key (with them). serve-bench's rows are
+    imported and the others left out, said in one warning line naming them."""
+    (tmp_path / "l_stats.csv").write_text(
+        _HEADER
+        + "grpc,predict tiny b8,200,0,40.0,24.1,60,23,30,33,41,60,60\n"
+        + "GET,/healthz,50,0,10.0,1.0,2,1,1,1,2,2,2\n"
+        + "GET,/ready,50,0,10.0,1.0,2,1,1,1,2,2,2\n"
+    )
+    run = tmp_path / "run"
+    assert main(["import-locust", str(tmp_path / "l"), "--run-dir", str(run)]) == 0
+    assert capsys.readouterr().err == (
+        f"serve-bench import-locust: warning: {tmp_path / 'l'}_stats.csv: left out 2 rows whose name says no model "
+        "and batch size ('/healthz', '/ready'); serve-bench's requests are named 'predict MODEL bBATCH'\n"
+    )
+    (point,) = read_points(run)
+    assert (point.model, point.batch_size) == ("tiny", 8)
+    # --model and --batch-size say them for every row: none is left out, and three rows of one key are refused
+    flags = ["--model", "tiny", "--batch-size", "8", "--run-dir", str(tmp_path / "flags")]
+    assert main(["import-locust", str(tmp_path / "l"), *flags]) == 2
+    assert "rows 'predict tiny b8' and '/healthz' both become point" in capsys.readouterr().err
+
+
 def test_import_locust_of_a_file_that_is_not_text_is_one_line(tmp_path):
     from serve_bench.errors import UserError
     from serve_bench.load import import_locust

@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import math
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -170,14 +171,34 @@ def _latencies(row: dict[str, str], prefix: str = "") -> dict[str, float]:
     return values
 
 
-def import_locust(prefix: str, **options: Any) -> list[Point]:
-    """Points from Locust's ``PREFIX_stats.csv`` (and ``PREFIX_stats_history.csv`` for step loads)."""
+def import_locust(prefix: str, on_skip: Callable[[str], None] | None = None, **options: Any) -> list[Point]:
+    """Points from Locust's ``PREFIX_stats.csv`` (and ``PREFIX_stats_history.csv`` for step loads).
+
+    Rows whose names say no model and batch size (and no --model and --batch-size say them) are left out, said
+    through ``on_skip``, where other rows do say them (a locustfile that also sends a health check); where none
+    does, the first is refused naming the flags it needs."""
     stats = _read(Path(f"{prefix}_stats.csv"))
     history_path = Path(f"{prefix}_stats_history.csv")
     history = _read(history_path) if history_path.exists() else []
     requests_rows = [r for r in stats if r.get("Name") != "Aggregated" and _number(r, "Request Count") > 0]
     if not requests_rows:
         raise UserError(f"{prefix}_stats.csv holds no requests; did the Locust run send any?")
+    flags_say_all = bool(options.get("model")) and options.get("batch_size") is not None
+    said: list[dict[str, str]] = []
+    left: list[str] = []
+    for row in requests_rows:
+        if flags_say_all or _NAME.search(row.get("Name", "")):
+            said.append(row)
+        else:
+            left.append(row.get("Name", ""))
+    if said and left:
+        if on_skip is not None:
+            on_skip(
+                f"{prefix}_stats.csv: left out {len(left)} row{'s' * (len(left) > 1)} whose name says no model and "
+                f"batch size ({', '.join(map(repr, left[:3]))}{', ...' if len(left) > 3 else ''}); serve-bench's "
+                "requests are named 'predict MODEL bBATCH'"
+            )
+        requests_rows = said
     aggregated = [r for r in history if r.get("Name") == "Aggregated"]
     steps: list[tuple[int, list[dict[str, str]]]] = []
     for row in aggregated:
