@@ -368,10 +368,10 @@ def test_rows_beside_serve_bench_s_that_say_no_model_are_left_out_and_said(tmp_p
     )
     (point,) = read_points(run)
     assert (point.model, point.batch_size) == ("tiny", 8)
-    # --model and --batch-size say them for every row: none is left out, and three rows of one key are refused
+    # --model and --batch-size say them for every row: none is left out, and the two GET rows, one key, are refused
     flags = ["--model", "tiny", "--batch-size", "8", "--run-dir", str(tmp_path / "flags")]
     assert main(["import-locust", str(tmp_path / "l"), *flags]) == 2
-    assert "rows 'predict tiny b8' and '/healthz' both become point" in capsys.readouterr().err
+    assert "rows '/healthz' and '/ready' both become point locust-rest|tiny|" in capsys.readouterr().err
 
 
 def test_import_locust_of_a_file_that_is_not_text_is_one_line(tmp_path):
