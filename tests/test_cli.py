@@ -200,8 +200,7 @@ def test_a_results_folder_that_is_a_file_and_a_demo_spec_that_cannot_be_read_are
     taken.write_text("#!/bin/sh\n")
     assert main(["bench", f"grpc://127.0.0.1:{free_port()}", "--model", "m", "--run-dir", str(taken)]) == 2
     assert capsys.readouterr().err.strip() == (
-        f"serve-bench bench: error: cannot write results to {taken}: it is a file, not a folder; choose another "
-        "--run-dir"
+        f"serve-bench bench: error: {taken} is a file, not a folder; choose another --run-dir"
     )
     models = tmp_path / "models"
     argv = ["demo", "--models", "tiny", "--models-dir", str(models), "--results-root", str(tmp_path / "results")]
@@ -303,13 +302,19 @@ def test_choose_run_dir_takes_the_asked_one_the_latest_when_resuming_or_a_new_on
     held = choose_run_dir(None, tmp_path, "p", resume=True, holding="configs.jsonl")
     assert held == tmp_path / "p-20250101-000000"  # tune resumes a run that began a tune
     (tmp_path / "file").write_text("")
-    with pytest.raises(UserError, match="is not a directory; choose another --run-dir"):
+    with pytest.raises(UserError, match="is a file, not a folder; choose another --run-dir"):
         choose_run_dir(tmp_path / "file", tmp_path, "p")
     # a spec's name is one folder in its out: one that climbs out of it, or has folders of its own, is refused
     for name in ("../../etc/x", "a/b", "..", "", "a\\b"):
         with pytest.raises(UserError, match="must be a plain name"):
             choose_run_dir(None, tmp_path / "out", name)
     assert not (tmp_path / "etc").exists()
+    # a run of "p" is p-<stamp>[-NN]: the newer runs of a spec named "p-cpu" (or "p-x") are not "p"'s to resume
+    for other in ("p-cpu-20990101-000000", "p-x", "p-20990101-000000-cpu"):
+        (tmp_path / other).mkdir()
+    assert choose_run_dir(None, tmp_path, "p", resume=True) == tmp_path / "p-20250102-000000"
+    (tmp_path / "p-20250102-000000-03").mkdir()  # the third of that second
+    assert choose_run_dir(None, tmp_path, "p", resume=True) == tmp_path / "p-20250102-000000-03"
 
 
 def test_sigterm_is_handled_only_where_it_had_its_default(monkeypatch) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from serve_bench.errors import UserError
 from serve_bench.stats._point import Point
+from serve_bench.stats._run_dir import check_run_dir
 from serve_bench.stats._schema import RUN_SCHEMA_VERSION, migrate_run, point_from_data, point_to_data
 
 __all__ = [
@@ -95,8 +96,7 @@ class ResultsWriter:
     def __init__(self, run_dir: Path) -> None:
         self.run_dir = run_dir
         path = run_dir / POINTS_FILE
-        if run_dir.exists() and not run_dir.is_dir():  # mkdir said "File exists", which reads as a folder there
-            raise UserError(f"cannot write results to {run_dir}: it is a file, not a folder; choose another --run-dir")
+        check_run_dir(run_dir)
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
             self._file = open(path, "a", encoding="utf-8")

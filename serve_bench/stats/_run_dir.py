@@ -10,13 +10,22 @@ from __future__ import annotations
 
 import datetime as _dt
 import glob
+import re
 from pathlib import Path
 
 from serve_bench.errors import UserError
 
-__all__ = ["RUN_STAMP", "choose_run_dir", "latest_stamped_run_dir", "nothing_to_resume", "stamped_run_dir"]
+__all__ = [
+    "RUN_STAMP",
+    "check_run_dir",
+    "choose_run_dir",
+    "latest_stamped_run_dir",
+    "nothing_to_resume",
+    "stamped_run_dir",
+]
 
 RUN_STAMP = "%Y%m%d-%H%M%S"  # a run's directory is <name>-<stamp>: sorted by name, the newest is last
+_STAMPED = re.compile(r"\d{8}-\d{6}(-\d{2,})?")  # RUN_STAMP's text, and stamped_run_dir's -02, -03...
 
 
 def stamped_run_dir(root: str | Path, name: str) -> Path:
@@ -36,8 +45,13 @@ def latest_stamped_run_dir(root: str | Path, name: str, *, holding: str = "") ->
     folder = Path(root)
     if not folder.is_dir():
         return None
-    # the name literally: a spec named "cpu[2]" or "a**b" is no pattern (it matched nothing, or raised ValueError)
-    runs = sorted(p for p in folder.glob(f"{glob.escape(name)}-*") if not holding or (p / holding).exists())
+    # the name literally: a spec named "cpu[2]" or "a**b" is no pattern (it matched nothing, or raised ValueError);
+    # then a stamp, and nothing else: "local-*" also matched local-cpu's runs, and --resume continued one of them
+    runs = sorted(
+        p
+        for p in folder.glob(f"{glob.escape(name)}-*")
+        if _STAMPED.fullmatch(p.name[len(name) + 1 :]) and (not holding or (p / holding).exists())
+    )
     return runs[-1] if runs else None
 
 
@@ -46,7 +60,7 @@ def choose_run_dir(
 ) -> Path:
     """The directory a run of ``name`` writes to: ``asked`` when given; else, with ``resume``, the newest under
     ``root`` (``latest_stamped_run_dir``) or a new one if there is none; else a new one (``stamped_run_dir``).
-    UserError (one line) when that path is there and is not a directory."""
+    UserError (one line) when that path is there and is not a directory (``check_run_dir``)."""
     if asked:
         run_dir = Path(asked)
     else:
@@ -56,9 +70,16 @@ def choose_run_dir(
                 f"the run's name {name!r} must be a plain name (no '/' or '..'): it names a folder in {root}"
             )
         run_dir = (resume and latest_stamped_run_dir(root, name, holding=holding)) or stamped_run_dir(root, name)
-    if run_dir.exists() and not run_dir.is_dir():
-        raise UserError(f"{run_dir} is not a directory; choose another --run-dir")
+    check_run_dir(run_dir)
     return run_dir
+
+
+def check_run_dir(run_dir: Path) -> None:
+    """UserError (one line) where ``run_dir`` is there and is not a folder: mkdir would say "File exists", which
+    reads as a folder there. ``choose_run_dir`` checks before a command starts; the results writer again where a
+    command names its folder itself (bench)."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise UserError(f"{run_dir} is a file, not a folder; choose another --run-dir")
 
 
 def nothing_to_resume(run_dir: Path, *holding: str) -> str:
