@@ -374,6 +374,31 @@ def test_rows_beside_serve_bench_s_that_say_no_model_are_left_out_and_said(tmp_p
     assert "rows '/healthz' and '/ready' both become point locust-rest|tiny|" in capsys.readouterr().err
 
 
+def test_a_step_load_with_rows_left_out_is_refused_as_its_totals_count_them(tmp_path):
+    """A step load is read from the history's Aggregated rows, Locust's totals over every request: with a health
+    check beside serve-bench's row, its requests were counted as the predict row's (800 health checks read as
+    batch-8 predictions, found by a review). Refused in one line naming the row; the same history with serve-bench's
+    row alone gives a point per step."""
+    from serve_bench.errors import UserError
+    from serve_bench.load import import_locust
+
+    history = "Timestamp,User Count,Type,Name,50%,90%,95%,99%,99.9%,100%,Total Request Count,Total Failure Count,"
+    history += "Total Max Response Time,Total Average Response Time\n"
+    for t, users, total in ((100, 1, 0), (104, 1, 400), (105, 2, 420), (109, 2, 1000)):
+        history += f"{t},{users},,Aggregated,23,30,33,41,60,60,{total},0,60,24.1\n"
+    (tmp_path / "l_stats_history.csv").write_text(history)
+    predict = "grpc,predict tiny b8,200,0,40.0,24.1,60,23,30,33,41,60,60\n"
+    (tmp_path / "l_stats.csv").write_text(_HEADER + predict + "GET,/healthz,800,0,160.0,1.0,2,1,1,1,2,2,2\n")
+    with pytest.raises(UserError) as refused:
+        import_locust(str(tmp_path / "l"), on_skip=lambda said: None)
+    assert str(refused.value) == (
+        f"{tmp_path / 'l'}_stats_history.csv: a step load is read from Locust's totals over every request, "
+        "'/healthz' included; run the step load with serve-bench's requests alone"
+    )
+    (tmp_path / "l_stats.csv").write_text(_HEADER + predict)
+    assert [p.load.concurrency for p in import_locust(str(tmp_path / "l"))] == [1, 2]
+
+
 def test_import_locust_of_a_file_that_is_not_text_is_one_line(tmp_path):
     from serve_bench.errors import UserError
     from serve_bench.load import import_locust

@@ -236,6 +236,7 @@ def test_one_port_for_grpc_and_rest_serves_grpc_alone_and_says_so_as_tf_serving_
     serves without REST (tensorflow/serving 9d981c5, tensorflow_serving/model_servers/server.cc:455-459). The local
     server bound both, after loading every model, and ended with "address already in use"; it now does as TF
     Serving does, and says TF Serving's line among its notices when it starts."""
+    from serve_bench.errors import UserError
     from serve_bench.server import build_arg_parser, config_from_args
 
     base = ["--model_name", "tiny", "--model_base_path", str(models_dir / "tiny")]
@@ -254,3 +255,7 @@ def test_one_port_for_grpc_and_rest_serves_grpc_alone_and_says_so_as_tf_serving_
     watched = [*base, "--port", "8600", "--monitoring_config_file", str(monitoring)]
     assert config_from_args(parse([*watched, "--rest_api_port", "8601"])).metrics_path == "/metrics"
     assert config_from_args(parse([*watched, "--rest_api_port", "8600"])).metrics_path is None
+    monitoring.write_text("not a MonitoringConfig {")  # unread there, so not refused either
+    assert config_from_args(parse([*watched, "--rest_api_port", "8600"])).metrics_path is None
+    with pytest.raises(UserError, match="monitoring config file"):
+        config_from_args(parse([*watched, "--rest_api_port", "8601"]))

@@ -211,6 +211,11 @@ def import_locust(prefix: str, on_skip: Callable[[str], None] | None = None, **o
             steps.append((users, [row]))
     points = []
     if len(requests_rows) == 1 and len(steps) > 1:
+        if said and left:  # the steps are read from the history's Aggregated rows: the rows left out are in them
+            raise UserError(
+                f"{prefix}_stats_history.csv: a step load is read from Locust's totals over every request, "
+                f"{', '.join(map(repr, left[:3]))} included; run the step load with serve-bench's requests alone"
+            )
         (row,) = requests_rows
         previous_total = 0.0
         previous_failures = 0.0

@@ -32,7 +32,7 @@ class _NotHttp1(logging.Filter):
     """One warning line, not an error with a traceback, for a client that speaks HTTP/2 on the REST port: a gRPC
     client sent there opens with HTTP/2's preface ("PRI * HTTP/2.0"), which aiohttp refuses with BadHttpMessage
     ("Pause on PRI/Upgrade") and logs through ``aiohttp.server`` as an error with its traceback. Other
-    BadHttpMessages (a header too long, a body cut short) come from HTTP/1.x clients and are left as they are.
+    BadHttpMessages (a header too long, a body cut short, a bad status line) are left as aiohttp says them.
     aiohttp itself logs the commoner non-HTTP traffic (BadHttpMethod on a connection's first request) at debug
     level as noise (web_protocol.py, handle_error). The client is told in its own words (``cannot talk to ...:
     answers in HTTP/1.x``)."""

@@ -41,7 +41,8 @@ def stamped_run_dir(root: str | Path, name: str) -> Path:
 
 
 def latest_stamped_run_dir(root: str | Path, name: str, *, holding: str = "") -> Path | None:
-    """The newest ``root/<name>-*`` (only those holding the file ``holding``, when given), or None."""
+    """The newest ``root/<name>-<stamp>`` (``-NN`` after it for a second's later runs; only those holding the file
+    ``holding``, when given), or None."""
     folder = Path(root)
     if not folder.is_dir():
         return None
