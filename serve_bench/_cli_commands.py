@@ -103,7 +103,7 @@ def bench(args: argparse.Namespace) -> int:
     from serve_bench.client import ServeBenchError, user_error
     from serve_bench.load import check_schedule, check_settings, positive_number
     from serve_bench.stats import LoadInfo, parse_target
-    from serve_bench.sweep import measure_plan, open_point_run, plan_point, point_failure
+    from serve_bench.sweep import measure_plan, open_point_run, plan_point, point_failure, same_name_elsewhere
 
     if args.rate is not None:
         load = LoadInfo("open", rate=args.rate, arrival=args.arrival, processes=args.processes)
@@ -131,6 +131,7 @@ def bench(args: argparse.Namespace) -> int:
     check_schedule(plan, settings)  # records, requests in flight, processes: before connecting (docs/bounds.md)
     out = Path(args.run_dir)
     with open_point_run(out, settings, command="bench", source=f"bench {args.url} {args.model}", plan=plan) as writer:
+        elsewhere = same_name_elsewhere(out, plan)  # said after the point, where the user reads the outcome
         try:
             point = asyncio.run(measure_plan(plan, settings, input_data=args.input_data))
         except ServeBenchError as exc:
@@ -138,6 +139,12 @@ def bench(args: argparse.Namespace) -> int:
         writer.append(point)
     print(point.describe())
     print(f"point appended to {out / 'points.jsonl'}")
+    if elsewhere:
+        print(
+            f"serve-bench bench: warning: {out} also holds target {plan.target.name!r} at {elsewhere}: report shows "
+            "both servers as one target; give each its own --target-name",
+            file=sys.stderr,
+        )
     unread = [note for note in point.notes if note.startswith("server metrics unavailable: ")]
     if args.metrics and point.server is None and unread:  # the page the user named did not answer: said here too
         print(f"serve-bench bench: warning: {unread[0]}; the point has no server split", file=sys.stderr)

@@ -10,7 +10,7 @@ import pytest
 
 from serve_bench.errors import UserError
 from serve_bench.load import PointPlan, PointSettings
-from serve_bench.stats import LoadInfo, config_hash, read_run
+from serve_bench.stats import LoadInfo, ResultsWriter, config_hash, read_run
 from serve_bench.sweep import open_point_run, point_failure
 from tests._points import make_point
 
@@ -149,3 +149,18 @@ def test_a_sweep_continues_only_a_sweep_s_run(tmp_path):
     assert refusal({"command": "bench --batch-sizes 1"}) == "`serve-bench bench`" + tail
     assert refusal({"command": "import-locust"}) == "`serve-bench import-locust`" + tail
     assert refusal({}) == "another command" + tail
+
+
+def test_the_same_name_at_another_server_is_found_to_be_said(tmp_path):
+    """``report`` groups a folder's points by target name: bench says where the name already stands for another
+    server (the URL, once), not where it is the same server written otherwise, nor for another name, nor in a
+    folder that holds nothing yet."""
+    from serve_bench.sweep import same_name_elsewhere
+
+    assert same_name_elsewhere(tmp_path / "none", _PLAN) == ""
+    with ResultsWriter(tmp_path) as writer:
+        writer.append(make_point("t", "cpu", 1, 1000.0))  # t at grpc://t:8500
+        writer.append(replace(make_point("u", "cpu", 1, 1000.0), target=replace(_T, name="u", url="http://u:1")))
+    assert same_name_elsewhere(tmp_path, replace(_PLAN, target=replace(_T, url="grpc://T"))) == ""
+    assert same_name_elsewhere(tmp_path, replace(_PLAN, target=replace(_T, url="http://t:8501"))) == "grpc://t:8500"
+    assert same_name_elsewhere(tmp_path, replace(_PLAN, target=replace(_T, name="v", url="http://t:8501"))) == ""

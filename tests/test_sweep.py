@@ -563,7 +563,13 @@ def test_a_folder_holds_each_point_at_one_server_and_a_sweep_continues_only_its_
         ), err
         assert "\n" not in err and len(read_points(out)) == 1
         assert main(["bench", server.rest_url, *argv, "--target-name", "rest"]) == 0
+        assert capsys.readouterr().err == ""
         assert main(["bench", server.rest_url, *argv, "--concurrency", "2"]) == 0
+        # taken, and said: report groups a folder's points by target name, so one name reads as one server
+        assert capsys.readouterr().err == (
+            f"serve-bench bench: warning: {out} also holds target 'bench' at {server.grpc_url}: report shows both "
+            "servers as one target; give each its own --target-name\n"
+        )
         assert [(p.target.name, p.target.url, p.load.concurrency) for p in read_points(out)] == [
             ("bench", server.grpc_url, 1),
             ("rest", server.rest_url, 1),

@@ -14,7 +14,7 @@ from serve_bench.sweep._measure import (
     measure_point,
     plan_point,
 )
-from serve_bench.sweep._outcome import open_point_run, point_failure
+from serve_bench.sweep._outcome import open_point_run, point_failure, same_name_elsewhere
 from serve_bench.sweep._runner import OnPoint, SweepOutcome, new_run_dir, plan_points, run_sweep
 from serve_bench.sweep._spec import (
     UNTIL_STABLE,
@@ -49,6 +49,7 @@ __all__ = [
     "plan_points",
     "point_failure",
     "run_sweep",
+    "same_name_elsewhere",
     "target_metrics",
     "target_pricing",
     "target_telemetry",

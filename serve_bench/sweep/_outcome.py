@@ -27,6 +27,7 @@ __all__ = [
     "holds_points",
     "open_point_run",
     "point_failure",
+    "same_name_elsewhere",
 ]
 
 
@@ -115,6 +116,17 @@ def check_one_server_per_key(run_dir: Path, plan: PointPlan) -> None:
                 f"{plan.target.url}: report would take them for repeats of one measurement; name this target with "
                 "--target-name, or write it to another --run-dir"
             )
+
+
+def same_name_elsewhere(run_dir: Path, plan: PointPlan) -> str:
+    """The URL of another server whose points ``run_dir`` holds under ``plan``'s target name ("" where none):
+    ``report`` groups a folder's points by target name, so two servers under one name read as one target (its
+    label the first point's, its batching gain across both). Allowed (other points, other loads), but said."""
+    here = _server_at(plan.target.url)
+    for point in read_points(run_dir) if (run_dir / POINTS_FILE).is_file() else []:
+        if point.target.name == plan.target.name and _server_at(point.target.url) != here:
+            return point.target.url
+    return ""
 
 
 def open_point_run(
