@@ -103,7 +103,14 @@ def bench(args: argparse.Namespace) -> int:
     from serve_bench.client import ServeBenchError, user_error
     from serve_bench.load import check_schedule, check_settings, positive_number
     from serve_bench.stats import LoadInfo, parse_target
-    from serve_bench.sweep import measure_plan, open_point_run, plan_point, point_failure, same_name_elsewhere
+    from serve_bench.sweep import (
+        METRICS_UNREAD,
+        measure_plan,
+        open_point_run,
+        plan_point,
+        point_failure,
+        same_name_elsewhere,
+    )
 
     if args.rate is not None:
         load = LoadInfo("open", rate=args.rate, arrival=args.arrival, processes=args.processes)
@@ -145,7 +152,7 @@ def bench(args: argparse.Namespace) -> int:
             "both servers as one target; give each its own --target-name",
             file=sys.stderr,
         )
-    unread = [note for note in point.notes if note.startswith("server metrics unavailable: ")]
+    unread = [note for note in point.notes if note.startswith(METRICS_UNREAD)]
     if args.metrics and point.server is None and unread:  # the page the user named did not answer: said here too
         print(f"serve-bench bench: warning: {unread[0]}; the point has no server split", file=sys.stderr)
     failure = point_failure(point, args.max_errors)

@@ -114,15 +114,16 @@ def _point(
 ) -> Point:
     match = _NAME.search(name)
     given = options.get("batch_size")
-    if match is None and (not options.get("model") or given is None):
+    model = options.get("model") or (match["model"] if match else "")
+    said = given if given is not None else (match["batch"] if match else None)
+    if not model or said is None:
         # it was read as model "unknown" at batch 1: a run at batch 8 imported at an eighth of its images/s
-        needed = [flag for flag, say in (("--model", not options.get("model")), ("--batch-size", given is None)) if say]
+        needed = [flag for flag, missing in (("--model", not model), ("--batch-size", said is None)) if missing]
         raise UserError(
             f"the request name {name!r} does not say the model and batch size (serve-bench's Locust users name "
             f"theirs 'predict MODEL bBATCH'); pass {' and '.join(needed)}"
         )
-    model = options.get("model") or (match["model"] if match else "")
-    batch = int(given if given is not None else (match["batch"] if match else 0))
+    batch = int(said)
     if not 1 <= batch <= 2**63 - 1:  # a tensor's dimension is an int64; 400 digits were an OverflowError below
         where = "--batch-size" if given is not None else f"the request name {name!r}"
         raise UserError(f"{where}: a batch size must be a whole number from 1 to 2**63 - 1, got {batch}")

@@ -390,17 +390,16 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         raise UserError("--port must be a real port (gRPC cannot be disabled)")
     if args.max_body_bytes < 1:  # 0 or less is no body at all (a body smaller than any request's is the user's call)
         raise UserError(f"--max_body_bytes must be a whole number of bytes >= 1, got {args.max_body_bytes}")
-    rest_api_port = args.rest_api_port
-    if rest_api_port == args.port:  # as TF Serving: said, then served without REST (server.cc:455-459, 9d981c5)
-        rest_api_port = 0  # it was bound after loading and said as "address already in use"
+    shared = args.rest_api_port == args.port  # it was bound after loading and said as "address already in use"
+    if shared:  # as TF Serving: said, then served without REST (server.cc:455-459, 9d981c5)
         notices.append(
             "server_options.http_port cannot be same as grpc_port. Please use a different port for HTTP/REST API. "
             "Skipped exporting HTTP/REST API."
         )
+    rest_api_port = 0 if shared else args.rest_api_port
     # TF Serving reads its monitoring config inside its HTTP branch only (server.cc:437-444): without REST, unread
-    metrics_path = None
-    if args.monitoring_config_file and rest_api_port == args.rest_api_port:
-        metrics_path = parse_monitoring_config(args.monitoring_config_file)
+    watched = args.monitoring_config_file and not shared
+    metrics_path = parse_monitoring_config(args.monitoring_config_file) if watched else None
     if metrics_path and not rest_api_port:
         raise UserError("metrics are served on the REST port: --monitoring_config_file needs --rest_api_port")
     ignored = tuple(name for name in _ACCEPTED_IGNORED if getattr(args, name) is not None)

@@ -8,6 +8,7 @@ spec and tune all call them.
 
 from serve_bench.sweep._launch import launched_target
 from serve_bench.sweep._measure import (
+    METRICS_UNREAD,
     measure,
     measure_async,
     measure_plan,
@@ -29,6 +30,7 @@ from serve_bench.sweep._spec import (
 from serve_bench.sweep._toml import check_keys, checked, typed, typed_list
 
 __all__ = [
+    "METRICS_UNREAD",
     "UNTIL_STABLE",
     "OnPoint",
     "SweepOutcome",

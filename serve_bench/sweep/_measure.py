@@ -46,6 +46,7 @@ from serve_bench.runtimes import RUNTIMES
 from serve_bench.stats import OK, LoadInfo, Point, RequestRecord, ServerView, Target
 
 __all__ = [
+    "METRICS_UNREAD",
     "check_bounds",
     "measure",
     "measure_async",
@@ -238,7 +239,7 @@ async def measure_point(
             if late:
                 server = replace(server, notes=(*server.notes, late))
     if server is None:
-        notes.append(f"server metrics unavailable: {why}")
+        notes.append(f"{METRICS_UNREAD}{why}")
     runtime, in_effect = server_runtime(client)
     if in_effect:  # what the local server's runtime ran with, as it reports it (device, precision, threads)
         notes.append(f"server {in_effect}")
@@ -260,6 +261,9 @@ async def measure_point(
         warmup_s=settings.warmup_s,
         notes=tuple(notes),
     )
+
+
+METRICS_UNREAD = "server metrics unavailable: "  # a point's note where the server's page was not read, then why
 
 
 def plan_point(
